@@ -1,0 +1,378 @@
+//! A reader for the GGUF header: just enough to name what is wrong with a file before
+//! llama.cpp sees it (llama.cpp's loader reports every failure as a null pointer).
+
+use std::fs::File;
+use std::io::{self, BufReader, Read, Seek};
+use std::path::Path;
+
+/// What the header says about a model file.
+#[derive(Debug, Clone)]
+pub struct GgufHeader {
+    pub version: u32,
+    pub architecture: Option<String>,
+    /// `<arch>.context_length`: the context window the model was trained with.
+    pub context_length: Option<u64>,
+    pub chat_template: Option<String>,
+    pub tensor_count: u64,
+    /// Where the tensor data would end, judged from the largest tensor offset (the last
+    /// tensor's own size is not counted, so this is a lower bound).
+    pub min_file_len: u64,
+    pub file_len: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum GgufError {
+    #[error("cannot read: {0}")]
+    Io(#[from] io::Error),
+    #[error("not a GGUF file (its first bytes are {0:?}, not \"GGUF\")")]
+    BadMagic([u8; 4]),
+    #[error("GGUF version {0} is not supported (2 and 3 are)")]
+    BadVersion(u32),
+    #[error("the file ends inside its header: it is truncated")]
+    Truncated,
+    #[error("malformed header: {0}")]
+    Malformed(String),
+}
+
+/// Architectures the pinned llama.cpp knows (its `LLM_ARCH_NAMES`, llama-cpp-sys-2 0.1.161).
+pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
+    "llama",
+    "llama4",
+    "deci",
+    "falcon",
+    "grok",
+    "gpt2",
+    "gptj",
+    "gptneox",
+    "mpt",
+    "baichuan",
+    "starcoder",
+    "refact",
+    "bert",
+    "modern-bert",
+    "nomic-bert",
+    "nomic-bert-moe",
+    "neo-bert",
+    "jina-bert-v2",
+    "jina-bert-v3",
+    "eurobert",
+    "bloom",
+    "stablelm",
+    "qwen",
+    "qwen2",
+    "qwen2moe",
+    "qwen2vl",
+    "qwen3",
+    "qwen3moe",
+    "qwen3next",
+    "qwen3vl",
+    "qwen3vlmoe",
+    "qwen35",
+    "qwen35moe",
+    "clef",
+    "qwen4exp",
+    "phi2",
+    "phi3",
+    "phimoe",
+    "plamo",
+    "plamo2",
+    "plamo3",
+    "codeshell",
+    "orion",
+    "internlm2",
+    "minicpm",
+    "minicpm3",
+    "gemma",
+    "gemma2",
+    "gemma3",
+    "gemma3n",
+    "gemma4",
+    "gemma4-assistant",
+    "gemma-embedding",
+    "starcoder2",
+    "mamba",
+    "mamba2",
+    "maple",
+    "jamba",
+    "falcon-h1",
+    "xverse",
+    "command-r",
+    "cohere2",
+    "cohere2moe",
+    "dbrx",
+    "olmo",
+    "olmo2",
+    "olmoe",
+    "muse-glimmer",
+    "openelm",
+    "arctic",
+    "deepseek",
+    "deepseek2",
+    "deepseek2-ocr",
+    "deepseek32",
+    "deepseek4",
+    "chatglm",
+    "glm4",
+    "glm4moe",
+    "glm-dsa",
+    "bitnet",
+    "t5",
+    "t5encoder",
+    "jais",
+    "jais2",
+    "nemotron",
+    "nemotron_h",
+    "nemotron_h_moe",
+    "exaone",
+    "exaone4",
+    "exaone-moe",
+    "rwkv6",
+    "rwkv6qwen2",
+    "rwkv7",
+    "arwkv7",
+    "granite",
+    "granitemoe",
+    "granitehybrid",
+    "graniteswitch",
+    "granite_swa",
+    "chameleon",
+    "wavtokenizer-dec",
+    "plm",
+    "bailingmoe",
+    "bailingmoe2",
+    "bailingmoe3",
+    "dots1",
+    "dots3note",
+    "arcee",
+    "afmoe",
+    "laguna",
+    "ernie4_5",
+    "ernie4_5-moe",
+    "hunyuan-moe",
+    "hunyuan-dense",
+    "hunyuan_vl",
+    "hy_v3",
+    "hy_v4",
+    "smollm3",
+    "gpt-oss",
+    "lfm2",
+    "lfm2moe",
+    "dream",
+    "smallthinker",
+    "llada",
+    "llada-moe",
+    "seed_oss",
+    "grovemoe",
+    "apertus",
+    "minimax-01",
+    "hrm_text",
+    "minimax-m2",
+    "minimax-m3",
+    "cogvlm",
+    "rnd1",
+    "pangu-embedded",
+    "mistral3",
+    "eagle3",
+    "dflash",
+    "mistral4",
+    "paddleocr",
+    "mimo2",
+    "step35",
+    "spark2_5",
+    "llama-embed",
+    "maincoder",
+    "kimi-linear",
+    "kimi-k3",
+    "glm5-next",
+    "talkie",
+    "mellum",
+    "nanbeige",
+    "qwen3tts",
+    "pockettts",
+];
+
+const TYPE_STRING: u32 = 8;
+const TYPE_ARRAY: u32 = 9;
+/// Bounds a hostile header cannot push us past (llama.cpp has similar ones).
+const MAX_STRING: u64 = 64 << 20;
+const MAX_COUNT: u64 = 1 << 26;
+
+pub fn read_header(path: &Path) -> Result<GgufHeader, GgufError> {
+    let file = File::open(path)?;
+    let file_len = file.metadata()?.len();
+    let mut r = Reader { inner: BufReader::with_capacity(1 << 16, file) };
+    let mut magic = [0u8; 4];
+    r.exact(&mut magic)?;
+    if &magic != b"GGUF" {
+        return Err(GgufError::BadMagic(magic));
+    }
+    let version = r.u32()?;
+    if !(2..=3).contains(&version) {
+        return Err(GgufError::BadVersion(version));
+    }
+    let tensor_count = r.u64()?;
+    let kv_count = r.u64()?;
+    if tensor_count > MAX_COUNT || kv_count > MAX_COUNT {
+        return Err(GgufError::Malformed(format!(
+            "{tensor_count} tensors and {kv_count} keys is not plausible"
+        )));
+    }
+    let mut header = GgufHeader {
+        version,
+        architecture: None,
+        context_length: None,
+        chat_template: None,
+        tensor_count,
+        min_file_len: 0,
+        file_len,
+    };
+    let mut alignment = 32u64;
+    let mut context_lengths = Vec::new();
+    for _ in 0..kv_count {
+        let key = r.string()?;
+        let ty = r.u32()?;
+        match (key.as_str(), ty) {
+            ("general.architecture", TYPE_STRING) => header.architecture = Some(r.string()?),
+            ("tokenizer.chat_template", TYPE_STRING) => header.chat_template = Some(r.string()?),
+            ("general.alignment", _) => alignment = r.integer(ty)?.max(1),
+            (k, _) if k.ends_with(".context_length") => {
+                let value = r.integer(ty)?;
+                context_lengths.push((k.trim_end_matches(".context_length").to_owned(), value));
+            }
+            _ => r.skip_value(ty)?,
+        }
+    }
+    header.context_length = context_lengths
+        .into_iter()
+        .find(|(arch, _)| Some(arch) == header.architecture.as_ref())
+        .map(|(_, v)| v);
+    let mut max_offset = 0u64;
+    for _ in 0..tensor_count {
+        let _name = r.string()?;
+        let n_dims = r.u32()?;
+        if n_dims > 8 {
+            return Err(GgufError::Malformed(format!("a tensor with {n_dims} dimensions")));
+        }
+        for _ in 0..n_dims {
+            r.u64()?;
+        }
+        let _ty = r.u32()?;
+        max_offset = max_offset.max(r.u64()?);
+    }
+    let pos = r.inner.stream_position()?;
+    let data_start = pos.div_ceil(alignment) * alignment;
+    header.min_file_len =
+        if tensor_count == 0 { pos } else { data_start.saturating_add(max_offset) };
+    Ok(header)
+}
+
+struct Reader {
+    inner: BufReader<File>,
+}
+
+impl Reader {
+    fn exact(&mut self, buf: &mut [u8]) -> Result<(), GgufError> {
+        self.inner.read_exact(buf).map_err(|e| match e.kind() {
+            io::ErrorKind::UnexpectedEof => GgufError::Truncated,
+            _ => GgufError::Io(e),
+        })
+    }
+    fn u32(&mut self) -> Result<u32, GgufError> {
+        let mut b = [0u8; 4];
+        self.exact(&mut b)?;
+        Ok(u32::from_le_bytes(b))
+    }
+    fn u64(&mut self) -> Result<u64, GgufError> {
+        let mut b = [0u8; 8];
+        self.exact(&mut b)?;
+        Ok(u64::from_le_bytes(b))
+    }
+    fn string(&mut self) -> Result<String, GgufError> {
+        let len = self.u64()?;
+        if len > MAX_STRING {
+            return Err(GgufError::Malformed(format!("a string of {len} bytes")));
+        }
+        let mut buf = vec![0u8; len as usize];
+        self.exact(&mut buf)?;
+        String::from_utf8(buf)
+            .map_err(|_| GgufError::Malformed("a string that is not UTF-8".into()))
+    }
+    fn skip(&mut self, n: u64) -> Result<(), GgufError> {
+        let n = i64::try_from(n).map_err(|_| GgufError::Malformed("a huge value".into()))?;
+        self.inner.seek_relative(n)?;
+        Ok(())
+    }
+    fn integer(&mut self, ty: u32) -> Result<u64, GgufError> {
+        Ok(match ty {
+            0 | 1 => {
+                let mut b = [0u8; 1];
+                self.exact(&mut b)?;
+                u64::from(b[0])
+            }
+            2 | 3 => {
+                let mut b = [0u8; 2];
+                self.exact(&mut b)?;
+                u64::from(u16::from_le_bytes(b))
+            }
+            4 | 5 => u64::from(self.u32()?),
+            10 | 11 => self.u64()?,
+            _ => {
+                return Err(GgufError::Malformed(format!(
+                    "value type {ty} where an integer is expected"
+                )));
+            }
+        })
+    }
+    fn scalar_size(ty: u32) -> Option<u64> {
+        match ty {
+            0 | 1 | 7 => Some(1),
+            2 | 3 => Some(2),
+            4..=6 => Some(4),
+            10..=12 => Some(8),
+            _ => None,
+        }
+    }
+    fn skip_value(&mut self, ty: u32) -> Result<(), GgufError> {
+        if let Some(size) = Self::scalar_size(ty) {
+            return self.skip(size);
+        }
+        match ty {
+            TYPE_STRING => {
+                let len = self.u64()?;
+                self.skip(len)
+            }
+            TYPE_ARRAY => {
+                let item = self.u32()?;
+                let count = self.u64()?;
+                if count > MAX_COUNT {
+                    return Err(GgufError::Malformed(format!("an array of {count} items")));
+                }
+                if let Some(size) = Self::scalar_size(item) {
+                    return self.skip(size * count);
+                }
+                for _ in 0..count {
+                    self.skip_value(item)?;
+                }
+                Ok(())
+            }
+            _ => Err(GgufError::Malformed(format!("unknown value type {ty}"))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_a_file_that_is_not_gguf() {
+        let dir = std::env::temp_dir().join(format!("gguf-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("not.gguf");
+        std::fs::write(&path, b"PK\x03\x04 a zip, not a model").unwrap();
+        assert!(matches!(read_header(&path), Err(GgufError::BadMagic(m)) if &m == b"PK\x03\x04"));
+        std::fs::write(&path, b"GGUF\x03\x00\x00\x00\x01").unwrap();
+        assert!(matches!(read_header(&path), Err(GgufError::Truncated)));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,21 @@
+//! One loaded GGUF model on llama.cpp: tokenizer, chat template, batched prefill, decode,
+//! constrained sampling (JSON schema, OneOf), log-probabilities, and KV row snapshots.
+//!
+//! The only crate of the workspace that touches llama.cpp.
+
+mod constraint;
+mod error;
+pub mod gguf;
+mod model;
+mod sampling;
+mod session;
+mod template;
+
+pub use constraint::Constraint;
+pub use error::EngineError;
+pub use model::{Model, ModelParams, SessionParams, Special, Token};
+pub use sampling::{RepeatPenalty, Sampling};
+pub use session::{
+    GenerateParams, Generation, OneOfScores, Session, Snapshot, StopReason, Timings, TokenLogprob,
+};
+pub use template::{GenerationPrompt, Message, TemplateError};

@@ -1,0 +1,317 @@
+//! The model's own chat template (`tokenizer.chat_template`), rendered with minijinja the way
+//! Hugging Face transformers renders it with Jinja2.
+
+use minijinja::value::{Kwargs, Value};
+use minijinja::{Environment, Error as JinjaError, ErrorKind};
+
+/// One chat message. `role` is whatever the template understands (`system`, `user`,
+/// `assistant`, ...).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Message {
+    pub role: String,
+    pub content: String,
+}
+
+impl Message {
+    pub fn new(role: impl Into<String>, content: impl Into<String>) -> Message {
+        Message { role: role.into(), content: content.into() }
+    }
+}
+
+/// Whether the rendering ends with the header of an assistant turn to be generated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GenerationPrompt {
+    Add,
+    Omit,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TemplateError {
+    #[error("the model has no chat template (no `tokenizer.chat_template` in its GGUF metadata)")]
+    Missing,
+    #[error("the model's chat template does not compile: {0:#}")]
+    Compile(JinjaError),
+    #[error("the model's chat template is unusable: {0}")]
+    Unusable(String),
+    #[error("the model's chat template failed to render: {0:#}")]
+    Render(JinjaError),
+}
+
+/// A compiled chat template plus the special-token strings it refers to.
+pub struct ChatTemplate {
+    env: Environment<'static>,
+    bos_token: String,
+    eos_token: String,
+}
+
+impl std::fmt::Debug for ChatTemplate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChatTemplate").field("bos_token", &self.bos_token).finish_non_exhaustive()
+    }
+}
+
+impl ChatTemplate {
+    pub fn new(
+        source: &str,
+        bos_token: String,
+        eos_token: String,
+    ) -> Result<ChatTemplate, TemplateError> {
+        // minijinja has no `{% generation %}` block (a training-time marker): drop the tags.
+        let source = source
+            .replace("{% generation %}", "")
+            .replace("{%- generation %}", "")
+            .replace("{% endgeneration %}", "")
+            .replace("{%- endgeneration %}", "");
+        let mut env = Environment::new();
+        let syntax = minijinja::syntax::SyntaxConfig::builder()
+            .trim_blocks(true)
+            .lstrip_blocks(true)
+            .build()
+            .map_err(TemplateError::Compile)?;
+        env.set_syntax(syntax);
+        env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+        env.add_function("raise_exception", raise_exception);
+        env.add_function("strftime_now", strftime_now);
+        env.add_filter("tojson", tojson);
+        env.add_template_owned("chat", source).map_err(TemplateError::Compile)?;
+        Ok(ChatTemplate { env, bos_token, eos_token })
+    }
+
+    pub fn render(
+        &self,
+        messages: &[Message],
+        prompt: GenerationPrompt,
+    ) -> Result<String, TemplateError> {
+        let template = self.env.get_template("chat").map_err(TemplateError::Render)?;
+        let messages: Vec<Value> = messages
+            .iter()
+            .map(|m| minijinja::context! { role => m.role.clone(), content => m.content.clone() })
+            .collect();
+        template
+            .render(minijinja::context! {
+                messages => messages,
+                add_generation_prompt => prompt == GenerationPrompt::Add,
+                bos_token => self.bos_token.clone(),
+                eos_token => self.eos_token.clone(),
+            })
+            .map_err(TemplateError::Render)
+    }
+}
+
+fn raise_exception(message: String) -> Result<Value, JinjaError> {
+    Err(JinjaError::new(ErrorKind::InvalidOperation, message))
+}
+
+/// Python's `json.dumps` as transformers' `tojson` calls it: `ensure_ascii=False`, separators
+/// `", "`/`": "` (`","` between items when indenting), keys in insertion order. minijinja's own
+/// filter HTML-escapes quotes and angle brackets, which would change the prompt's tokens.
+fn tojson(value: Value, indent: Option<usize>, kwargs: Kwargs) -> Result<Value, JinjaError> {
+    let indent = match indent {
+        Some(i) => Some(i),
+        None => kwargs.get::<Option<usize>>("indent")?,
+    };
+    let ensure_ascii = kwargs.get::<Option<bool>>("ensure_ascii")?.unwrap_or(false);
+    let sort_keys = kwargs.get::<Option<bool>>("sort_keys")?.unwrap_or(false);
+    let separators: Option<Vec<String>> = kwargs.get("separators")?;
+    kwargs.assert_all_used()?;
+    let json = serde_json::to_value(&value)
+        .map_err(|e| JinjaError::new(ErrorKind::InvalidOperation, format!("tojson: {e}")))?;
+    let (item_sep, key_sep) = match separators.as_deref() {
+        Some([item, key]) => (item.clone(), key.clone()),
+        _ if indent.is_some() => (",".to_owned(), ": ".to_owned()),
+        _ => (", ".to_owned(), ": ".to_owned()),
+    };
+    let style = JsonStyle { indent, item_sep, key_sep, ensure_ascii, sort_keys };
+    let mut out = String::new();
+    style.write(&json, 0, &mut out);
+    Ok(Value::from_safe_string(out))
+}
+
+struct JsonStyle {
+    indent: Option<usize>,
+    item_sep: String,
+    key_sep: String,
+    ensure_ascii: bool,
+    sort_keys: bool,
+}
+
+impl JsonStyle {
+    fn newline(&self, depth: usize, out: &mut String) {
+        if let Some(n) = self.indent {
+            out.push('\n');
+            out.extend(std::iter::repeat_n(' ', n * depth));
+        }
+    }
+
+    fn write(&self, v: &serde_json::Value, depth: usize, out: &mut String) {
+        use serde_json::Value as J;
+        match v {
+            J::Null => out.push_str("null"),
+            J::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+            J::Number(n) => out.push_str(&n.to_string()),
+            J::String(s) => self.string(s, out),
+            J::Array(items) if items.is_empty() => out.push_str("[]"),
+            J::Array(items) => {
+                out.push('[');
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push_str(&self.item_sep);
+                    }
+                    self.newline(depth + 1, out);
+                    self.write(item, depth + 1, out);
+                }
+                self.newline(depth, out);
+                out.push(']');
+            }
+            J::Object(map) if map.is_empty() => out.push_str("{}"),
+            J::Object(map) => {
+                let mut entries: Vec<_> = map.iter().collect();
+                if self.sort_keys {
+                    entries.sort_by(|a, b| a.0.cmp(b.0));
+                }
+                out.push('{');
+                for (i, (key, item)) in entries.into_iter().enumerate() {
+                    if i > 0 {
+                        out.push_str(&self.item_sep);
+                    }
+                    self.newline(depth + 1, out);
+                    self.string(key, out);
+                    out.push_str(&self.key_sep);
+                    self.write(item, depth + 1, out);
+                }
+                self.newline(depth, out);
+                out.push('}');
+            }
+        }
+    }
+
+    fn string(&self, s: &str, out: &mut String) {
+        out.push('"');
+        for c in s.chars() {
+            match c {
+                '"' => out.push_str("\\\""),
+                '\\' => out.push_str("\\\\"),
+                '\n' => out.push_str("\\n"),
+                '\r' => out.push_str("\\r"),
+                '\t' => out.push_str("\\t"),
+                '\u{08}' => out.push_str("\\b"),
+                '\u{0c}' => out.push_str("\\f"),
+                c if (c as u32) < 0x20 || (self.ensure_ascii && !c.is_ascii()) => {
+                    let mut buf = [0u16; 2];
+                    for unit in c.encode_utf16(&mut buf) {
+                        out.push_str(&format!("\\u{unit:04x}"));
+                    }
+                }
+                c => out.push(c),
+            }
+        }
+        out.push('"');
+    }
+}
+
+/// `strftime_now(format)`, which some templates call for today's date (UTC here).
+fn strftime_now(format: String) -> Result<Value, JinjaError> {
+    const MONTHS: [&str; 12] = [
+        "January",
+        "February",
+        "March",
+        "April",
+        "May",
+        "June",
+        "July",
+        "August",
+        "September",
+        "October",
+        "November",
+        "December",
+    ];
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let (year, month, day) = civil_from_days((secs / 86_400) as i64);
+    let (hour, minute, second) = (secs % 86_400 / 3600, secs % 3600 / 60, secs % 60);
+    let month_name = MONTHS[(month - 1) as usize];
+    let mut out = String::new();
+    let mut chars = format.chars();
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('Y') => out.push_str(&year.to_string()),
+            Some('m') => out.push_str(&format!("{month:02}")),
+            Some('d') => out.push_str(&format!("{day:02}")),
+            Some('B') => out.push_str(month_name),
+            Some('b') => out.push_str(&month_name[..3]),
+            Some('H') => out.push_str(&format!("{hour:02}")),
+            Some('M') => out.push_str(&format!("{minute:02}")),
+            Some('S') => out.push_str(&format!("{second:02}")),
+            Some('%') => out.push('%'),
+            Some(other) => {
+                return Err(JinjaError::new(
+                    ErrorKind::InvalidOperation,
+                    format!("strftime_now: unsupported directive %{other}"),
+                ));
+            }
+            None => out.push('%'),
+        }
+    }
+    Ok(Value::from(out))
+}
+
+/// Days since 1970-01-01 to (year, month, day), Howard Hinnant's algorithm.
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (yoe + era * 400 + i64::from(month <= 2), month, day)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn render(source: &str, messages: &[Message]) -> String {
+        ChatTemplate::new(source, "<s>".into(), "</s>".into())
+            .unwrap()
+            .render(messages, GenerationPrompt::Add)
+            .unwrap()
+    }
+
+    #[test]
+    fn tojson_matches_python_json_dumps() {
+        let out = render(
+            "{{ {'a': \"it's <b> & é\", 'n': [1, 2], 'e': {}} | tojson }}|{{ [1, {'k': 2}] | tojson(indent=2) }}",
+            &[],
+        );
+        assert_eq!(
+            out,
+            "{\"a\": \"it's <b> & é\", \"n\": [1, 2], \"e\": {}}|[\n  1,\n  {\n    \"k\": 2\n  }\n]"
+        );
+    }
+
+    #[test]
+    fn raise_exception_is_a_render_error() {
+        let t = ChatTemplate::new(
+            "{{ raise_exception('no system role') }}",
+            String::new(),
+            String::new(),
+        )
+        .unwrap();
+        let err = t.render(&[], GenerationPrompt::Omit).unwrap_err();
+        assert!(err.to_string().contains("no system role"), "{err}");
+    }
+
+    #[test]
+    fn civil_dates() {
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(civil_from_days(20_787), (2026, 11, 30));
+    }
+}

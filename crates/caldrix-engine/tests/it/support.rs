@@ -1,0 +1,61 @@
+use std::path::PathBuf;
+use std::sync::{Mutex, MutexGuard, OnceLock};
+
+use caldrix_engine::{
+    GenerationPrompt, Message, Model, ModelParams, Session, SessionParams, Token,
+};
+
+pub const SMOLLM2: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
+pub const GEMMA3: &str = "gemma-3-270m-q4_k_m.gguf";
+
+/// Where `scripts/fetch-models` caches the models.
+pub fn model_path(file: &str) -> PathBuf {
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .expect("HOME or XDG_CACHE_HOME is set");
+    let path = cache.join("aerix/models").join(file);
+    assert!(path.is_file(), "{} is missing: run scripts/fetch-models", path.display());
+    path
+}
+
+fn load(file: &str) -> Model {
+    Model::load(&model_path(file), &ModelParams::default()).expect("the test model loads")
+}
+
+pub fn smollm2() -> &'static Model {
+    static M: OnceLock<Model> = OnceLock::new();
+    M.get_or_init(|| load(SMOLLM2))
+}
+
+pub fn gemma3() -> &'static Model {
+    static M: OnceLock<Model> = OnceLock::new();
+    M.get_or_init(|| load(GEMMA3))
+}
+
+/// One model computation at a time: two cores, and llama.cpp uses both.
+pub fn lock() -> MutexGuard<'static, ()> {
+    static L: Mutex<()> = Mutex::new(());
+    L.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+pub fn session(model: &Model) -> Session<'_> {
+    model
+        .session(&SessionParams { n_ctx: Some(2048), threads: Some(2), ..SessionParams::default() })
+        .expect("a 2048-token session opens")
+}
+
+/// A rendered and tokenized chat prompt ending with the assistant's header.
+pub fn chat(model: &Model, system: &str, user: &str) -> Vec<Token> {
+    let mut messages = Vec::new();
+    if !system.is_empty() {
+        messages.push(Message::new("system", system));
+    }
+    messages.push(Message::new("user", user));
+    let text = model.render(&messages, GenerationPrompt::Add).expect("the template renders");
+    model.tokenize_prompt(&text)
+}
+
+pub fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
+}

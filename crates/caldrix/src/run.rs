@@ -1,0 +1,139 @@
+//! `caldrix run MODEL --prompt TEXT`: render, tokenize, generate, print.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::{Context, bail};
+use caldrix_engine::{
+    Constraint, GenerateParams, GenerationPrompt, Message, Model, ModelParams, RepeatPenalty,
+    Sampling, SessionParams,
+};
+use clap::Args;
+use serde_json::json;
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// Path to a GGUF model file.
+    model: PathBuf,
+    /// The user's message.
+    #[arg(long)]
+    prompt: String,
+    /// A system message before it.
+    #[arg(long)]
+    system: Option<String>,
+    /// Constrain the output to JSON valid against the schema in FILE.
+    #[arg(long, value_name = "FILE", conflicts_with = "one_of")]
+    json_schema: Option<PathBuf>,
+    /// Constrain the output to one of these comma-separated options, each scored.
+    #[arg(long, value_name = "A,B,C", value_delimiter = ',')]
+    one_of: Option<Vec<String>>,
+    /// Also print one JSON line with the scores (per token, or per OneOf option).
+    #[arg(long)]
+    logprobs: bool,
+    /// Alternatives reported per token with --logprobs.
+    #[arg(long, default_value_t = 0, value_name = "K")]
+    top_logprobs: usize,
+    #[arg(long, default_value_t = 256, value_name = "N")]
+    max_new_tokens: u32,
+    /// Seed of the sampler (used when --temperature > 0).
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    seed: u64,
+    /// 0 is greedy.
+    #[arg(long, default_value_t = 0.0, value_name = "X")]
+    temperature: f32,
+    #[arg(long, default_value_t = 1.0, value_name = "P")]
+    top_p: f32,
+    /// Repetition penalty over the last 64 generated tokens (1 is off).
+    #[arg(long, default_value_t = 1.0, value_name = "X")]
+    repeat_penalty: f32,
+    /// Context window in tokens (default: the smaller of 4096 and the model's).
+    #[arg(long, value_name = "N")]
+    ctx: Option<u32>,
+    /// CPU threads (default: every core).
+    #[arg(long, value_name = "N")]
+    threads: Option<u32>,
+    /// Prefill batch size.
+    #[arg(long, default_value_t = 512, value_name = "N")]
+    batch: u32,
+    /// Layers offloaded to a GPU (ignored without a GPU build).
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    gpu_layers: u32,
+}
+
+pub fn run(args: &RunArgs) -> anyhow::Result<()> {
+    let constraint = if let Some(file) = &args.json_schema {
+        let text = std::fs::read_to_string(file)
+            .with_context(|| format!("cannot read {}", file.display()))?;
+        let schema = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not JSON", file.display()))?;
+        Constraint::Json(schema)
+    } else if let Some(options) = &args.one_of {
+        Constraint::OneOf(options.clone())
+    } else {
+        Constraint::None
+    };
+    if args.temperature.is_nan() || args.temperature < 0.0 {
+        bail!("--temperature must be 0 or more");
+    }
+    if args.top_p.is_nan() || args.top_p <= 0.0 || args.top_p > 1.0 {
+        bail!("--top-p must be in (0, 1]");
+    }
+    let sampling = if args.temperature == 0.0 {
+        Sampling::Greedy
+    } else {
+        Sampling::Random { temperature: args.temperature, top_p: args.top_p, seed: args.seed }
+    };
+    let model = Model::load(&args.model, &ModelParams { gpu_layers: args.gpu_layers })?;
+    let mut session = model.session(&SessionParams {
+        n_ctx: args.ctx,
+        threads: args.threads,
+        batch: args.batch,
+        ..SessionParams::default()
+    })?;
+    let mut messages = Vec::new();
+    if let Some(system) = &args.system {
+        messages.push(Message::new("system", system.as_str()));
+    }
+    messages.push(Message::new("user", args.prompt.as_str()));
+    let rendered = model.render(&messages, GenerationPrompt::Add)?;
+    let prompt = model.tokenize_prompt(&rendered);
+    let params = GenerateParams {
+        max_new_tokens: args.max_new_tokens,
+        sampling,
+        constraint,
+        logprobs: args.logprobs.then_some(args.top_logprobs),
+        repeat_penalty: (args.repeat_penalty != 1.0)
+            .then_some(RepeatPenalty { penalty: args.repeat_penalty, last_n: 64 }),
+    };
+    let out = session.generate(&prompt, &params)?;
+    let mut stdout = std::io::stdout().lock();
+    writeln!(stdout, "{}", out.text)?;
+    if args.logprobs {
+        let scores = if let (Some(scores), Some(options)) = (&out.one_of, &args.one_of) {
+            let per_option: serde_json::Map<String, serde_json::Value> =
+                options.iter().zip(&scores.logprobs).map(|(o, l)| (o.clone(), json!(l))).collect();
+            json!({ "chosen": options[scores.chosen], "logprobs": per_option })
+        } else {
+            let tokens: Vec<_> = out
+                .logprobs
+                .iter()
+                .flatten()
+                .map(|t| {
+                    let top: Vec<_> = t
+                        .top
+                        .iter()
+                        .map(|(id, bytes, lp)| json!({ "id": id.0, "text": String::from_utf8_lossy(bytes), "logprob": lp }))
+                        .collect();
+                    json!({ "id": t.token.0, "text": String::from_utf8_lossy(&t.bytes), "logprob": t.logprob, "top": top })
+                })
+                .collect();
+            json!({ "tokens": tokens })
+        };
+        let mut line = scores;
+        line["stop"] = json!(format!("{:?}", out.stop));
+        line["prompt_tokens"] = json!(out.prompt_tokens);
+        line["completion_tokens"] = json!(out.tokens.len());
+        writeln!(stdout, "{line}")?;
+    }
+    Ok(())
+}

@@ -1,0 +1,112 @@
+//! `caldrix run` end to end: the binary, a real model, stdout and the exit status.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "a failed unwrap is a failed test")]
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn model(file: &str) -> PathBuf {
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .expect("HOME or XDG_CACHE_HOME is set");
+    let path = cache.join("aerix/models").join(file);
+    assert!(path.is_file(), "{} is missing: run scripts/fetch-models", path.display());
+    path
+}
+
+fn smollm2() -> PathBuf {
+    model("SmolLM2-135M-Instruct.Q4_1.gguf")
+}
+
+fn caldrix(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_caldrix")).args(args).output().expect("caldrix runs")
+}
+
+fn stdout(out: &Output) -> String {
+    assert!(out.status.success(), "caldrix failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout.clone()).unwrap()
+}
+
+#[test]
+fn one_of_prints_the_choice_then_the_scores() {
+    let path = smollm2();
+    let out = caldrix(&[
+        "run",
+        path.to_str().unwrap(),
+        "--system",
+        "Classify the request: answer, edit, investigate or plan.",
+        "--prompt",
+        "Rename foo to bar",
+        "--one-of",
+        "answer,edit,investigate,plan",
+        "--logprobs",
+        "--threads",
+        "2",
+    ]);
+    let text = stdout(&out);
+    let mut lines = text.lines();
+    let choice = lines.next().unwrap();
+    let scores: serde_json::Value = serde_json::from_str(lines.next().unwrap()).unwrap();
+    assert_eq!(scores["chosen"], choice);
+    let per_option = scores["logprobs"].as_object().unwrap();
+    let keys: Vec<&str> = per_option.keys().map(String::as_str).collect();
+    assert_eq!(keys, ["answer", "edit", "investigate", "plan"]);
+    assert!(per_option.values().all(|v| v.as_f64().unwrap() < 0.0));
+}
+
+#[test]
+fn json_schema_output_is_json_of_that_shape() {
+    let path = smollm2();
+    let dir = std::env::temp_dir().join(format!("caldrix-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let schema = dir.join("schema.json");
+    std::fs::write(
+        &schema,
+        r#"{"type":"object","properties":{"city":{"type":"string","maxLength":40},"population":{"type":"integer"}},"required":["city","population"],"additionalProperties":false}"#,
+    )
+    .unwrap();
+    let out = caldrix(&[
+        "run",
+        path.to_str().unwrap(),
+        "--prompt",
+        "Name a large city and its population as JSON.",
+        "--json-schema",
+        schema.to_str().unwrap(),
+        "--max-new-tokens",
+        "60",
+        "--temperature",
+        "0.7",
+        "--seed",
+        "9",
+        "--threads",
+        "2",
+    ]);
+    let text = stdout(&out);
+    let value: serde_json::Value = serde_json::from_str(text.trim_end_matches('\n')).unwrap();
+    assert!(value["city"].is_string() && value["population"].is_i64(), "{value}");
+    assert_eq!(value.as_object().unwrap().len(), 2);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn bad_input_is_one_clear_line_and_a_failure_status() {
+    let path = smollm2();
+    let model = path.to_str().unwrap();
+    let cases: [(&[&str], &str); 4] = [
+        (&["run", "/nonexistent/model.gguf", "--prompt", "hi"], "does not exist"),
+        (&["run", model, "--prompt", "hi", "--one-of", ""], "option \"\" is empty"),
+        (&["run", model, "--prompt", "hi", "--json-schema", "/nonexistent.json"], "cannot read"),
+        (
+            &["run", model, "--prompt", &"word ".repeat(200), "--ctx", "64"],
+            "context window holds 64",
+        ),
+    ];
+    for (args, expected) in cases {
+        let out = caldrix(args);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+}
