@@ -1,6 +1,8 @@
 //! Choosing a token from logits: greedy or seeded temperature/top-p, under an optional mask,
 //! and the log-probabilities reported beside the choice.
 
+use crate::model::Token;
+
 /// How the next token is chosen.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Sampling {
@@ -19,10 +21,10 @@ pub struct RepeatPenalty {
     pub last_n: usize,
 }
 
-pub(crate) fn penalize(logits: &mut [f32], generated: &[u32], p: RepeatPenalty) {
+pub(crate) fn penalize(logits: &mut [f32], generated: &[Token], p: RepeatPenalty) {
     let recent = &generated[generated.len().saturating_sub(p.last_n)..];
     let mut seen = std::collections::HashSet::with_capacity(recent.len());
-    for &id in recent {
+    for &Token(id) in recent {
         if seen.insert(id)
             && let Some(l) = logits.get_mut(id as usize)
         {
@@ -173,7 +175,7 @@ mod tests {
         let mut logits = [2.0, -2.0, 2.0, 1.0];
         let p = RepeatPenalty { penalty: 2.0, last_n: 3 };
         // Token 2 is outside the window; token 0 appears twice but is penalised once.
-        penalize(&mut logits, &[2, 0, 1, 0], p);
+        penalize(&mut logits, &[Token(2), Token(0), Token(1), Token(0)], p);
         assert_eq!(logits, [1.0, -4.0, 2.0, 1.0]);
     }
 

@@ -246,8 +246,7 @@ impl<'m> Session<'m> {
                 if params.logprobs.is_some() {
                     raw = Some(logits.clone());
                 }
-                let ids: Vec<u32> = tokens.iter().map(|t: &Token| t.0).collect();
-                sampling::penalize(&mut logits, &ids, p);
+                sampling::penalize(&mut logits, &tokens, p);
             }
             if let Some(matcher) = matcher.as_mut() {
                 let mask = matcher

@@ -69,6 +69,30 @@ fn model_files_that_cannot_load_say_why() {
 }
 
 #[test]
+fn a_model_without_a_chat_template_says_so_when_asked_to_render() {
+    // SmolLM2 with its `tokenizer.chat_template` key renamed (same length, so every offset of
+    // the file stays valid): llama architecture, which has no fallback template.
+    let mut bytes = std::fs::read(support::model_path(support::SMOLLM2)).unwrap();
+    let key = b"tokenizer.chat_template";
+    let at = bytes.windows(key.len()).position(|w| w == key).expect("the key is in the header");
+    bytes[at + key.len() - 1] = b'X';
+    let dir = temp_dir("template");
+    let path = dir.join("no-template.gguf");
+    std::fs::write(&path, &bytes).unwrap();
+    let model = Model::load(&path, &ModelParams::default()).unwrap();
+    let err = model
+        .render(
+            &[caldrix_engine::Message::new("user", "hi")],
+            caldrix_engine::GenerationPrompt::Add,
+        )
+        .unwrap_err();
+    assert!(err.to_string().contains("no chat template"), "{err}");
+    // Tokens and raw prompts still work without one.
+    assert!(!model.tokenize("hi", Special::Plain).is_empty());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn a_window_larger_than_the_models_is_refused() {
     let model = support::smollm2();
     let err = model
