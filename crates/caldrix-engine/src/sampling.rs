@@ -114,7 +114,18 @@ pub(crate) fn choose(logits: &[f32], sampling: Sampling, rng: &mut Rng) -> Optio
                 .collect();
             let total: f64 = cands.iter().map(|c| c.1).sum();
             if top_p < 1.0 {
-                cands.sort_unstable_by(|a, b| b.1.total_cmp(&a.1));
+                // The nucleus is almost always within the most likely few hundred tokens:
+                // select those first and sort only them (a full sort of a 262k vocabulary costs
+                // more than a decode step); sort everything only when they hold too little.
+                let head = 512.min(cands.len());
+                if head < cands.len() {
+                    cands.select_nth_unstable_by(head - 1, |a, b| b.1.total_cmp(&a.1));
+                    let mass: f64 = cands[..head].iter().map(|c| c.1).sum();
+                    if mass >= f64::from(top_p) * total {
+                        cands.truncate(head);
+                    }
+                }
+                cands.sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
                 let mut kept = 0.0;
                 let mut n = 0;
                 for c in &cands {

@@ -1,0 +1,326 @@
+//! The messages. Every message is a map with a `type` key naming its kind; the other keys are
+//! the kind's fields. Optional fields may be left out.
+
+use serde::{Deserialize, Serialize};
+
+/// A context's id, unique for the daemon's life.
+pub type ContextId = u64;
+
+/// What a client sends. (Kinds without fields are written `Kind {}` so that unknown keys are
+/// refused for them too: serde ignores extra keys beside a unit variant's tag.)
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+#[non_exhaustive]
+pub enum Request {
+    /// The first frame of every connection.
+    Hello {
+        version: u32,
+        client: String,
+    },
+    /// Load a model as a member named `alias`.
+    MemberLoad {
+        alias: String,
+        model: String,
+        #[serde(default)]
+        flags: ServingFlags,
+    },
+    MemberUnload {
+        alias: String,
+    },
+    MemberList {},
+    ContextCreate {
+        member: String,
+        segments: Vec<Segment>,
+    },
+    ContextEdit {
+        context: ContextId,
+        edits: Vec<Edit>,
+    },
+    /// A new context with the same segments (and the same stored rows).
+    ContextFork {
+        context: ContextId,
+    },
+    ContextDrop {
+        context: ContextId,
+    },
+    /// Each segment's token count.
+    ContextCounts {
+        context: ContextId,
+    },
+    Generate(Generate),
+    /// Ends this connection's generation in progress (its final frame says `cancelled`).
+    Cancel {},
+    Status {},
+    /// The daemon exits once this reply is sent.
+    Stop {},
+}
+
+/// A piece of a context: text with an id, a role the model's chat template renders, and a
+/// pinned flag (kept by the client's compaction; the daemon only stores it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Segment {
+    pub id: String,
+    pub role: Role,
+    pub text: String,
+    #[serde(default)]
+    pub pinned: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    System,
+    User,
+    Assistant,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::System => "system",
+            Role::User => "user",
+            Role::Assistant => "assistant",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Edit {
+    Append {
+        segment: Segment,
+    },
+    /// New text (and optionally a new pinned flag) for an existing segment.
+    Replace {
+        id: String,
+        text: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pinned: Option<bool>,
+    },
+    Remove {
+        id: String,
+    },
+}
+
+/// How a member is served (the flags of `caldrix run`); unset fields take the defaults.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServingFlags {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ctx: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_layers: Option<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Generate {
+    pub context: ContextId,
+    #[serde(default)]
+    pub constraint: Constraint,
+    pub max_new_tokens: u32,
+    /// Absent: greedy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampling: Option<Sampling>,
+    /// Absent: no log-probabilities; `k`: each token's and its `k` best alternatives.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logprobs: Option<u32>,
+    /// When set, the output is appended to the context as an assistant segment with this id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub append_as: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Constraint {
+    #[default]
+    None,
+    /// `schema` is the JSON Schema as JSON text.
+    Json {
+        schema: String,
+    },
+    OneOf {
+        options: Vec<String>,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Sampling {
+    pub temperature: f32,
+    #[serde(default = "one")]
+    pub top_p: f32,
+    #[serde(default)]
+    pub seed: u64,
+}
+
+fn one() -> f32 {
+    1.0
+}
+
+/// What the daemon sends.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Reply {
+    Hello {
+        version: u32,
+        server: String,
+    },
+    /// A request without other output succeeded.
+    Ok,
+    Members {
+        members: Vec<MemberInfo>,
+    },
+    /// A context after creation, an edit or a fork, and the answer to `context_counts`.
+    Context {
+        context: ContextId,
+        segments: Vec<SegmentCount>,
+        total_tokens: u32,
+    },
+    /// Before the first token of a long prefill: rows computed so far of `total`.
+    Progress {
+        done: u32,
+        total: u32,
+    },
+    /// Generated text as it comes (UTF-8 complete: bytes of a split character wait).
+    Delta {
+        text: String,
+    },
+    Done(Done),
+    Status(PoolStatus),
+    Error {
+        kind: ErrorKind,
+        message: String,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SegmentCount {
+    pub id: String,
+    pub tokens: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MemberInfo {
+    pub alias: String,
+    pub model: String,
+    pub architecture: String,
+    pub context_window: u32,
+    pub footprint_bytes: u64,
+    pub queue_depth: u32,
+}
+
+/// The final frame of a generation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Done {
+    pub text: String,
+    pub stop: StopReason,
+    pub usage: Usage,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub one_of: Option<OneOfScores>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logprobs: Option<Vec<TokenLogprob>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    EndOfTurn,
+    Complete,
+    MaxTokens,
+    ContextFull,
+    Cancelled,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Usage {
+    pub prompt_tokens: u32,
+    pub completion_tokens: u32,
+    /// The first prompt row computed by this generation: rows before it were stored.
+    pub recomputed_from: u32,
+    pub prefill_ms: f64,
+    pub decode_ms: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OneOfScores {
+    pub chosen: u32,
+    /// In the order of the request's options.
+    pub logprobs: Vec<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TokenLogprob {
+    pub token: u32,
+    pub text: String,
+    pub logprob: f32,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub top: Vec<TopLogprob>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TopLogprob {
+    pub token: u32,
+    pub text: String,
+    pub logprob: f32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PoolStatus {
+    pub version: String,
+    pub connections: u32,
+    pub members: Vec<MemberStatus>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MemberStatus {
+    pub info: MemberInfo,
+    pub contexts: u32,
+    pub store: StoreStatus,
+}
+
+/// A member's prefix store.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoreStatus {
+    pub budget_bytes: u64,
+    pub bytes: u64,
+    pub entries: u32,
+    /// Distinct token rows held (rows shared by several entries count once).
+    pub rows: u64,
+    pub bytes_per_row: u64,
+    pub hits: u64,
+    pub misses: u64,
+}
+
+/// What went wrong, as a client would branch on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// The bytes were not a frame of this connection's format.
+    BadFrame,
+    /// A frame that is not a request this daemon knows, or a request out of place.
+    BadRequest,
+    /// The handshake's version is not this daemon's.
+    Version,
+    /// `max_connections` connections are open.
+    TooManyConnections,
+    UnknownMember,
+    UnknownContext,
+    UnknownSegment,
+    /// A member load that does not fit the memory limit, or a reference that cannot be had.
+    LoadRefused,
+    /// The prompt does not fit the member's context window.
+    TooLong,
+    /// A constraint that does not compile, or an empty OneOf.
+    BadConstraint,
+    /// The engine failed (a decode error, a template that does not render).
+    Engine,
+    Internal,
+}

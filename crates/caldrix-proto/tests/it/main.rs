@@ -1,0 +1,118 @@
+//! The wire format: round trips in both formats, the exact JSON shape documented in
+//! docs/protocol.md, and bad bytes turned into errors, never panics.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "a failed unwrap is a failed test")]
+
+mod fuzz;
+
+use caldrix_proto::*;
+
+fn roundtrip(request: Request) {
+    for format in [FrameFormat::Cbor, FrameFormat::Json] {
+        let frame = encode(&request, format).unwrap();
+        let (payload, used) = split_frame(&frame).unwrap().unwrap();
+        assert_eq!(used, frame.len());
+        let back: Request = decode(payload, format).unwrap();
+        assert_eq!(back, request, "{format:?}");
+    }
+}
+
+fn sample_requests() -> Vec<Request> {
+    let segment = Segment {
+        id: "sys".into(),
+        role: Role::System,
+        text: "You are terse.".into(),
+        pinned: true,
+    };
+    vec![
+        Request::Hello { version: PROTOCOL_VERSION, client: "test/1".into() },
+        Request::MemberLoad {
+            alias: "main".into(),
+            model: "/m.gguf".into(),
+            flags: ServingFlags { ctx: Some(4096), ..Default::default() },
+        },
+        Request::MemberList {},
+        Request::ContextCreate { member: "main".into(), segments: vec![segment.clone()] },
+        Request::ContextEdit {
+            context: 7,
+            edits: vec![
+                Edit::Append { segment },
+                Edit::Replace { id: "sys".into(), text: "x".into(), pinned: None },
+                Edit::Remove { id: "u1".into() },
+            ],
+        },
+        Request::Generate(Generate {
+            context: 7,
+            constraint: Constraint::OneOf { options: vec!["a".into(), "b".into()] },
+            max_new_tokens: 8,
+            sampling: Some(Sampling { temperature: 0.5, top_p: 0.9, seed: 3 }),
+            logprobs: Some(2),
+            append_as: Some("a1".into()),
+        }),
+        Request::Cancel {},
+        Request::Stop {},
+    ]
+}
+
+#[test]
+fn requests_round_trip_in_both_formats() {
+    for request in sample_requests() {
+        roundtrip(request);
+    }
+}
+
+#[test]
+fn the_json_shape_is_the_documented_one() {
+    let frame = encode(&Request::ContextCounts { context: 3 }, FrameFormat::Json).unwrap();
+    assert_eq!(&frame[..4], &[0, 0, 0, 37]);
+    assert_eq!(&frame[4..], br#"{"type":"context_counts","context":3}"#);
+    let generate: Request = decode(
+        br#"{"type":"generate","context":1,"max_new_tokens":16,"constraint":{"kind":"json","schema":"{\"type\":\"object\"}"}}"#,
+        FrameFormat::Json,
+    )
+    .unwrap();
+    let Request::Generate(g) = generate else { panic!("{generate:?}") };
+    assert_eq!(g.constraint, Constraint::Json { schema: r#"{"type":"object"}"#.into() });
+    assert_eq!(g.sampling, None);
+    let reply = encode(
+        &Reply::Error { kind: ErrorKind::UnknownContext, message: "no context 9".into() },
+        FrameFormat::Json,
+    )
+    .unwrap();
+    assert_eq!(
+        &reply[4..],
+        br#"{"type":"error","kind":"unknown_context","message":"no context 9"}"#
+    );
+}
+
+#[test]
+fn bad_payloads_are_named_errors() {
+    let json = FrameFormat::Json;
+    let err = decode::<Request>(br#"{"type":"make_coffee"}"#, json).unwrap_err();
+    assert!(matches!(err, FrameError::Malformed { .. }), "{err}");
+    assert!(err.to_string().contains("make_coffee"), "{err}");
+    let err = decode::<Request>(br#"{"type":"status","extra":1}"#, json).unwrap_err();
+    assert!(matches!(err, FrameError::Malformed { .. }), "{err}");
+    let err = decode::<Request>(b"\xff\x00garbage", json).unwrap_err();
+    assert!(matches!(err, FrameError::Malformed { .. }), "{err}");
+    let cbor = encode(&Request::Status {}, FrameFormat::Cbor).unwrap();
+    let err = decode::<Request>(&cbor[4..], json).unwrap_err();
+    assert!(matches!(err, FrameError::WrongFormat { expected: "json", got: "cbor" }), "{err}");
+    let err = decode::<Request>(br#"{"type":"status"}"#, FrameFormat::Cbor).unwrap_err();
+    assert!(matches!(err, FrameError::WrongFormat { expected: "cbor", got: "json" }), "{err}");
+}
+
+#[test]
+fn frames_split_only_when_whole() {
+    let frame = encode(&Request::Status {}, FrameFormat::Cbor).unwrap();
+    for cut in 0..frame.len() {
+        assert!(split_frame(&frame[..cut]).unwrap().is_none(), "{cut} bytes");
+    }
+    let mut two = frame.clone();
+    two.extend(&frame);
+    let (_, used) = split_frame(&two).unwrap().unwrap();
+    assert_eq!(used, frame.len());
+    let huge = (MAX_FRAME_BYTES + 1).to_be_bytes();
+    let err = split_frame(&huge).unwrap_err();
+    assert!(matches!(err, FrameError::TooLarge { len } if len == MAX_FRAME_BYTES + 1), "{err}");
+}
