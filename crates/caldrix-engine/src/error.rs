@@ -47,4 +47,8 @@ pub enum EngineError {
     Decode(String),
     #[error("snapshot: {0}")]
     Snapshot(String),
+    #[error("no free KV cell: every cell of the context holds a row of some sequence")]
+    CellsFull,
+    #[error("cancelled")]
+    Cancelled,
 }

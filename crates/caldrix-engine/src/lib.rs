@@ -5,6 +5,7 @@
 
 mod constraint;
 mod error;
+mod generate;
 pub mod gguf;
 mod model;
 mod sampling;
@@ -13,9 +14,8 @@ mod template;
 
 pub use constraint::Constraint;
 pub use error::EngineError;
+pub use generate::{GenerateParams, Generation, OneOfScores, StopReason, Timings, TokenLogprob};
 pub use model::{Model, ModelParams, SessionParams, Special, Token};
 pub use sampling::{RepeatPenalty, Sampling};
-pub use session::{
-    GenerateParams, Generation, OneOfScores, Session, Snapshot, StopReason, Timings, TokenLogprob,
-};
+pub use session::{Event, Seq, Session, Snapshot};
 pub use template::{GenerationPrompt, Message, TemplateError};

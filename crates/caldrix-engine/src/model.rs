@@ -13,7 +13,10 @@ use llguidance::ParserFactory;
 
 use crate::error::EngineError;
 use crate::gguf::{self, SUPPORTED_ARCHITECTURES};
-use crate::session::Session;
+use crate::session::{SCRATCH_SEQUENCES, Session};
+
+/// llama.cpp's `LLAMA_MAX_SEQ`.
+const MAX_SEQUENCES: u32 = 256;
 use crate::template::{ChatTemplate, GenerationPrompt, Message, TemplateError};
 
 /// A token id of the model's vocabulary.
@@ -51,14 +54,14 @@ pub struct SessionParams {
     pub threads: Option<u32>,
     /// Tokens per prefill batch.
     pub batch: u32,
-    /// Sequences in the KV cache: the main one plus scratch sequences for OneOf scoring and
-    /// snapshots (at least 2).
+    /// Sequences the caller may use (`0..sequences`); the session adds a few of its own for
+    /// OneOf scoring and snapshots. All share the context's cells.
     pub sequences: u32,
 }
 
 impl Default for SessionParams {
     fn default() -> Self {
-        SessionParams { n_ctx: None, threads: None, batch: 512, sequences: 8 }
+        SessionParams { n_ctx: None, threads: None, batch: 512, sequences: 1 }
     }
 }
 
@@ -293,8 +296,11 @@ impl Model {
         if params.batch == 0 {
             return Err(EngineError::BadParams("--batch must be at least 1".into()));
         }
-        if params.sequences < 2 {
-            return Err(EngineError::BadParams("a session needs at least 2 sequences".into()));
+        if params.sequences == 0 || params.sequences + SCRATCH_SEQUENCES > MAX_SEQUENCES {
+            return Err(EngineError::BadParams(format!(
+                "a session has 1 to {} sequences",
+                MAX_SEQUENCES - SCRATCH_SEQUENCES
+            )));
         }
         let threads = params.threads.unwrap_or_else(|| {
             std::thread::available_parallelism().map(|n| n.get() as u32).unwrap_or(1)
@@ -307,7 +313,7 @@ impl Model {
             .with_n_ctx(Some(n_ctx_nz))
             .with_n_batch(batch)
             .with_n_ubatch(batch)
-            .with_n_seq_max(params.sequences)
+            .with_n_seq_max(params.sequences + SCRATCH_SEQUENCES)
             .with_n_threads(threads as i32)
             .with_n_threads_batch(threads as i32)
             // One cell pool for every sequence: a fork (`seq_cp`) shares cells instead of copying.

@@ -7,6 +7,7 @@
 
 mod errors;
 mod generate;
+mod sequences;
 mod snapshot;
 mod support;
 mod template;
