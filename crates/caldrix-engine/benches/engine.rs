@@ -32,7 +32,7 @@ fn main() {
     }
     let model = Model::load(&model_path, &ModelParams::default()).unwrap();
     let params =
-        SessionParams { n_ctx: Some(4096), threads: Some(threads), batch: 512, sequences: 1 };
+        SessionParams { n_ctx: Some(4096), threads: Some(threads), ..SessionParams::default() };
     let mut session = model.session(&params).unwrap();
 
     // Prefill: a cold prompt of PREFILL_TOKENS tokens, best of RUNS.

@@ -48,8 +48,12 @@ pub struct ModelParams {
 /// Flags of one context (the serving flags `--ctx`, `--threads`, `--batch`).
 #[derive(Debug, Clone)]
 pub struct SessionParams {
-    /// Context window in tokens; `None` is the smaller of 4096 and the model's window.
+    /// Context window in tokens (what one sequence may hold); `None` is the smaller of 4096 and
+    /// the model's window.
     pub n_ctx: Option<u32>,
+    /// KV cells shared by all sequences; `None` is the window. A pool keeping many prefixes
+    /// asks for more cells than one window.
+    pub cells: Option<u32>,
     /// CPU threads; `None` is every available core.
     pub threads: Option<u32>,
     /// Tokens per prefill batch.
@@ -61,7 +65,7 @@ pub struct SessionParams {
 
 impl Default for SessionParams {
     fn default() -> Self {
-        SessionParams { n_ctx: None, threads: None, batch: 512, sequences: 1 }
+        SessionParams { n_ctx: None, cells: None, threads: None, batch: 512, sequences: 1 }
     }
 }
 
@@ -309,8 +313,10 @@ impl Model {
             return Err(EngineError::BadParams("--threads must be at least 1".into()));
         }
         let batch = params.batch.min(n_ctx);
+        let cells = params.cells.unwrap_or(n_ctx).max(n_ctx);
+        let cells = NonZeroU32::new(cells).unwrap_or(n_ctx_nz);
         let ctx_params = LlamaContextParams::default()
-            .with_n_ctx(Some(n_ctx_nz))
+            .with_n_ctx(Some(cells))
             .with_n_batch(batch)
             .with_n_ubatch(batch)
             .with_n_seq_max(params.sequences + SCRATCH_SEQUENCES)
@@ -326,7 +332,7 @@ impl Model {
         let ctx = self
             .inner
             .new_context(backend(), ctx_params)
-            .map_err(|_| EngineError::ContextCreate { n_ctx })?;
+            .map_err(|_| EngineError::ContextCreate { n_ctx: cells.get() })?;
         Ok(Session::new(self, ctx, n_ctx, batch, params.sequences))
     }
 }

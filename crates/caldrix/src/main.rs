@@ -1,5 +1,6 @@
 //! `caldrix`: the model-serving command line. For now `caldrix run`, one generation.
 
+mod pool;
 mod run;
 
 use std::process::ExitCode;
@@ -21,6 +22,12 @@ struct Cli {
 enum Command {
     /// One generation from the command line.
     Run(run::RunArgs),
+    /// The model-serving daemon (`caldrix pool --help`), `pool stop`, `pool status`.
+    #[command(disable_help_flag = true)]
+    Pool {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -34,6 +41,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run(args) => run::run(&args),
+        Command::Pool { args } => pool::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -2,6 +2,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "a failed unwrap is a failed test")]
 
+mod pool;
+
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
@@ -15,7 +17,7 @@ fn model(file: &str) -> PathBuf {
     path
 }
 
-fn smollm2() -> PathBuf {
+pub fn smollm2() -> PathBuf {
     model("SmolLM2-135M-Instruct.Q4_1.gguf")
 }
 

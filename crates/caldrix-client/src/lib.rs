@@ -1,0 +1,215 @@
+//! The async client of caldrix protocol v2, used by aerix, ai-memory and the tests.
+
+use std::path::Path;
+use std::time::Duration;
+
+use caldrix_proto::{
+    self as proto, ContextId, Done, Edit, ErrorKind, FrameError, FrameFormat, Generate, MemberInfo,
+    PROTOCOL_VERSION, PoolStatus, Reply, Request, Segment, SegmentCount,
+};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::UnixStream;
+
+/// Control requests and the handshake are answered within this (the protocol's bound).
+pub const CONTROL_TIMEOUT: Duration = Duration::from_secs(30);
+/// The longest wait between two frames of a generation (`progress` frames count).
+pub const FRAME_TIMEOUT: Duration = Duration::from_secs(600);
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("cannot reach the pool at {path}: {source}")]
+    Connect { path: String, source: std::io::Error },
+    #[error("the pool connection failed: {0}")]
+    Io(#[from] std::io::Error),
+    #[error(transparent)]
+    Frame(#[from] FrameError),
+    /// The pool answered with an error frame.
+    #[error("the pool refused: {message}")]
+    Pool { kind: ErrorKind, message: String },
+    #[error("the pool closed the connection")]
+    Closed,
+    #[error("no frame from the pool within {0:?}")]
+    Timeout(Duration),
+    #[error("unexpected reply from the pool: {0}")]
+    Unexpected(String),
+}
+
+impl ClientError {
+    /// The pool's error kind, when the pool refused.
+    pub fn kind(&self) -> Option<ErrorKind> {
+        match self {
+            ClientError::Pool { kind, .. } => Some(*kind),
+            _ => None,
+        }
+    }
+}
+
+/// A context's token counts, as the pool reports them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Counts {
+    pub context: ContextId,
+    pub segments: Vec<SegmentCount>,
+    pub total_tokens: u32,
+}
+
+#[derive(Debug)]
+pub struct Client {
+    stream: UnixStream,
+    frames: FrameFormat,
+    buf: Vec<u8>,
+}
+
+impl Client {
+    /// Connects and shakes hands.
+    pub async fn connect(
+        path: &Path,
+        frames: FrameFormat,
+        name: &str,
+    ) -> Result<Client, ClientError> {
+        let stream = UnixStream::connect(path)
+            .await
+            .map_err(|source| ClientError::Connect { path: path.display().to_string(), source })?;
+        let mut client = Client { stream, frames, buf: Vec::new() };
+        let hello = Request::Hello { version: PROTOCOL_VERSION, client: name.to_owned() };
+        // A pool refusing the connection (too many open) writes its error and closes without
+        // reading: the hello may fail to send, and the error is still there to read.
+        let sent = client.send(&hello).await;
+        match (sent, client.recv(CONTROL_TIMEOUT).await) {
+            (_, Err(refused @ ClientError::Pool { .. })) => Err(refused),
+            (Err(e), _) => Err(e),
+            (Ok(()), Ok(Reply::Hello { .. })) => Ok(client),
+            (Ok(()), Ok(other)) => Err(ClientError::Unexpected(format!("{other:?}"))),
+            (Ok(()), Err(e)) => Err(e),
+        }
+    }
+
+    /// Sends one request.
+    pub async fn send(&mut self, request: &Request) -> Result<(), ClientError> {
+        let bytes = proto::encode(request, self.frames)?;
+        self.stream.write_all(&bytes).await?;
+        Ok(())
+    }
+
+    /// Sends raw bytes (tests of the daemon's handling of bad frames).
+    pub async fn send_raw(&mut self, bytes: &[u8]) -> Result<(), ClientError> {
+        self.stream.write_all(bytes).await?;
+        Ok(())
+    }
+
+    /// The next reply; an `error` frame becomes `ClientError::Pool`.
+    pub async fn recv(&mut self, timeout: Duration) -> Result<Reply, ClientError> {
+        let reply = tokio::time::timeout(timeout, self.next())
+            .await
+            .map_err(|_| ClientError::Timeout(timeout))??;
+        match reply {
+            Reply::Error { kind, message } => Err(ClientError::Pool { kind, message }),
+            other => Ok(other),
+        }
+    }
+
+    async fn next(&mut self) -> Result<Reply, ClientError> {
+        loop {
+            if let Some((payload, used)) = proto::split_frame(&self.buf)? {
+                let reply = proto::decode(payload, self.frames)?;
+                self.buf.drain(..used);
+                return Ok(reply);
+            }
+            if self.stream.read_buf(&mut self.buf).await? == 0 {
+                return Err(ClientError::Closed);
+            }
+        }
+    }
+
+    /// A control request and its one reply.
+    pub async fn request(&mut self, request: &Request) -> Result<Reply, ClientError> {
+        self.send(request).await?;
+        self.recv(CONTROL_TIMEOUT).await
+    }
+
+    async fn counts(&mut self, request: &Request) -> Result<Counts, ClientError> {
+        match self.request(request).await? {
+            Reply::Context { context, segments, total_tokens } => {
+                Ok(Counts { context, segments, total_tokens })
+            }
+            other => Err(ClientError::Unexpected(format!("{other:?}"))),
+        }
+    }
+
+    async fn ok(&mut self, request: &Request) -> Result<(), ClientError> {
+        match self.request(request).await? {
+            Reply::Ok => Ok(()),
+            other => Err(ClientError::Unexpected(format!("{other:?}"))),
+        }
+    }
+
+    pub async fn members(&mut self) -> Result<Vec<MemberInfo>, ClientError> {
+        match self.request(&Request::MemberList {}).await? {
+            Reply::Members { members } => Ok(members),
+            other => Err(ClientError::Unexpected(format!("{other:?}"))),
+        }
+    }
+
+    pub async fn load_member(
+        &mut self,
+        alias: &str,
+        model: &str,
+        flags: proto::ServingFlags,
+    ) -> Result<(), ClientError> {
+        self.ok(&Request::MemberLoad { alias: alias.into(), model: model.into(), flags }).await
+    }
+
+    pub async fn create_context(
+        &mut self,
+        member: &str,
+        segments: Vec<Segment>,
+    ) -> Result<Counts, ClientError> {
+        self.counts(&Request::ContextCreate { member: member.into(), segments }).await
+    }
+
+    pub async fn edit_context(
+        &mut self,
+        context: ContextId,
+        edits: Vec<Edit>,
+    ) -> Result<Counts, ClientError> {
+        self.counts(&Request::ContextEdit { context, edits }).await
+    }
+
+    pub async fn fork_context(&mut self, context: ContextId) -> Result<Counts, ClientError> {
+        self.counts(&Request::ContextFork { context }).await
+    }
+
+    pub async fn context_counts(&mut self, context: ContextId) -> Result<Counts, ClientError> {
+        self.counts(&Request::ContextCounts { context }).await
+    }
+
+    pub async fn drop_context(&mut self, context: ContextId) -> Result<(), ClientError> {
+        self.ok(&Request::ContextDrop { context }).await
+    }
+
+    pub async fn status(&mut self) -> Result<PoolStatus, ClientError> {
+        match self.request(&Request::Status {}).await? {
+            Reply::Status(status) => Ok(status),
+            other => Err(ClientError::Unexpected(format!("{other:?}"))),
+        }
+    }
+
+    pub async fn stop(&mut self) -> Result<(), ClientError> {
+        self.ok(&Request::Stop {}).await
+    }
+
+    /// Runs a generation to its end; `on_frame` sees every `progress` and `delta` frame.
+    pub async fn generate(
+        &mut self,
+        generate: Generate,
+        mut on_frame: impl FnMut(&Reply),
+    ) -> Result<Done, ClientError> {
+        self.send(&Request::Generate(generate)).await?;
+        loop {
+            match self.recv(FRAME_TIMEOUT).await? {
+                Reply::Done(done) => return Ok(done),
+                frame @ (Reply::Progress { .. } | Reply::Delta { .. }) => on_frame(&frame),
+                other => return Err(ClientError::Unexpected(format!("{other:?}"))),
+            }
+        }
+    }
+}

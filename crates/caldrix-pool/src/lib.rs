@@ -1,0 +1,196 @@
+//! `caldrix pool` as a library: members on their engine threads, contexts, per-member prefix
+//! stores, and the protocol v2 server loop over a Unix socket the binary binds.
+
+mod context;
+mod member;
+mod server;
+mod store;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::atomic::AtomicU32;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use caldrix_proto::{ErrorKind, FrameFormat, MemberInfo};
+use tokio::sync::Notify;
+
+pub use member::MemberConfig;
+
+use crate::context::Contexts;
+use crate::member::Member;
+
+/// A refusal or failure, as sent to the client in an `error` frame.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct PoolError {
+    pub kind: ErrorKind,
+    pub message: String,
+}
+
+impl PoolError {
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> PoolError {
+        PoolError { kind, message: message.into() }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct PoolConfig {
+    pub frames: FrameFormat,
+    pub max_connections: u32,
+    /// Exit after this long with no connection open; `None` never.
+    pub idle_timeout: Option<Duration>,
+    /// Bytes of stored KV rows each member may keep.
+    pub context_budget: u64,
+    /// What the members' footprints plus one context budget each must fit.
+    pub memory_limit: u64,
+}
+
+/// The machine's memory limit: the cgroup's when one is set, else physical memory.
+pub fn memory_limit() -> u64 {
+    let cgroup = std::fs::read_to_string("/sys/fs/cgroup/memory.max")
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok());
+    let physical = std::fs::read_to_string("/proc/meminfo").ok().and_then(|s| {
+        s.lines()
+            .find(|l| l.starts_with("MemTotal:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|kb| kb.parse::<u64>().ok())
+            .map(|kb| kb * 1024)
+    });
+    match (cgroup, physical) {
+        (Some(c), Some(p)) => c.min(p),
+        (c, p) => c.or(p).unwrap_or(8 << 30),
+    }
+}
+
+/// The default `--context-budget`: a quarter of the memory limit, at most 8 GiB.
+pub fn default_context_budget(memory_limit: u64) -> u64 {
+    (memory_limit / 4).min(8 << 30)
+}
+
+pub struct Pool {
+    config: PoolConfig,
+    members: Mutex<BTreeMap<String, Arc<Member>>>,
+    contexts: Mutex<Contexts>,
+    shutdown: Notify,
+    active: AtomicU32,
+}
+
+impl std::fmt::Debug for Pool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pool").field("config", &self.config).finish_non_exhaustive()
+    }
+}
+
+impl Pool {
+    pub fn new(config: PoolConfig) -> Arc<Pool> {
+        Arc::new(Pool {
+            config,
+            members: Mutex::new(BTreeMap::new()),
+            contexts: Mutex::new(Contexts::default()),
+            shutdown: Notify::new(),
+            active: AtomicU32::new(0),
+        })
+    }
+
+    pub fn config(&self) -> &PoolConfig {
+        &self.config
+    }
+
+    /// Loads a member (blocking: it reads the model). Refused when the alias is taken, or when
+    /// the members' footprints plus one context budget each would pass the memory limit.
+    pub fn load(&self, mut member: MemberConfig) -> Result<(), PoolError> {
+        member.budget_bytes = self.config.context_budget;
+        if self.member(&member.alias).is_ok() {
+            return Err(PoolError::new(
+                ErrorKind::LoadRefused,
+                format!("a member named `{}` is already loaded", member.alias),
+            ));
+        }
+        let size = model_file_size(&member.model)?;
+        let resident: u64 = self
+            .members
+            .lock()
+            .map_err(poisoned)?
+            .values()
+            .map(|m| m.model.size_bytes() + self.config.context_budget)
+            .sum();
+        let need = size + self.config.context_budget;
+        if resident + need > self.config.memory_limit {
+            return Err(PoolError::new(
+                ErrorKind::LoadRefused,
+                format!(
+                    "`{}` needs {} MiB (model {} MiB + context budget {} MiB) but {} MiB of the \
+                     {} MiB limit are taken by resident members",
+                    member.alias,
+                    need >> 20,
+                    size >> 20,
+                    self.config.context_budget >> 20,
+                    resident >> 20,
+                    self.config.memory_limit >> 20
+                ),
+            ));
+        }
+        let alias = member.alias.clone();
+        let loaded = Member::start(member)
+            .map_err(|e| PoolError::new(ErrorKind::LoadRefused, e.to_string()))?;
+        tracing::info!(%alias, "member loaded");
+        self.members.lock().map_err(poisoned)?.insert(alias, Arc::new(loaded));
+        Ok(())
+    }
+
+    pub fn unload(&self, alias: &str) -> Result<(), PoolError> {
+        let removed = self.members.lock().map_err(poisoned)?.remove(alias);
+        if removed.is_none() {
+            return Err(unknown_member(alias));
+        }
+        self.contexts.lock().map_err(poisoned)?.drop_member(alias);
+        Ok(())
+    }
+
+    pub(crate) fn member(&self, alias: &str) -> Result<Arc<Member>, PoolError> {
+        self.members
+            .lock()
+            .map_err(poisoned)?
+            .get(alias)
+            .cloned()
+            .ok_or_else(|| unknown_member(alias))
+    }
+
+    pub(crate) fn member_infos(&self) -> Result<Vec<MemberInfo>, PoolError> {
+        Ok(self
+            .members
+            .lock()
+            .map_err(poisoned)?
+            .values()
+            .map(|m| MemberInfo {
+                alias: m.alias.clone(),
+                model: m.model.path().display().to_string(),
+                architecture: m.model.architecture().to_owned(),
+                context_window: m.window,
+                footprint_bytes: m.model.size_bytes() + self.config.context_budget,
+                queue_depth: m.queue_depth(),
+            })
+            .collect())
+    }
+
+    /// Asks `serve` to return.
+    pub fn stop(&self) {
+        self.shutdown.notify_one();
+    }
+}
+
+fn model_file_size(path: &Path) -> Result<u64, PoolError> {
+    std::fs::metadata(path).map(|m| m.len()).map_err(|e| {
+        PoolError::new(ErrorKind::LoadRefused, format!("cannot read model {}: {e}", path.display()))
+    })
+}
+
+fn unknown_member(alias: &str) -> PoolError {
+    PoolError::new(ErrorKind::UnknownMember, format!("no member named `{alias}`"))
+}
+
+pub(crate) fn poisoned<T>(_: T) -> PoolError {
+    PoolError::new(ErrorKind::Internal, "a lock was poisoned by a panic")
+}

@@ -1,0 +1,356 @@
+//! A member: one loaded model on its own engine thread, serving generations one at a time in
+//! queue order, with its prefix store.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use caldrix_engine::{
+    EngineError, Event, GenerateParams, Generation, Model, ModelParams, Session, SessionParams,
+    Special, Token,
+};
+use tokio::sync::mpsc::UnboundedSender;
+
+use crate::store::Store;
+
+/// Sequences of a member's session: stored prefixes plus the one being generated on.
+const SEQUENCES: u32 = 64;
+
+/// The most a member's store keeps, in windows of rows.
+const MAX_STORED_WINDOWS: u64 = 16;
+
+/// How a member is served.
+#[derive(Debug, Clone)]
+pub struct MemberConfig {
+    pub alias: String,
+    pub model: PathBuf,
+    pub window: Option<u32>,
+    pub threads: Option<u32>,
+    pub batch: Option<u32>,
+    pub gpu_layers: Option<u32>,
+    /// Bytes of KV rows the prefix store may keep (0 keeps none).
+    pub budget_bytes: u64,
+}
+
+/// What a generation keeps in the store afterwards.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keep {
+    /// An appended turn: prompt and output.
+    PromptAndOutput,
+    /// A probe (routing, a count): the prompt only.
+    Prompt,
+}
+
+/// Events of one generation, in order: progress, deltas, then one `Done`.
+#[derive(Debug)]
+pub enum MemberEvent {
+    Progress { done: usize, total: usize },
+    Delta(String),
+    Done(Result<Finished, EngineError>),
+}
+
+#[derive(Debug)]
+pub struct Finished {
+    pub generation: Generation,
+    pub recomputed_from: usize,
+}
+
+pub struct Job {
+    pub prompt: Vec<Token>,
+    pub params: GenerateParams,
+    pub keep: Keep,
+    pub events: UnboundedSender<MemberEvent>,
+    pub cancel: Arc<AtomicBool>,
+}
+
+/// The prefix store's figures, refreshed after every job.
+#[derive(Debug, Clone, Default)]
+pub struct StoreFigures {
+    pub budget_bytes: u64,
+    pub bytes: u64,
+    pub entries: u32,
+    pub rows: u64,
+    pub bytes_per_row: u64,
+    pub hits: u64,
+    pub misses: u64,
+}
+
+/// The handle the server keeps: the model for tokenizing and rendering off the engine thread
+/// (llama.cpp's tokenizer only reads the vocabulary), and the job queue.
+pub struct Member {
+    pub alias: String,
+    pub model: Arc<Model>,
+    pub window: u32,
+    jobs: mpsc::Sender<Job>,
+    queue: Arc<AtomicU32>,
+    pub figures: Arc<Mutex<StoreFigures>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Member {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Member").field("alias", &self.alias).finish_non_exhaustive()
+    }
+}
+
+impl Member {
+    /// Loads the model and starts the engine thread; returns once the session is open.
+    pub fn start(config: MemberConfig) -> Result<Member, EngineError> {
+        let params = ModelParams { gpu_layers: config.gpu_layers.unwrap_or(0) };
+        let model = Arc::new(Model::load(&config.model, &params)?);
+        let window = config.window.unwrap_or(4096.min(model.trained_context()));
+        let (jobs, rx) = mpsc::channel::<Job>();
+        let (ready_tx, ready_rx) = mpsc::channel();
+        let queue = Arc::new(AtomicU32::new(0));
+        let figures = Arc::new(Mutex::new(StoreFigures::default()));
+        let alias = config.alias.clone();
+        let thread = {
+            let (model, queue, figures) = (model.clone(), queue.clone(), figures.clone());
+            std::thread::Builder::new()
+                .name(format!("member-{}", config.alias))
+                .spawn(move || {
+                    engine_thread(&model, &config, window, rx, &queue, &figures, ready_tx)
+                })
+                .map_err(|e| EngineError::BadParams(format!("cannot start a thread: {e}")))?
+        };
+        match ready_rx.recv() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(e),
+            Err(_) => return Err(EngineError::BadParams("the engine thread died".into())),
+        }
+        Ok(Member { alias, model, window, jobs, queue, figures, thread: Some(thread) })
+    }
+
+    pub fn queue_depth(&self) -> u32 {
+        self.queue.load(Ordering::Relaxed)
+    }
+
+    /// Queues a generation; its events arrive on `job.events`. Fails when the engine thread
+    /// has stopped.
+    pub fn submit(&self, job: Job) -> Result<(), EngineError> {
+        self.queue.fetch_add(1, Ordering::Relaxed);
+        self.jobs.send(job).map_err(|_| {
+            self.queue.fetch_sub(1, Ordering::Relaxed);
+            EngineError::BadParams(format!("member `{}` has stopped", self.alias))
+        })
+    }
+}
+
+impl Drop for Member {
+    fn drop(&mut self) {
+        // Closing the queue ends the engine thread after its current job.
+        let (tx, _) = mpsc::channel();
+        drop(std::mem::replace(&mut self.jobs, tx));
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn engine_thread(
+    model: &Model,
+    config: &MemberConfig,
+    window: u32,
+    jobs: mpsc::Receiver<Job>,
+    queue: &AtomicU32,
+    figures: &Mutex<StoreFigures>,
+    ready: mpsc::Sender<Result<(), EngineError>>,
+) {
+    let setup = || -> Result<(Session<'_>, u64), EngineError> {
+        let mut probe = model.session(&SessionParams {
+            n_ctx: Some(window.min(64)),
+            threads: config.threads,
+            ..SessionParams::default()
+        })?;
+        let bytes_per_row = measure_bytes_per_row(model, &mut probe)?;
+        drop(probe);
+        let budget_rows = store_rows(config, window, bytes_per_row);
+        // Cells: the store's rows plus a window to generate in.
+        let cells =
+            u32::try_from(budget_rows.saturating_add(u64::from(window))).unwrap_or(u32::MAX);
+        let session = model.session(&SessionParams {
+            n_ctx: Some(window),
+            cells: Some(cells),
+            threads: config.threads,
+            batch: config.batch.unwrap_or(512),
+            sequences: SEQUENCES,
+        })?;
+        Ok((session, bytes_per_row))
+    };
+    let (mut session, bytes_per_row) = match setup() {
+        Ok(s) => {
+            let _ = ready.send(Ok(()));
+            s
+        }
+        Err(e) => {
+            let _ = ready.send(Err(e));
+            return;
+        }
+    };
+    let mut store = Store::new(store_rows(config, window, bytes_per_row));
+    let mut rates = Rates::default();
+    let publish = |store: &Store| {
+        if let Ok(mut f) = figures.lock() {
+            *f = StoreFigures {
+                budget_bytes: store_rows(config, window, bytes_per_row) * bytes_per_row,
+                bytes: store.rows() * bytes_per_row,
+                entries: store.entries().len() as u32,
+                rows: store.rows(),
+                bytes_per_row,
+                hits: store.hits,
+                misses: store.misses,
+            };
+        }
+    };
+    publish(&store);
+    for job in jobs {
+        queue.fetch_sub(1, Ordering::Relaxed);
+        let result = run_job(&mut session, &mut store, &mut rates, &job);
+        publish(&store);
+        let _ = job.events.send(MemberEvent::Done(result));
+    }
+}
+
+/// Rows the store may keep: the budget's, at most `MAX_STORED_WINDOWS` windows (llama.cpp
+/// allocates and clears every cell of a context when it is created, so cells are reserved,
+/// not grown on demand).
+fn store_rows(config: &MemberConfig, window: u32, bytes_per_row: u64) -> u64 {
+    (config.budget_bytes / bytes_per_row.max(1)).min(u64::from(window) * MAX_STORED_WINDOWS)
+}
+
+/// Bytes of KV state one row costs: the difference between snapshots of 2 and 1 rows.
+fn measure_bytes_per_row(model: &Model, session: &mut Session<'_>) -> Result<u64, EngineError> {
+    let tokens = model.tokenize("a b", Special::Plain);
+    session.evaluate(&tokens)?;
+    let one = session.snapshot(1)?.byte_len();
+    let two = session.snapshot(2)?.byte_len();
+    Ok((two.saturating_sub(one) as u64).max(1))
+}
+
+/// Measured costs on this member, which decide between resuming a stored prefix and a full
+/// prefill. With llama.cpp, resuming is a cell copy (metadata) and the rest is a batched
+/// prefill, so it almost always wins; the rates keep the decision honest if that changes
+/// (another backend, host snapshots).
+#[derive(Debug, Default)]
+struct Rates {
+    /// Milliseconds per prefilled row (moving average).
+    prefill_ms_per_row: Option<f64>,
+    /// Milliseconds of a resume (copying a stored prefix into the working sequence).
+    resume_ms: Option<f64>,
+}
+
+impl Rates {
+    fn resume_pays(&self, stored: usize) -> bool {
+        match (self.prefill_ms_per_row, self.resume_ms) {
+            (Some(row), Some(resume)) => resume < row * stored as f64,
+            // Until measured: a resume costs far less than a row's prefill.
+            _ => stored > 0,
+        }
+    }
+
+    fn record(slot: &mut Option<f64>, value: f64) {
+        *slot = Some(slot.map_or(value, |old| 0.8 * old + 0.2 * value));
+    }
+}
+
+fn run_job(
+    session: &mut Session<'_>,
+    store: &mut Store,
+    rates: &mut Rates,
+    job: &Job,
+) -> Result<Finished, EngineError> {
+    let mut attempts = 0;
+    loop {
+        match try_job(session, store, rates, job) {
+            // Cells exhausted (rows of stored prefixes, fragmentation): evict and retry; an
+            // evicted prefix costs a prefill, never a refusal.
+            Err(EngineError::CellsFull) if attempts < SEQUENCES => {
+                attempts += 1;
+                match store.evict_lru(None) {
+                    Some(seq) => session.drop_sequence(seq)?,
+                    None => return Err(EngineError::CellsFull),
+                }
+            }
+            other => return other,
+        }
+    }
+}
+
+fn try_job(
+    session: &mut Session<'_>,
+    store: &mut Store,
+    rates: &mut Rates,
+    job: &Job,
+) -> Result<Finished, EngineError> {
+    let work = match store.free_seq(session.sequences()) {
+        Some(seq) => seq,
+        None => {
+            let seq = store.evict_lru(None).ok_or(EngineError::CellsFull)?;
+            session.drop_sequence(seq)?;
+            seq
+        }
+    };
+    match store.longest_prefix(&job.prompt) {
+        Some((source, stored)) if rates.resume_pays(stored) => {
+            let started = Instant::now();
+            session.copy_prefix(source, work, stored)?;
+            Rates::record(&mut rates.resume_ms, started.elapsed().as_secs_f64() * 1e3);
+            store.touch(source);
+            store.hits += 1;
+        }
+        _ => {
+            session.drop_sequence(work)?;
+            store.misses += 1;
+        }
+    }
+    let mut pending = Vec::new();
+    let events = &job.events;
+    let cancel = &job.cancel;
+    let generation = session.generate_on(work, &job.prompt, &job.params, &mut |event| {
+        match event {
+            Event::Progress { done, total } => {
+                let _ = events.send(MemberEvent::Progress { done, total });
+            }
+            Event::Token { bytes, .. } => {
+                pending.extend_from_slice(bytes);
+                let valid = match std::str::from_utf8(&pending) {
+                    Ok(_) => pending.len(),
+                    Err(e) => e.valid_up_to(),
+                };
+                if valid > 0 {
+                    let text = String::from_utf8_lossy(&pending[..valid]).into_owned();
+                    pending.drain(..valid);
+                    let _ = events.send(MemberEvent::Delta(text));
+                }
+            }
+        }
+        !cancel.load(Ordering::Relaxed)
+    });
+    let generation = match generation {
+        Ok(g) => g,
+        Err(e) => {
+            session.drop_sequence(work)?;
+            return Err(e);
+        }
+    };
+    let computed = generation.prompt_tokens - generation.reused_tokens;
+    if computed > 1 {
+        let ms = generation.timings.prefill.as_secs_f64() * 1e3 / computed as f64;
+        Rates::record(&mut rates.prefill_ms_per_row, ms);
+    }
+    if job.keep == Keep::Prompt || generation.stop == caldrix_engine::StopReason::Cancelled {
+        let n = job.prompt.len().min(session.held(work).len());
+        session.copy_prefix(work, work, n)?;
+    }
+    let held = session.held(work).to_vec();
+    for seq in store.insert(work, held) {
+        session.drop_sequence(seq)?;
+    }
+    for seq in store.enforce_budget() {
+        session.drop_sequence(seq)?;
+    }
+    let recomputed_from = generation.reused_tokens;
+    Ok(Finished { generation, recomputed_from })
+}

@@ -1,0 +1,485 @@
+//! The server loop: accept connections (at most `max_connections`), one task per connection
+//! reading requests in order; a generation streams its events while the connection still
+//! reads (for `cancel`, or to notice the client left).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use caldrix_engine::{Constraint, EngineError, GenerateParams, Sampling};
+use caldrix_proto::{
+    self as proto, Done, ErrorKind, FrameError, FrameFormat, MemberStatus, PROTOCOL_VERSION,
+    PoolStatus, Reply, Request, StoreStatus, Usage,
+};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::UnixListener;
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::sync::mpsc;
+
+use crate::context::Context;
+use crate::member::{Job, Keep, MemberEvent};
+use crate::{MemberConfig, Pool, PoolError, poisoned};
+
+/// The handshake and every control request are answered within this.
+const CONTROL_TIMEOUT: Duration = Duration::from_secs(30);
+
+impl Pool {
+    /// Serves until `stop` (a `stop` request or `Pool::stop`) or the idle timeout.
+    pub async fn serve(self: &Arc<Self>, listener: UnixListener) -> std::io::Result<()> {
+        let mut idle_since = Instant::now();
+        let mut tick = tokio::time::interval(Duration::from_millis(250));
+        loop {
+            tokio::select! {
+                accepted = listener.accept() => {
+                    let (stream, _) = accepted?;
+                    let (read, write) = stream.into_split();
+                    let pool = Arc::clone(self);
+                    if self.active.load(Ordering::SeqCst) >= self.config.max_connections {
+                        tokio::spawn(refuse(write, self.config.frames, self.config.max_connections));
+                        continue;
+                    }
+                    self.active.fetch_add(1, Ordering::SeqCst);
+                    tokio::spawn(async move {
+                        let mut conn = Connection { pool: Arc::clone(&pool), read, write, buf: Vec::new() };
+                        if let Err(e) = conn.run().await {
+                            tracing::debug!("connection ended: {e}");
+                        }
+                        pool.active.fetch_sub(1, Ordering::SeqCst);
+                    });
+                }
+                _ = self.shutdown.notified() => return Ok(()),
+                _ = tick.tick() => {
+                    if self.active.load(Ordering::SeqCst) > 0 {
+                        idle_since = Instant::now();
+                    } else if let Some(idle) = self.config.idle_timeout
+                        && idle_since.elapsed() >= idle
+                    {
+                        tracing::info!("idle for {}s with no connection: exiting", idle.as_secs());
+                        return Ok(());
+                    }
+                }
+            }
+        }
+    }
+}
+
+async fn refuse(mut write: OwnedWriteHalf, frames: FrameFormat, max: u32) {
+    let reply = Reply::Error {
+        kind: ErrorKind::TooManyConnections,
+        message: format!("{max} connections are open (--max-connections); try again later"),
+    };
+    if let Ok(bytes) = proto::encode(&reply, frames) {
+        let _ = write.write_all(&bytes).await;
+    }
+    let _ = write.shutdown().await;
+}
+
+enum Incoming {
+    Frame(Vec<u8>),
+    Closed,
+}
+
+struct Connection {
+    pool: Arc<Pool>,
+    read: OwnedReadHalf,
+    write: OwnedWriteHalf,
+    buf: Vec<u8>,
+}
+
+#[derive(Debug)]
+enum ConnError {
+    Io(std::io::Error),
+    /// The stream cannot be read on (a bad length prefix, a truncated frame).
+    Fatal(String),
+}
+
+impl std::fmt::Display for ConnError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConnError::Io(e) => write!(f, "{e}"),
+            ConnError::Fatal(m) => f.write_str(m),
+        }
+    }
+}
+
+impl From<std::io::Error> for ConnError {
+    fn from(e: std::io::Error) -> Self {
+        ConnError::Io(e)
+    }
+}
+
+impl Connection {
+    fn frames(&self) -> FrameFormat {
+        self.pool.config.frames
+    }
+
+    /// The next frame's payload. Cancel-safe: bytes read stay in `buf`.
+    async fn next(&mut self) -> Result<Incoming, ConnError> {
+        loop {
+            match proto::split_frame(&self.buf) {
+                Ok(Some((payload, used))) => {
+                    let payload = payload.to_vec();
+                    self.buf.drain(..used);
+                    return Ok(Incoming::Frame(payload));
+                }
+                Ok(None) => {}
+                Err(e) => return Err(ConnError::Fatal(e.to_string())),
+            }
+            if self.read.read_buf(&mut self.buf).await? == 0 {
+                if self.buf.is_empty() {
+                    return Ok(Incoming::Closed);
+                }
+                return Err(ConnError::Fatal(format!(
+                    "the connection closed inside a frame ({} bytes of it arrived)",
+                    self.buf.len()
+                )));
+            }
+        }
+    }
+
+    async fn send(&mut self, reply: &Reply) -> Result<(), ConnError> {
+        let bytes =
+            proto::encode(reply, self.frames()).map_err(|e| ConnError::Fatal(e.to_string()))?;
+        self.write.write_all(&bytes).await?;
+        Ok(())
+    }
+
+    async fn send_error(&mut self, e: &PoolError) -> Result<(), ConnError> {
+        self.send(&Reply::Error { kind: e.kind, message: e.message.clone() }).await
+    }
+
+    fn decode(&self, payload: &[u8]) -> Result<Request, PoolError> {
+        proto::decode(payload, self.frames()).map_err(|e| match e {
+            FrameError::WrongFormat { .. } => PoolError::new(ErrorKind::BadFrame, e.to_string()),
+            other => PoolError::new(ErrorKind::BadRequest, other.to_string()),
+        })
+    }
+
+    async fn run(&mut self) -> Result<(), ConnError> {
+        let result = self.serve().await;
+        if let Err(ConnError::Fatal(message)) = &result {
+            // The stream is out of step: say why, then close.
+            let e = PoolError::new(ErrorKind::BadFrame, message.clone());
+            let _ = self.send_error(&e).await;
+        }
+        let _ = self.write.shutdown().await;
+        result
+    }
+
+    async fn serve(&mut self) -> Result<(), ConnError> {
+        let first = match tokio::time::timeout(CONTROL_TIMEOUT, self.next()).await {
+            Ok(r) => r?,
+            Err(_) => return Err(ConnError::Fatal("no hello within 30 s".into())),
+        };
+        let Incoming::Frame(payload) = first else { return Ok(()) };
+        match self.decode(&payload) {
+            Ok(Request::Hello { version, .. }) if version == PROTOCOL_VERSION => {
+                let server = format!("caldrix/{}", env!("CARGO_PKG_VERSION"));
+                self.send(&Reply::Hello { version: PROTOCOL_VERSION, server }).await?;
+            }
+            Ok(Request::Hello { version, .. }) => {
+                let e = PoolError::new(
+                    ErrorKind::Version,
+                    format!("this pool speaks protocol {PROTOCOL_VERSION}, not {version}"),
+                );
+                return self.send_error(&e).await;
+            }
+            Ok(_) => {
+                let e = PoolError::new(ErrorKind::BadRequest, "the first request must be hello");
+                return self.send_error(&e).await;
+            }
+            Err(e) => return self.send_error(&e).await,
+        }
+        loop {
+            let Incoming::Frame(payload) = self.next().await? else { return Ok(()) };
+            let request = match self.decode(&payload) {
+                Ok(r) => r,
+                Err(e) => {
+                    self.send_error(&e).await?;
+                    continue;
+                }
+            };
+            match request {
+                Request::Generate(g) => self.generate(g).await?,
+                Request::Stop {} => {
+                    self.send(&Reply::Ok).await?;
+                    self.pool.stop();
+                    return Ok(());
+                }
+                other => {
+                    let pool = Arc::clone(&self.pool);
+                    let reply = tokio::task::spawn_blocking(move || control(&pool, other))
+                        .await
+                        .unwrap_or_else(|e| {
+                            Err(PoolError::new(ErrorKind::Internal, e.to_string()))
+                        });
+                    match reply {
+                        Ok(reply) => self.send(&reply).await?,
+                        Err(e) => self.send_error(&e).await?,
+                    }
+                }
+            }
+        }
+    }
+
+    async fn generate(&mut self, g: proto::Generate) -> Result<(), ConnError> {
+        let prepared = prepare(&self.pool, &g);
+        let (member, job_params, prompt) = match prepared {
+            Ok(p) => p,
+            Err(e) => return self.send_error(&e).await,
+        };
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let cancel = Arc::new(AtomicBool::new(false));
+        let keep = if g.append_as.is_some() { Keep::PromptAndOutput } else { Keep::Prompt };
+        let job = Job { prompt, params: job_params, keep, events: tx, cancel: Arc::clone(&cancel) };
+        if member.submit(job).is_err() {
+            let e = PoolError::new(ErrorKind::Engine, "the member's engine thread has stopped");
+            return self.send_error(&e).await;
+        }
+        let mut client_gone = false;
+        loop {
+            tokio::select! {
+                event = rx.recv() => {
+                    let Some(event) = event else {
+                        let e = PoolError::new(ErrorKind::Internal, "the member dropped the generation");
+                        return self.send_error(&e).await;
+                    };
+                    if client_gone {
+                        if matches!(event, MemberEvent::Done(_)) {
+                            return Ok(());
+                        }
+                        continue;
+                    }
+                    match event {
+                        MemberEvent::Progress { done, total } => {
+                            self.send(&Reply::Progress { done: done as u32, total: total as u32 }).await?;
+                        }
+                        MemberEvent::Delta(text) => self.send(&Reply::Delta { text }).await?,
+                        MemberEvent::Done(Err(e)) => return self.send_error(&engine_error(e)).await,
+                        MemberEvent::Done(Ok(finished)) => {
+                            let generation = finished.generation;
+                            if let Some(id) = &g.append_as {
+                                let appended = append(&self.pool, g.context, id, &generation.text);
+                                if let Err(e) = appended {
+                                    return self.send_error(&e).await;
+                                }
+                            }
+                            let done = Done {
+                                usage: Usage {
+                                    prompt_tokens: generation.prompt_tokens as u32,
+                                    completion_tokens: generation.tokens.len() as u32,
+                                    recomputed_from: finished.recomputed_from as u32,
+                                    prefill_ms: generation.timings.prefill.as_secs_f64() * 1e3,
+                                    decode_ms: generation.timings.decode.as_secs_f64() * 1e3,
+                                },
+                                stop: stop_reason(generation.stop),
+                                one_of: generation.one_of.map(|s| proto::OneOfScores {
+                                    chosen: s.chosen as u32,
+                                    logprobs: s.logprobs,
+                                }),
+                                logprobs: generation.logprobs.map(|lps| lps.into_iter().map(token_logprob).collect()),
+                                text: generation.text,
+                            };
+                            return self.send(&Reply::Done(done)).await;
+                        }
+                    }
+                }
+                incoming = self.next(), if !client_gone => {
+                    match incoming {
+                        Ok(Incoming::Frame(payload)) => match self.decode(&payload) {
+                            Ok(Request::Cancel {}) => cancel.store(true, Ordering::Relaxed),
+                            Ok(_) => {
+                                let e = PoolError::new(ErrorKind::BadRequest, "a generation is in progress on this connection: only cancel is accepted");
+                                self.send_error(&e).await?;
+                            }
+                            Err(e) => self.send_error(&e).await?,
+                        },
+                        // The client left: stop the generation, let its rows be stored.
+                        Ok(Incoming::Closed) | Err(_) => {
+                            cancel.store(true, Ordering::Relaxed);
+                            client_gone = true;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+type Prepared = (Arc<crate::member::Member>, GenerateParams, Vec<caldrix_engine::Token>);
+
+fn prepare(pool: &Pool, g: &proto::Generate) -> Result<Prepared, PoolError> {
+    let context = pool.contexts.lock().map_err(poisoned)?.get(g.context)?.clone();
+    let member = pool.member(&context.member)?;
+    let prompt = context.prompt(&member.model)?;
+    if prompt.len() >= member.window as usize {
+        return Err(PoolError::new(
+            ErrorKind::TooLong,
+            format!(
+                "the prompt has {} tokens but the member's window holds {}",
+                prompt.len(),
+                member.window
+            ),
+        ));
+    }
+    let constraint = match &g.constraint {
+        proto::Constraint::None => Constraint::None,
+        proto::Constraint::Json { schema } => {
+            Constraint::Json(serde_json::from_str(schema).map_err(|e| {
+                PoolError::new(ErrorKind::BadConstraint, format!("the schema is not JSON: {e}"))
+            })?)
+        }
+        proto::Constraint::OneOf { options } => Constraint::OneOf(options.clone()),
+    };
+    let sampling = match g.sampling {
+        None => Sampling::Greedy,
+        Some(s) if s.temperature <= 0.0 => Sampling::Greedy,
+        Some(s) => Sampling::Random { temperature: s.temperature, top_p: s.top_p, seed: s.seed },
+    };
+    let params = GenerateParams {
+        max_new_tokens: g.max_new_tokens,
+        sampling,
+        constraint,
+        logprobs: g.logprobs.map(|k| k as usize),
+        repeat_penalty: None,
+    };
+    Ok((member, params, prompt))
+}
+
+fn append(pool: &Pool, context: proto::ContextId, id: &str, text: &str) -> Result<(), PoolError> {
+    let mut contexts = pool.contexts.lock().map_err(poisoned)?;
+    let segment = proto::Segment {
+        id: id.to_owned(),
+        role: proto::Role::Assistant,
+        text: text.to_owned(),
+        pinned: false,
+    };
+    contexts.get_mut(context)?.apply(&[proto::Edit::Append { segment }])
+}
+
+/// Requests answered without the engine thread (tokenizing and rendering use the shared model).
+fn control(pool: &Pool, request: Request) -> Result<Reply, PoolError> {
+    let counts = |id: proto::ContextId| -> Result<Reply, PoolError> {
+        let context = pool.contexts.lock().map_err(poisoned)?.get(id)?.clone();
+        let member = pool.member(&context.member)?;
+        let (segments, total_tokens) = context.counts(&member.model)?;
+        Ok(Reply::Context { context: id, segments, total_tokens })
+    };
+    match request {
+        Request::MemberLoad { alias, model, flags } => {
+            pool.load(MemberConfig {
+                alias,
+                model: model.into(),
+                window: flags.ctx,
+                threads: flags.threads,
+                batch: flags.batch,
+                gpu_layers: flags.gpu_layers,
+                budget_bytes: pool.config.context_budget,
+            })?;
+            Ok(Reply::Ok)
+        }
+        Request::MemberUnload { alias } => pool.unload(&alias).map(|()| Reply::Ok),
+        Request::MemberList {} => Ok(Reply::Members { members: pool.member_infos()? }),
+        Request::ContextCreate { member, segments } => {
+            pool.member(&member)?;
+            let mut context = Context { member, segments: Vec::new() };
+            let edits: Vec<_> =
+                segments.into_iter().map(|segment| proto::Edit::Append { segment }).collect();
+            context.apply(&edits)?;
+            let id = pool.contexts.lock().map_err(poisoned)?.insert(context);
+            counts(id)
+        }
+        Request::ContextEdit { context, edits } => {
+            pool.contexts.lock().map_err(poisoned)?.get_mut(context)?.apply(&edits)?;
+            counts(context)
+        }
+        Request::ContextFork { context } => {
+            let mut contexts = pool.contexts.lock().map_err(poisoned)?;
+            let copy = contexts.get(context)?.clone();
+            let id = contexts.insert(copy);
+            drop(contexts);
+            counts(id)
+        }
+        Request::ContextDrop { context } => {
+            pool.contexts.lock().map_err(poisoned)?.remove(context)?;
+            Ok(Reply::Ok)
+        }
+        Request::ContextCounts { context } => counts(context),
+        Request::Status {} => status(pool),
+        Request::Hello { .. } => {
+            Err(PoolError::new(ErrorKind::BadRequest, "hello was already exchanged"))
+        }
+        Request::Cancel {} => Err(PoolError::new(
+            ErrorKind::BadRequest,
+            "no generation is in progress on this connection",
+        )),
+        _ => Err(PoolError::new(ErrorKind::BadRequest, "unexpected request")),
+    }
+}
+
+fn status(pool: &Pool) -> Result<Reply, PoolError> {
+    let infos = pool.member_infos()?;
+    let contexts = pool.contexts.lock().map_err(poisoned)?;
+    let mut members = Vec::new();
+    for info in infos {
+        let member = pool.member(&info.alias)?;
+        let f = member.figures.lock().map_err(poisoned)?.clone();
+        members.push(MemberStatus {
+            contexts: contexts.count_on(&info.alias),
+            info,
+            store: StoreStatus {
+                budget_bytes: f.budget_bytes,
+                bytes: f.bytes,
+                entries: f.entries,
+                rows: f.rows,
+                bytes_per_row: f.bytes_per_row,
+                hits: f.hits,
+                misses: f.misses,
+            },
+        });
+    }
+    Ok(Reply::Status(PoolStatus {
+        version: env!("CARGO_PKG_VERSION").to_owned(),
+        connections: pool.active.load(Ordering::SeqCst),
+        members,
+    }))
+}
+
+fn engine_error(e: EngineError) -> PoolError {
+    let kind = match &e {
+        EngineError::PromptTooLong { .. } | EngineError::EmptyPrompt => ErrorKind::TooLong,
+        EngineError::BadSchema(_) | EngineError::EmptyOneOf | EngineError::BadOption { .. } => {
+            ErrorKind::BadConstraint
+        }
+        _ => ErrorKind::Engine,
+    };
+    PoolError::new(kind, e.to_string())
+}
+
+fn stop_reason(stop: caldrix_engine::StopReason) -> proto::StopReason {
+    use caldrix_engine::StopReason as S;
+    match stop {
+        S::EndOfTurn => proto::StopReason::EndOfTurn,
+        S::Complete => proto::StopReason::Complete,
+        S::MaxTokens => proto::StopReason::MaxTokens,
+        S::ContextFull => proto::StopReason::ContextFull,
+        S::Cancelled => proto::StopReason::Cancelled,
+    }
+}
+
+fn token_logprob(t: caldrix_engine::TokenLogprob) -> proto::TokenLogprob {
+    proto::TokenLogprob {
+        token: t.token.0,
+        text: String::from_utf8_lossy(&t.bytes).into_owned(),
+        logprob: t.logprob,
+        top: t
+            .top
+            .into_iter()
+            .map(|(token, bytes, logprob)| proto::TopLogprob {
+                token: token.0,
+                text: String::from_utf8_lossy(&bytes).into_owned(),
+                logprob,
+            })
+            .collect(),
+    }
+}

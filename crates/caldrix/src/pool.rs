@@ -1,0 +1,263 @@
+//! `caldrix pool`: the daemon (bind after every `--load` has loaded), `pool stop`, `pool status`.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use caldrix_client::Client;
+use caldrix_pool::{MemberConfig, Pool, PoolConfig};
+use caldrix_proto::FrameFormat;
+
+/// `$XDG_RUNTIME_DIR/caldrix/pool.sock`, else `/tmp/caldrix-<uid>/pool.sock`.
+pub fn default_socket() -> PathBuf {
+    match std::env::var_os("XDG_RUNTIME_DIR") {
+        Some(dir) => PathBuf::from(dir).join("caldrix/pool.sock"),
+        None => {
+            let uid = std::fs::metadata("/proc/self")
+                .map(|m| std::os::unix::fs::MetadataExt::uid(&m))
+                .unwrap_or(0);
+            PathBuf::from(format!("/tmp/caldrix-{uid}/pool.sock"))
+        }
+    }
+}
+
+const USAGE: &str = "usage:
+  caldrix pool [--socket PATH] [--frames cbor|json] [--max-connections N] [--idle-timeout SECS]
+               [--context-budget BYTES] --load MODEL [--alias NAME] [--ctx N] [--threads N]
+               [--batch N] [--gpu-layers N] [--load MODEL ...]
+  caldrix pool stop [--socket PATH]
+  caldrix pool status [--socket PATH] [--json]";
+
+struct ServeArgs {
+    socket: PathBuf,
+    frames: FrameFormat,
+    max_connections: u32,
+    idle_timeout: u64,
+    context_budget: Option<u64>,
+    members: Vec<MemberConfig>,
+}
+
+pub fn run(args: &[String]) -> anyhow::Result<()> {
+    match args.first().map(String::as_str) {
+        Some("stop") => {
+            let socket = socket_only(&args[1..], false)?.0;
+            runtime()?.block_on(async {
+                let mut client = connect(&socket, FrameFormat::Cbor).await?;
+                client.stop().await?;
+                println!("the pool at {} is stopping", socket.display());
+                anyhow::Ok(())
+            })
+        }
+        Some("status") => {
+            let (socket, json) = socket_only(&args[1..], true)?;
+            runtime()?.block_on(async {
+                let mut client = connect(&socket, FrameFormat::Cbor).await?;
+                let status = client.status().await?;
+                if json {
+                    println!("{}", serde_json::to_string_pretty(&status)?);
+                } else {
+                    print_status(&socket, &status);
+                }
+                anyhow::Ok(())
+            })
+        }
+        Some("--help" | "-h") => {
+            println!("{USAGE}");
+            Ok(())
+        }
+        _ => serve(parse_serve(args)?),
+    }
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?)
+}
+
+/// A client of a running pool: its frame format is tried as given, then the other one.
+async fn connect(socket: &Path, frames: FrameFormat) -> anyhow::Result<Client> {
+    let first = Client::connect(socket, frames, "caldrix-cli").await;
+    match first {
+        Ok(c) => Ok(c),
+        Err(caldrix_client::ClientError::Connect { .. }) => {
+            bail!("no pool is serving on {}", socket.display())
+        }
+        Err(_) => {
+            let other =
+                if frames == FrameFormat::Cbor { FrameFormat::Json } else { FrameFormat::Cbor };
+            Ok(Client::connect(socket, other, "caldrix-cli").await?)
+        }
+    }
+}
+
+fn socket_only(args: &[String], json_allowed: bool) -> anyhow::Result<(PathBuf, bool)> {
+    let mut socket = default_socket();
+    let mut json = false;
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "--socket" => socket = it.next().context("--socket needs a path")?.into(),
+            "--json" if json_allowed => json = true,
+            other => bail!("unknown argument `{other}`\n{USAGE}"),
+        }
+    }
+    Ok((socket, json))
+}
+
+fn number<T: std::str::FromStr>(flag: &str, value: Option<&String>) -> anyhow::Result<T> {
+    let value = value.with_context(|| format!("{flag} needs a value"))?;
+    value.parse().map_err(|_| anyhow::anyhow!("{flag}: `{value}` is not a valid number"))
+}
+
+/// Bytes, with an optional K/M/G (binary) suffix.
+fn bytes(flag: &str, value: Option<&String>) -> anyhow::Result<u64> {
+    let value = value.with_context(|| format!("{flag} needs a value"))?;
+    let (digits, unit) = match value.trim_end_matches(['i', 'B']).char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => (&value[..i], c.to_ascii_uppercase()),
+        _ => (value.as_str(), ' '),
+    };
+    let n: u64 = digits.parse().map_err(|_| anyhow::anyhow!("{flag}: `{value}` is not a size"))?;
+    let shift = match unit {
+        ' ' => 0,
+        'K' => 10,
+        'M' => 20,
+        'G' => 30,
+        _ => bail!("{flag}: unknown unit in `{value}` (K, M, G)"),
+    };
+    Ok(n << shift)
+}
+
+fn parse_serve(args: &[String]) -> anyhow::Result<ServeArgs> {
+    let mut out = ServeArgs {
+        socket: default_socket(),
+        frames: FrameFormat::Cbor,
+        max_connections: 4,
+        idle_timeout: 1800,
+        context_budget: None,
+        members: Vec::new(),
+    };
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        let member = out.members.last_mut();
+        match (arg.as_str(), member) {
+            ("--socket", _) => out.socket = it.next().context("--socket needs a path")?.into(),
+            ("--frames", _) => {
+                out.frames = it
+                    .next()
+                    .context("--frames needs cbor or json")?
+                    .parse()
+                    .map_err(anyhow::Error::msg)?
+            }
+            ("--max-connections", _) => out.max_connections = number(arg, it.next())?,
+            ("--idle-timeout", _) => out.idle_timeout = number(arg, it.next())?,
+            ("--context-budget", _) => out.context_budget = Some(bytes(arg, it.next())?),
+            ("--load", _) => {
+                let model: PathBuf = it.next().context("--load needs a model")?.into();
+                let n = out.members.len();
+                out.members.push(MemberConfig {
+                    alias: if n == 0 { "main".into() } else { format!("member{}", n + 1) },
+                    model,
+                    window: None,
+                    threads: None,
+                    batch: None,
+                    gpu_layers: None,
+                    budget_bytes: 0,
+                });
+            }
+            ("--alias", Some(m)) => m.alias = it.next().context("--alias needs a name")?.clone(),
+            ("--ctx", Some(m)) => m.window = Some(number(arg, it.next())?),
+            ("--threads", Some(m)) => m.threads = Some(number(arg, it.next())?),
+            ("--batch", Some(m)) => m.batch = Some(number(arg, it.next())?),
+            ("--gpu-layers", Some(m)) => m.gpu_layers = Some(number(arg, it.next())?),
+            ("--alias" | "--ctx" | "--threads" | "--batch" | "--gpu-layers", None) => {
+                bail!("{arg} is a serving flag of a member: put it after that member's --load")
+            }
+            (other, _) => bail!("unknown argument `{other}`\n{USAGE}"),
+        }
+    }
+    if out.max_connections == 0 {
+        bail!("--max-connections must be at least 1");
+    }
+    Ok(out)
+}
+
+fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let memory_limit = caldrix_pool::memory_limit();
+    let config = PoolConfig {
+        frames: args.frames,
+        max_connections: args.max_connections,
+        idle_timeout: (args.idle_timeout > 0).then(|| Duration::from_secs(args.idle_timeout)),
+        context_budget: args
+            .context_budget
+            .unwrap_or_else(|| caldrix_pool::default_context_budget(memory_limit)),
+        memory_limit,
+    };
+    let pool = Pool::new(config);
+    // Every member loads before the socket is bound: a client that connects finds them.
+    for member in args.members {
+        let alias = member.alias.clone();
+        pool.load(member).with_context(|| format!("cannot load member `{alias}`"))?;
+    }
+    let runtime = runtime()?;
+    runtime.block_on(async {
+        let listener = bind(&args.socket).await?;
+        tracing::info!(socket = %args.socket.display(), "serving");
+        let served = pool.serve(listener).await;
+        let _ = std::fs::remove_file(&args.socket);
+        served.context("the pool's accept loop failed")
+    })?;
+    drop(pool);
+    Ok(())
+}
+
+/// Binds the socket; a file left by a dead daemon is replaced, a live daemon is refused.
+async fn bind(socket: &Path) -> anyhow::Result<tokio::net::UnixListener> {
+    if let Some(dir) = socket.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    if socket.exists() {
+        if tokio::net::UnixStream::connect(socket).await.is_ok() {
+            bail!(
+                "a pool is already serving on {} (stop it with `caldrix pool stop --socket {}`)",
+                socket.display(),
+                socket.display()
+            );
+        }
+        tracing::info!(socket = %socket.display(), "replacing a stale socket file");
+        std::fs::remove_file(socket)
+            .with_context(|| format!("cannot remove {}", socket.display()))?;
+    }
+    tokio::net::UnixListener::bind(socket)
+        .with_context(|| format!("cannot bind {}", socket.display()))
+}
+
+fn print_status(socket: &Path, status: &caldrix_proto::PoolStatus) {
+    println!(
+        "caldrix {} on {} ({} connections)",
+        status.version,
+        socket.display(),
+        status.connections
+    );
+    for m in &status.members {
+        let s = &m.store;
+        println!(
+            "  {}: {} ({}), window {}, footprint {} MiB, queue {}, contexts {}",
+            m.info.alias,
+            m.info.model,
+            m.info.architecture,
+            m.info.context_window,
+            m.info.footprint_bytes >> 20,
+            m.info.queue_depth,
+            m.contexts
+        );
+        println!(
+            "    prefix store: {} of {} MiB, {} entries, {} rows, {} bytes/row, {} hits, {} misses",
+            s.bytes >> 20,
+            s.budget_bytes >> 20,
+            s.entries,
+            s.rows,
+            s.bytes_per_row,
+            s.hits,
+            s.misses
+        );
+    }
+}

@@ -1,0 +1,366 @@
+//! The real daemon (`caldrix pool`) on SmolLM2, driven over its socket with the client, in both
+//! frame formats.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use caldrix_client::{Client, ClientError};
+use caldrix_engine::{GenerationPrompt, Message, Model, ModelParams};
+use caldrix_proto::{
+    Constraint, Edit, ErrorKind, FrameFormat, Generate, Reply, Request, Role, Segment, StopReason,
+};
+
+use crate::smollm2;
+
+struct Daemon {
+    child: Child,
+    socket: PathBuf,
+    dir: PathBuf,
+}
+
+impl Daemon {
+    fn start(name: &str, frames: FrameFormat, extra: &[&str], socket: Option<&Path>) -> Daemon {
+        let dir = std::env::temp_dir().join(format!("caldrix-pool-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let socket = socket.map_or_else(|| dir.join("pool.sock"), Path::to_path_buf);
+        let model = smollm2();
+        let mut args = vec![
+            "pool".to_owned(),
+            "--socket".into(),
+            socket.display().to_string(),
+            "--frames".into(),
+            frames.name().into(),
+            "--load".into(),
+            model.display().to_string(),
+            "--ctx".into(),
+            "2048".into(),
+            "--threads".into(),
+            "2".into(),
+            // Small by default: the default budget (a quarter of memory) is reserved per member.
+            "--context-budget".into(),
+            "64M".into(),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let child = Command::new(env!("CARGO_BIN_EXE_caldrix"))
+            .args(&args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let daemon = Daemon { child, socket, dir };
+        daemon.wait_for_socket();
+        daemon
+    }
+
+    fn wait_for_socket(&self) {
+        let started = Instant::now();
+        while std::os::unix::net::UnixStream::connect(&self.socket).is_err() {
+            assert!(started.elapsed() < Duration::from_secs(60), "the pool did not bind");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// A connected client. A connection just closed may hold its slot for a moment after the
+    /// client let go (the daemon notices the close asynchronously): retry a refusal briefly.
+    async fn client(&self, frames: FrameFormat) -> Client {
+        let started = Instant::now();
+        loop {
+            match Client::connect(&self.socket, frames, "test").await {
+                Err(e)
+                    if e.kind() == Some(ErrorKind::TooManyConnections)
+                        && started.elapsed() < Duration::from_secs(5) =>
+                {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                other => return other.unwrap(),
+            }
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn seg(id: &str, role: Role, text: &str) -> Segment {
+    Segment { id: id.into(), role, text: text.into(), pinned: false }
+}
+
+fn generate(context: u64, max_new_tokens: u32, append_as: Option<&str>) -> Generate {
+    Generate {
+        context,
+        constraint: Constraint::None,
+        max_new_tokens,
+        sampling: None,
+        logprobs: None,
+        append_as: append_as.map(str::to_owned),
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
+}
+
+/// Counts match a fresh tokenization of the rendered template; a second turn resumes near the
+/// end of the first's stored rows; a fork resumes from its parent's rows.
+fn check_contexts_and_reuse(frames: FrameFormat) {
+    let daemon = Daemon::start(frames.name(), frames, &["--context-budget", "64M"], None);
+    let model = Model::load(&smollm2(), &ModelParams::default()).unwrap();
+    runtime().block_on(async {
+        let mut client = daemon.client(frames).await;
+        let system = "You are a coding agent. Keep answers short and exact.";
+        let created = client
+            .create_context(
+                "main",
+                vec![
+                    seg("sys", Role::System, system),
+                    seg("u1", Role::User, "Name a prime number."),
+                ],
+            )
+            .await
+            .unwrap();
+        let messages =
+            [Message::new("system", system), Message::new("user", "Name a prime number.")];
+        let whole = model.tokenize_prompt(&model.render(&messages, GenerationPrompt::Add).unwrap());
+        let plain =
+            model.tokenize_prompt(&model.render(&messages, GenerationPrompt::Omit).unwrap());
+        assert_eq!(created.total_tokens as usize, whole.len());
+        assert_eq!(created.segments.iter().map(|s| s.tokens as usize).sum::<usize>(), plain.len());
+        let first_only =
+            model.tokenize_prompt(&model.render(&messages[..1], GenerationPrompt::Omit).unwrap());
+        assert_eq!(created.segments[0].tokens as usize, first_only.len());
+
+        let id = created.context;
+        let first = client.generate(generate(id, 12, Some("a1")), |_| {}).await.unwrap();
+        assert_eq!(first.usage.recomputed_from, 0, "a cold prefill");
+        assert_eq!(first.usage.prompt_tokens, created.total_tokens);
+
+        let edited = client
+            .edit_context(
+                id,
+                vec![Edit::Append { segment: seg("u2", Role::User, "And another one?") }],
+            )
+            .await
+            .unwrap();
+        assert_eq!(edited.segments.len(), 4, "system, user, the appended answer, user");
+        let stored = first.usage.prompt_tokens + first.usage.completion_tokens;
+        let second = client.generate(generate(id, 8, None), |_| {}).await.unwrap();
+        let from = second.usage.recomputed_from;
+        assert!(
+            from + 4 >= first.usage.prompt_tokens && from <= stored,
+            "resumed at {from}: the first turn stored {stored} rows of which {} were its prompt",
+            first.usage.prompt_tokens
+        );
+
+        let fork = client.fork_context(id).await.unwrap();
+        assert_eq!(fork.total_tokens, edited.total_tokens);
+        let forked = client.generate(generate(fork.context, 4, None), |_| {}).await.unwrap();
+        assert_eq!(
+            forked.usage.recomputed_from + 1,
+            forked.usage.prompt_tokens,
+            "the fork finds its parent's rows"
+        );
+
+        let status = client.status().await.unwrap();
+        let store = &status.members[0].store;
+        assert!(store.hits >= 2 && store.entries >= 1 && store.bytes_per_row > 1000, "{store:?}");
+        assert_eq!(store.bytes, store.rows * store.bytes_per_row);
+
+        client.drop_context(fork.context).await.unwrap();
+        let err = client.context_counts(fork.context).await.unwrap_err();
+        assert_eq!(err.kind(), Some(ErrorKind::UnknownContext));
+        client.stop().await.unwrap();
+    });
+}
+
+#[test]
+fn contexts_counts_and_prefix_reuse_over_cbor() {
+    check_contexts_and_reuse(FrameFormat::Cbor);
+}
+
+#[test]
+fn contexts_counts_and_prefix_reuse_over_json() {
+    check_contexts_and_reuse(FrameFormat::Json);
+}
+
+#[test]
+fn a_tiny_budget_evicts_and_still_answers() {
+    let daemon = Daemon::start("tiny", FrameFormat::Cbor, &["--context-budget", "512K"], None);
+    runtime().block_on(async {
+        let mut client = daemon.client(FrameFormat::Cbor).await;
+        let mut texts = Vec::new();
+        for topic in ["rivers", "mountains", "rivers"] {
+            let c = client
+                .create_context(
+                    "main",
+                    vec![seg("u", Role::User, &format!("One word about {topic}."))],
+                )
+                .await
+                .unwrap();
+            let done = client.generate(generate(c.context, 6, None), |_| {}).await.unwrap();
+            texts.push(done.text);
+        }
+        assert_eq!(texts[0], texts[2], "greedy answers do not depend on what the store kept");
+        let store = client.status().await.unwrap().members[0].store.clone();
+        assert!(store.rows * store.bytes_per_row <= store.budget_bytes, "{store:?}");
+    });
+}
+
+#[test]
+fn bad_input_gets_an_error_and_the_daemon_serves_the_next_client() {
+    let daemon = Daemon::start("bad", FrameFormat::Json, &["--max-connections", "2"], None);
+    runtime().block_on(async {
+        let json = FrameFormat::Json;
+        let mut client = daemon.client(json).await;
+        // An unknown request, and a request with an unknown key: errors, the connection stays.
+        client.send_raw(&frame(br#"{"type":"make_coffee"}"#)).await.unwrap();
+        assert_eq!(
+            client.recv(Duration::from_secs(5)).await.unwrap_err().kind(),
+            Some(ErrorKind::BadRequest)
+        );
+        client.send_raw(&frame(br#"{"type":"status","verbose":true}"#)).await.unwrap();
+        assert_eq!(
+            client.recv(Duration::from_secs(5)).await.unwrap_err().kind(),
+            Some(ErrorKind::BadRequest)
+        );
+        // A schema that does not compile.
+        let c = client.create_context("main", vec![seg("u", Role::User, "hi")]).await.unwrap();
+        let mut bad = generate(c.context, 4, None);
+        bad.constraint = Constraint::Json { schema: r#"{"type":"strnig"}"#.into() };
+        let err = client.generate(bad, |_| {}).await.unwrap_err();
+        assert_eq!(err.kind(), Some(ErrorKind::BadConstraint), "{err}");
+        let mut empty = generate(c.context, 4, None);
+        empty.constraint = Constraint::OneOf { options: vec![] };
+        assert_eq!(
+            client.generate(empty, |_| {}).await.unwrap_err().kind(),
+            Some(ErrorKind::BadConstraint)
+        );
+        // Still serving on the same connection.
+        client.status().await.unwrap();
+
+        // Garbage, a truncated frame, an oversized length: an error frame or a clean close.
+        let cases: [(&[u8], bool); 3] = [
+            (b"\x00\x00\x00\x05\xff\xfe\xfd\xfc\xfb", true),
+            // A truncated frame: the client leaves in the middle of it.
+            (b"\x00\x00\x01\x00{\"type\"", false),
+            (b"\xff\xff\xff\xff", true),
+        ];
+        for (bytes, answered) in cases {
+            let mut raw = daemon.client(json).await;
+            raw.send_raw(bytes).await.unwrap();
+            if !answered {
+                drop(raw);
+                continue;
+            }
+            match raw.recv(Duration::from_secs(5)).await {
+                Err(ClientError::Pool { kind, .. }) => {
+                    assert!(matches!(kind, ErrorKind::BadFrame | ErrorKind::BadRequest), "{kind:?}")
+                }
+                Err(ClientError::Closed) => {}
+                other => panic!("{other:?}"),
+            }
+        }
+
+        // A client that disconnects mid-generation.
+        let mut leaving = daemon.client(json).await;
+        leaving.send(&Request::Generate(generate(c.context, 200, None))).await.unwrap();
+        drop(leaving);
+
+        // max_connections (2) + 1 is refused by name while two are open.
+        let mut second = daemon.client(json).await;
+        let third = Client::connect(&daemon.socket, json, "third").await.unwrap_err();
+        assert_eq!(third.kind(), Some(ErrorKind::TooManyConnections), "{third}");
+        second.status().await.unwrap();
+        drop(second);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+
+        // The next client is served, generation included.
+        let mut next = daemon.client(json).await;
+        let done = next.generate(generate(c.context, 3, None), |_| {}).await.unwrap();
+        assert!(done.usage.completion_tokens > 0);
+        let wrong = Client::connect(&daemon.socket, FrameFormat::Cbor, "cbor").await.unwrap_err();
+        drop(wrong);
+        drop(client);
+        next.stop().await.unwrap();
+    });
+}
+
+fn frame(payload: &[u8]) -> Vec<u8> {
+    let mut out = (payload.len() as u32).to_be_bytes().to_vec();
+    out.extend_from_slice(payload);
+    out
+}
+
+#[test]
+fn cancel_stops_a_generation_and_deltas_stream() {
+    let daemon = Daemon::start("cancel", FrameFormat::Cbor, &[], None);
+    runtime().block_on(async {
+        let mut client = daemon.client(FrameFormat::Cbor).await;
+        let c = client
+            .create_context(
+                "main",
+                vec![seg("u", Role::User, "Write a long story about a dragon.")],
+            )
+            .await
+            .unwrap();
+        client.send(&Request::Generate(generate(c.context, 400, None))).await.unwrap();
+        let mut deltas = String::new();
+        let done = loop {
+            match client.recv(Duration::from_secs(60)).await.unwrap() {
+                Reply::Delta { text } => {
+                    deltas.push_str(&text);
+                    if deltas.len() > 20 {
+                        client.send(&Request::Cancel {}).await.unwrap();
+                    }
+                }
+                Reply::Progress { .. } => {}
+                Reply::Done(done) => break done,
+                other => panic!("{other:?}"),
+            }
+        };
+        assert_eq!(done.stop, StopReason::Cancelled);
+        assert!(done.usage.completion_tokens < 400);
+        assert_eq!(done.text, deltas, "the deltas are the text");
+    });
+}
+
+#[test]
+fn idle_exit_and_a_stale_socket_is_replaced_but_a_live_one_refused() {
+    let mut idle = Daemon::start("idle", FrameFormat::Cbor, &["--idle-timeout", "1"], None);
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = idle.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "the pool did not exit when idle");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(status.success());
+    assert!(!idle.socket.exists(), "the socket file is removed on exit");
+
+    // A socket file nobody listens on (a dead daemon's) is replaced.
+    let stale = idle.dir.join("stale.sock");
+    drop(std::os::unix::net::UnixListener::bind(&stale).unwrap());
+    assert!(stale.exists());
+    let live = Daemon::start("stale", FrameFormat::Cbor, &[], Some(&stale));
+    // A live one is refused by name.
+    let second = Command::new(env!("CARGO_BIN_EXE_caldrix"))
+        .args(["pool", "--socket", stale.to_str().unwrap(), "--load", smollm2().to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!second.status.success());
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert!(stderr.contains("already serving"), "{stderr}");
+    let stop = Command::new(env!("CARGO_BIN_EXE_caldrix"))
+        .args(["pool", "stop", "--socket", stale.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(stop.status.success(), "{}", String::from_utf8_lossy(&stop.stderr));
+    drop(live);
+}
