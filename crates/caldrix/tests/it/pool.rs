@@ -364,3 +364,62 @@ fn idle_exit_and_a_stale_socket_is_replaced_but_a_live_one_refused() {
     assert!(stop.status.success(), "{}", String::from_utf8_lossy(&stop.stderr));
     drop(live);
 }
+
+#[test]
+fn two_members_resident_and_one_queue_per_member() {
+    let daemon = Daemon::start("two", FrameFormat::Cbor, &["--max-connections", "6"], None);
+    let gemma = smollm2().with_file_name("gemma-3-270m-q4_k_m.gguf");
+    runtime().block_on(async {
+        let mut client = daemon.client(FrameFormat::Cbor).await;
+        let flags =
+            caldrix_proto::ServingFlags { ctx: Some(1024), threads: Some(2), ..Default::default() };
+        client.load_member("second", gemma.to_str().unwrap(), flags.clone()).await.unwrap();
+        let err = client.load_member("second", gemma.to_str().unwrap(), flags).await.unwrap_err();
+        assert_eq!(err.kind(), Some(ErrorKind::LoadRefused), "{err}");
+        let members = client.members().await.unwrap();
+        let names: Vec<_> =
+            members.iter().map(|m| (m.alias.as_str(), m.architecture.as_str())).collect();
+        assert_eq!(names, [("main", "llama"), ("second", "gemma3")]);
+
+        // Both answer.
+        for member in ["main", "second"] {
+            let c =
+                client.create_context(member, vec![seg("u", Role::User, "Say hi.")]).await.unwrap();
+            let done = client.generate(generate(c.context, 3, None), |_| {}).await.unwrap();
+            assert!(done.usage.completion_tokens > 0, "{member}");
+        }
+
+        // Several clients on one member: served one at a time, in the order they queued.
+        let c = client
+            .create_context("main", vec![seg("u", Role::User, "Count to twenty.")])
+            .await
+            .unwrap();
+        let order = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut tasks = Vec::new();
+        for i in 0..4u32 {
+            let mut other = daemon.client(FrameFormat::Cbor).await;
+            let order = order.clone();
+            other.send(&Request::Generate(generate(c.context, 10 + i, None))).await.unwrap();
+            // Let this request reach the queue before the next one is sent.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            tasks.push(tokio::spawn(async move {
+                loop {
+                    match other.recv(Duration::from_secs(120)).await.unwrap() {
+                        Reply::Done(done) => {
+                            order.lock().unwrap().push((i, done.usage.completion_tokens));
+                            break;
+                        }
+                        _ => continue,
+                    }
+                }
+            }));
+        }
+        for t in tasks {
+            t.await.unwrap();
+        }
+        let order = order.lock().unwrap().clone();
+        let finished: Vec<u32> = order.iter().map(|(i, _)| *i).collect();
+        assert_eq!(finished, [0, 1, 2, 3], "queue order: {order:?}");
+        client.stop().await.unwrap();
+    });
+}
