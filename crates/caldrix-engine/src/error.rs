@@ -51,4 +51,8 @@ pub enum EngineError {
     CellsFull,
     #[error("cancelled")]
     Cancelled,
+    #[error("the scripted reply {reply:?} does not satisfy the request's constraint: {why}")]
+    ScriptRefused { reply: String, why: String },
+    #[error("the script has no reply left ({0} were replayed)")]
+    ScriptExhausted(usize),
 }

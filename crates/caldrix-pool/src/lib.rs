@@ -7,7 +7,7 @@ mod server;
 mod store;
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU32;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -179,6 +179,25 @@ impl Pool {
     pub fn stop(&self) {
         self.shutdown.notify_one();
     }
+}
+
+/// A member's model reference: a path to a GGUF file, or `script:REPLIES@MODEL` for a scripted
+/// member (REPLIES: a JSON file holding an array of reply strings, replayed in order; MODEL: the
+/// GGUF whose vocabulary and template count tokens).
+pub fn parse_model_ref(reference: &str) -> Result<(PathBuf, Option<Vec<String>>), PoolError> {
+    let Some(rest) = reference.strip_prefix("script:") else {
+        return Ok((PathBuf::from(reference), None));
+    };
+    let refused = |m: String| PoolError::new(ErrorKind::LoadRefused, m);
+    let (replies, model) = rest.split_once('@').ok_or_else(|| {
+        refused(format!("`{reference}`: a scripted member is script:REPLIES@MODEL"))
+    })?;
+    let text = std::fs::read_to_string(replies)
+        .map_err(|e| refused(format!("cannot read the script {replies}: {e}")))?;
+    let replies: Vec<String> = serde_json::from_str(&text).map_err(|e| {
+        refused(format!("the script {replies} is not a JSON array of strings: {e}"))
+    })?;
+    Ok((PathBuf::from(model), Some(replies)))
 }
 
 fn model_file_size(path: &Path) -> Result<u64, PoolError> {

@@ -32,6 +32,8 @@ pub struct MemberConfig {
     pub gpu_layers: Option<u32>,
     /// Bytes of KV rows the prefix store may keep (0 keeps none).
     pub budget_bytes: u64,
+    /// A scripted member: these replies are replayed in order instead of generating.
+    pub script: Option<Vec<String>>,
 }
 
 /// What a generation keeps in the store afterwards.
@@ -158,6 +160,10 @@ fn engine_thread(
     figures: &Mutex<StoreFigures>,
     ready: mpsc::Sender<Result<(), EngineError>>,
 ) {
+    if let Some(replies) = &config.script {
+        let _ = ready.send(Ok(()));
+        return scripted_thread(model, replies, jobs, queue);
+    }
     let setup = || -> Result<(Session<'_>, u64), EngineError> {
         let mut probe = model.session(&SessionParams {
             n_ctx: Some(window.min(64)),
@@ -209,6 +215,34 @@ fn engine_thread(
         queue.fetch_sub(1, Ordering::Relaxed);
         let result = run_job(&mut session, &mut store, &mut rates, &job);
         publish(&store);
+        let _ = job.events.send(MemberEvent::Done(result));
+    }
+}
+
+/// A scripted member's loop: each job takes the next reply, checked against its constraint by
+/// the engine; no KV rows are computed, so `recomputed_from` is 0.
+fn scripted_thread(
+    model: &Model,
+    replies: &[String],
+    jobs: mpsc::Receiver<Job>,
+    queue: &AtomicU32,
+) {
+    let mut next = 0usize;
+    for job in jobs {
+        queue.fetch_sub(1, Ordering::Relaxed);
+        let result = match replies.get(next) {
+            None => Err(EngineError::ScriptExhausted(next)),
+            Some(reply) => {
+                next += 1;
+                model.replay(&job.prompt, reply, &job.params)
+            }
+        };
+        let result = result.map(|generation| {
+            if !generation.text.is_empty() {
+                let _ = job.events.send(MemberEvent::Delta(generation.text.clone()));
+            }
+            Finished { generation, recomputed_from: 0 }
+        });
         let _ = job.events.send(MemberEvent::Done(result));
     }
 }

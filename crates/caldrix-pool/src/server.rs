@@ -367,9 +367,11 @@ fn control(pool: &Pool, request: Request) -> Result<Reply, PoolError> {
     };
     match request {
         Request::MemberLoad { alias, model, flags } => {
+            let (model, script) = crate::parse_model_ref(&model)?;
             pool.load(MemberConfig {
                 alias,
-                model: model.into(),
+                model,
+                script,
                 window: flags.ctx,
                 threads: flags.threads,
                 batch: flags.batch,
@@ -451,6 +453,7 @@ fn engine_error(e: EngineError) -> PoolError {
         EngineError::BadSchema(_) | EngineError::EmptyOneOf | EngineError::BadOption { .. } => {
             ErrorKind::BadConstraint
         }
+        EngineError::ScriptRefused { .. } | EngineError::ScriptExhausted(_) => ErrorKind::Script,
         _ => ErrorKind::Engine,
     };
     PoolError::new(kind, e.to_string())

@@ -322,5 +322,8 @@ pub enum ErrorKind {
     BadConstraint,
     /// The engine failed (a decode error, a template that does not render).
     Engine,
+    /// A scripted member's reply does not satisfy the request's constraint, or the script ran
+    /// out of replies.
+    Script,
     Internal,
 }

@@ -151,11 +151,13 @@ fn parse_serve(args: &[String]) -> anyhow::Result<ServeArgs> {
             ("--idle-timeout", _) => out.idle_timeout = number(arg, it.next())?,
             ("--context-budget", _) => out.context_budget = Some(bytes(arg, it.next())?),
             ("--load", _) => {
-                let model: PathBuf = it.next().context("--load needs a model")?.into();
+                let reference = it.next().context("--load needs a model")?;
+                let (model, script) = caldrix_pool::parse_model_ref(reference)?;
                 let n = out.members.len();
                 out.members.push(MemberConfig {
                     alias: if n == 0 { "main".into() } else { format!("member{}", n + 1) },
                     model,
+                    script,
                     window: None,
                     threads: None,
                     batch: None,

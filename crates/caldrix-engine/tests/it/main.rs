@@ -7,6 +7,7 @@
 
 mod errors;
 mod generate;
+mod replay;
 mod sequences;
 mod snapshot;
 mod support;

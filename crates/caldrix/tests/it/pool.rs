@@ -423,3 +423,55 @@ fn two_members_resident_and_one_queue_per_member() {
         client.stop().await.unwrap();
     });
 }
+
+#[test]
+fn a_scripted_member_replays_checked_replies_through_the_protocol() {
+    let dir = std::env::temp_dir().join(format!("caldrix-script-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let script = dir.join("replies.json");
+    let turn = r#"{"thought":"Look first.","final":"done"}"#;
+    std::fs::write(&script, serde_json::to_string(&[turn, "edit", "not json"]).unwrap()).unwrap();
+    let reference = format!("script:{}@{}", script.display(), smollm2().display());
+    let daemon = Daemon::start("script", FrameFormat::Json, &[], None);
+    runtime().block_on(async {
+        let mut client = daemon.client(FrameFormat::Json).await;
+        client.load_member("scripted", &reference, Default::default()).await.unwrap();
+        let segments = vec![seg("u", Role::User, "Fix the bug.")];
+        let real = client.create_context("main", segments.clone()).await.unwrap();
+        let c = client.create_context("scripted", segments).await.unwrap();
+        assert_eq!(c.total_tokens, real.total_tokens, "counted with the real model's template");
+
+        let schema = r#"{"type":"object","properties":{"thought":{"type":"string"},"final":{"type":"string"}},"required":["thought","final"],"additionalProperties":false}"#;
+        let mut json = generate(c.context, 100, Some("a1"));
+        json.constraint = Constraint::Json { schema: schema.into() };
+        let mut deltas = String::new();
+        let done = client
+            .generate(json.clone(), |f| {
+                if let Reply::Delta { text } = f {
+                    deltas.push_str(text);
+                }
+            })
+            .await
+            .unwrap();
+        assert_eq!((done.text.as_str(), deltas.as_str()), (turn, turn));
+        assert_eq!(done.stop, StopReason::Complete);
+        assert_eq!(client.context_counts(c.context).await.unwrap().segments.len(), 2, "appended");
+
+        let mut route = generate(c.context, 8, None);
+        route.constraint = Constraint::OneOf { options: vec!["answer".into(), "edit".into()] };
+        let done = client.generate(route, |_| {}).await.unwrap();
+        assert_eq!(done.text, "edit");
+        assert_eq!(done.one_of.unwrap().chosen, 1);
+
+        let err = client.generate(json.clone(), |_| {}).await.unwrap_err();
+        assert_eq!(err.kind(), Some(ErrorKind::Script), "{err}");
+        let err = client.generate(json, |_| {}).await.unwrap_err();
+        assert_eq!(err.kind(), Some(ErrorKind::Script), "{err}");
+        assert!(err.to_string().contains("no reply left"), "{err}");
+
+        let err = client.load_member("broken", "script:/nonexistent.json@x.gguf", Default::default()).await.unwrap_err();
+        assert_eq!(err.kind(), Some(ErrorKind::LoadRefused), "{err}");
+        client.stop().await.unwrap();
+    });
+    std::fs::remove_dir_all(&dir).unwrap();
+}
