@@ -16,7 +16,7 @@ mod template;
 pub use constraint::Constraint;
 pub use error::EngineError;
 pub use generate::{GenerateParams, Generation, OneOfScores, StopReason, Timings, TokenLogprob};
-pub use model::{Model, ModelParams, SessionParams, Special, Token};
+pub use model::{Model, ModelParams, SCRATCH_SEQUENCES, SessionParams, Special, Token};
 pub use replay::SCRIPTED_OTHER_OPTION_LOGPROB;
 pub use sampling::{RepeatPenalty, Sampling};
 pub use session::{Event, Seq, Session, Snapshot};

@@ -13,7 +13,8 @@ use llguidance::ParserFactory;
 
 use crate::error::EngineError;
 use crate::gguf::{self, SUPPORTED_ARCHITECTURES};
-use crate::session::{SCRATCH_SEQUENCES, Session};
+pub use crate::session::SCRATCH_SEQUENCES;
+use crate::session::Session;
 
 /// llama.cpp's `LLAMA_MAX_SEQ`.
 const MAX_SEQUENCES: u32 = 256;
@@ -313,13 +314,23 @@ impl Model {
             return Err(EngineError::BadParams("--threads must be at least 1".into()));
         }
         let batch = params.batch.min(n_ctx);
+        let sequences = params.sequences + SCRATCH_SEQUENCES;
+        // llama.cpp sizes its output buffer by the batch, and reserves one output per
+        // sequence: fewer would abort the process inside llama.cpp.
+        if batch < sequences {
+            return Err(EngineError::BadParams(format!(
+                "a batch of {batch} tokens is smaller than the session's {sequences} sequences \
+                 ({} asked for and {SCRATCH_SEQUENCES} of the engine's own)",
+                params.sequences
+            )));
+        }
         let cells = params.cells.unwrap_or(n_ctx).max(n_ctx);
         let cells = NonZeroU32::new(cells).unwrap_or(n_ctx_nz);
         let ctx_params = LlamaContextParams::default()
             .with_n_ctx(Some(cells))
             .with_n_batch(batch)
             .with_n_ubatch(batch)
-            .with_n_seq_max(params.sequences + SCRATCH_SEQUENCES)
+            .with_n_seq_max(sequences)
             .with_n_threads(threads as i32)
             .with_n_threads_batch(threads as i32)
             // One cell pool for every sequence: a fork (`seq_cp`) shares cells instead of copying.

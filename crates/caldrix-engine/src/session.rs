@@ -12,7 +12,7 @@ use crate::model::{Model, Token};
 
 /// Sequences a session keeps for itself above the caller's: OneOf scoring forks the prompt
 /// into these (one option each per round), and snapshots are cut in the first.
-pub(crate) const SCRATCH_SEQUENCES: u32 = 4;
+pub const SCRATCH_SEQUENCES: u32 = 4;
 
 /// A sequence of the session: `0..SessionParams::sequences`. Sequence 0 is the one `generate`
 /// and `evaluate` use.

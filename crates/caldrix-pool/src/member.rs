@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use caldrix_engine::{
-    EngineError, Event, GenerateParams, Generation, Model, ModelParams, Session, SessionParams,
-    Special, Token,
+    EngineError, Event, GenerateParams, Generation, Model, ModelParams, SCRATCH_SEQUENCES, Session,
+    SessionParams, Special, Token,
 };
 use tokio::sync::mpsc::UnboundedSender;
 
@@ -176,12 +176,16 @@ fn engine_thread(
         // Cells: the store's rows plus a window to generate in.
         let cells =
             u32::try_from(budget_rows.saturating_add(u64::from(window))).unwrap_or(u32::MAX);
+        // A batch must hold one token per sequence (llama.cpp's outputs): a small `--batch`
+        // keeps fewer stored prefixes.
+        let batch = config.batch.unwrap_or(512);
+        let sequences = SEQUENCES.min(batch.saturating_sub(SCRATCH_SEQUENCES)).max(2);
         let session = model.session(&SessionParams {
             n_ctx: Some(window),
             cells: Some(cells),
             threads: config.threads,
-            batch: config.batch.unwrap_or(512),
-            sequences: SEQUENCES,
+            batch,
+            sequences,
         })?;
         Ok((session, bytes_per_row))
     };

@@ -160,3 +160,12 @@ fn bad_constraints_and_prompts_are_refused_and_the_session_goes_on() {
         .unwrap();
     assert!(prompt.len() + out.tokens.len() <= 64);
 }
+
+#[test]
+fn a_batch_smaller_than_the_sequences_is_refused_not_aborted() {
+    let model = support::smollm2();
+    let params =
+        SessionParams { n_ctx: Some(256), batch: 8, sequences: 8, ..SessionParams::default() };
+    let err = model.session(&params).unwrap_err();
+    assert!(err.to_string().contains("smaller than the session's 12 sequences"), "{err}");
+}

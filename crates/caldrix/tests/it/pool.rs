@@ -299,7 +299,8 @@ fn frame(payload: &[u8]) -> Vec<u8> {
 
 #[test]
 fn cancel_stops_a_generation_and_deltas_stream() {
-    let daemon = Daemon::start("cancel", FrameFormat::Cbor, &[], None);
+    // Batches of 8 rows: the prefill sends progress frames before the first token.
+    let daemon = Daemon::start("cancel", FrameFormat::Cbor, &["--batch", "8"], None);
     runtime().block_on(async {
         let mut client = daemon.client(FrameFormat::Cbor).await;
         let c = client
@@ -311,6 +312,7 @@ fn cancel_stops_a_generation_and_deltas_stream() {
             .unwrap();
         client.send(&Request::Generate(generate(c.context, 400, None))).await.unwrap();
         let mut deltas = String::new();
+        let mut progress = Vec::new();
         let done = loop {
             match client.recv(Duration::from_secs(60)).await.unwrap() {
                 Reply::Delta { text } => {
@@ -319,13 +321,21 @@ fn cancel_stops_a_generation_and_deltas_stream() {
                         client.send(&Request::Cancel {}).await.unwrap();
                     }
                 }
-                Reply::Progress { .. } => {}
+                Reply::Progress { done, total } => {
+                    assert!(deltas.is_empty(), "progress comes before the first token");
+                    progress.push((done, total));
+                }
                 Reply::Done(done) => break done,
                 other => panic!("{other:?}"),
             }
         };
         assert_eq!(done.stop, StopReason::Cancelled);
         assert!(done.usage.completion_tokens < 400);
+        assert!(progress.len() >= 2, "{progress:?}");
+        assert!(
+            progress.iter().all(|&(d, t)| d < t && t == done.usage.prompt_tokens),
+            "{progress:?}"
+        );
         assert_eq!(done.text, deltas, "the deltas are the text");
     });
 }
