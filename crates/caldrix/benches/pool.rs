@@ -1,0 +1,200 @@
+//! Two agent-like replays through the real pool (in this process, over its socket):
+//! (a) a linear session with an implementer fork and a verifier, (b) four implementers
+//! interleaved. Per request: prompt tokens, rows recomputed, time to first token. Prints JSON,
+//! with each prompt's token ids so that `scripts/bench-pool` can replay them on the peer.
+//!
+//!     cargo bench -p caldrix --bench pool -- MODEL --budget BYTES [--threads N]
+
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "a benchmark fails loudly")]
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use caldrix_client::Client;
+use caldrix_engine::{GenerationPrompt, Message, Model, ModelParams, Special};
+use caldrix_pool::{MemberConfig, Pool, PoolConfig};
+use caldrix_proto::{Constraint, Edit, FrameFormat, Generate, Reply, Role, Segment};
+use serde_json::json;
+
+const WINDOW: u32 = 8192;
+const SYSTEM_TOKENS: usize = 3500;
+
+struct Bench {
+    client: Client,
+    model: Model,
+    /// Each context's segments, mirrored to render the prompts the pool renders.
+    contexts: std::collections::HashMap<u64, Vec<Segment>>,
+    records: Vec<serde_json::Value>,
+}
+
+fn seg(id: &str, role: Role, text: &str) -> Segment {
+    Segment { id: id.into(), role, text: text.into(), pinned: false }
+}
+
+/// Deterministic filler of about `tokens` tokens, different for every `seed`.
+fn filler(model: &Model, seed: usize, tokens: usize) -> String {
+    let source = include_str!("../../../docs/protocol.md");
+    let ids = model.tokenize(source, Special::Plain);
+    let start = (seed * 97) % (ids.len() - tokens.min(ids.len() - 1));
+    let text = model.detokenize(&ids[start..(start + tokens).min(ids.len())]);
+    format!("[{seed}] {}", String::from_utf8_lossy(&text))
+}
+
+impl Bench {
+    async fn create(&mut self, segments: Vec<Segment>) -> u64 {
+        let c = self.client.create_context("main", segments.clone()).await.unwrap();
+        self.contexts.insert(c.context, segments);
+        c.context
+    }
+
+    async fn append(&mut self, context: u64, segment: Segment) {
+        self.client.edit_context(context, vec![Edit::Append { segment: segment.clone() }]).await.unwrap();
+        self.contexts.get_mut(&context).unwrap().push(segment);
+    }
+
+    async fn fork(&mut self, context: u64) -> u64 {
+        let f = self.client.fork_context(context).await.unwrap();
+        let segments = self.contexts[&context].clone();
+        self.contexts.insert(f.context, segments);
+        f.context
+    }
+
+    /// One generation of at most 60 tokens, appended as `answer`.
+    async fn turn(&mut self, label: &str, context: u64, answer: &str) {
+        let messages: Vec<Message> = self.contexts[&context]
+            .iter()
+            .map(|s| Message::new(s.role.as_str(), s.text.as_str()))
+            .collect();
+        let prompt = self.model.tokenize_prompt(&self.model.render(&messages, GenerationPrompt::Add).unwrap());
+        let request = Generate {
+            context,
+            constraint: Constraint::None,
+            max_new_tokens: 60,
+            sampling: None,
+            logprobs: None,
+            append_as: Some(answer.into()),
+        };
+        let started = Instant::now();
+        let mut first = None;
+        let done = self
+            .client
+            .generate(request, |frame| {
+                if matches!(frame, Reply::Delta { .. }) && first.is_none() {
+                    first = Some(started.elapsed());
+                }
+            })
+            .await
+            .unwrap();
+        let ttft = first.unwrap_or_else(|| started.elapsed());
+        assert_eq!(done.usage.prompt_tokens as usize, prompt.len(), "the pool renders what we render");
+        self.contexts
+            .get_mut(&context)
+            .unwrap()
+            .push(seg(answer, Role::Assistant, &done.text));
+        self.records.push(json!({
+            "label": label,
+            "prompt_tokens": prompt.len(),
+            "recomputed": done.usage.prompt_tokens - done.usage.recomputed_from,
+            "ttft_ms": ttft.as_secs_f64() * 1e3,
+            "prompt_ids": prompt.iter().map(|t| t.0).collect::<Vec<_>>(),
+        }));
+    }
+}
+
+async fn linear(b: &mut Bench, system: &str) {
+    let root = b.create(vec![seg("sys", Role::System, system), seg("task", Role::User, "Fix the failing test in crates/engine.")]).await;
+    for turn in 1..=10 {
+        b.turn(&format!("root {turn}"), root, &format!("a{turn}")).await;
+        let result = filler(&b.model, turn, 100);
+        b.append(root, seg(&format!("r{turn}"), Role::User, &result)).await;
+        if turn == 5 {
+            let implementer = b.fork(root).await;
+            b.append(implementer, seg("brief", Role::User, "Implement the fix for the parser.")).await;
+            for k in 1..=3 {
+                b.turn(&format!("implementer {k}"), implementer, &format!("i{k}")).await;
+                let result = filler(&b.model, 50 + k, 100);
+                b.append(implementer, seg(&format!("ir{k}"), Role::User, &result)).await;
+            }
+            let verifier = b.create(vec![seg("sys", Role::System, system), seg("check", Role::User, "Verify: cargo test passes.")]).await;
+            b.turn("verifier", verifier, "v1").await;
+        }
+    }
+}
+
+async fn interleaved(b: &mut Bench, system: &str) {
+    let mut pieces = Vec::new();
+    for i in 0..4 {
+        let brief = format!("Implement piece {i} of the refactor.");
+        pieces.push(b.create(vec![seg("sys", Role::System, system), seg("brief", Role::User, &brief)]).await);
+    }
+    for turn in 1..=6 {
+        for (i, &piece) in pieces.iter().enumerate() {
+            b.turn(&format!("piece {i} turn {turn}"), piece, &format!("a{turn}")).await;
+            let result = filler(&b.model, 100 + 10 * i + turn, 300);
+            b.append(piece, seg(&format!("r{turn}"), Role::User, &result)).await;
+        }
+    }
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1).filter(|a| a != "--bench");
+    let model_path = PathBuf::from(args.next().expect("usage: pool MODEL --budget BYTES [--threads N]"));
+    let (mut budget, mut threads) = (256u64 << 20, 2u32);
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--budget" => budget = args.next().and_then(|v| v.parse().ok()).expect("--budget BYTES"),
+            "--threads" => threads = args.next().and_then(|v| v.parse().ok()).expect("--threads N"),
+            other => panic!("unknown argument {other}"),
+        }
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let dir = std::env::temp_dir().join(format!("caldrix-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let socket = dir.join("pool.sock");
+    let mut output = serde_json::Map::new();
+    for workload in ["linear", "interleaved"] {
+        // A fresh pool per workload: each starts cold.
+        let pool = Pool::new(PoolConfig {
+            frames: FrameFormat::Cbor,
+            max_connections: 4,
+            idle_timeout: None,
+            context_budget: budget,
+            memory_limit: caldrix_pool::memory_limit(),
+        });
+        pool.load(MemberConfig {
+            alias: "main".into(),
+            model: model_path.clone(),
+            window: Some(WINDOW),
+            threads: Some(threads),
+            batch: None,
+            gpu_layers: None,
+            budget_bytes: budget,
+            script: None,
+        })
+        .unwrap();
+        let records = runtime.block_on(async {
+            let _ = std::fs::remove_file(&socket);
+            let listener = tokio::net::UnixListener::bind(&socket).unwrap();
+            let server = {
+                let pool = Arc::clone(&pool);
+                tokio::spawn(async move { pool.serve(listener).await })
+            };
+            let model = Model::load(&model_path, &ModelParams::default()).unwrap();
+            let ids = model.tokenize(include_str!("../../../ARCHITECTURE.md"), Special::Plain);
+            let system = String::from_utf8_lossy(&model.detokenize(&ids[..SYSTEM_TOKENS.min(ids.len())])).into_owned();
+            let client = Client::connect(&socket, FrameFormat::Cbor, "bench").await.unwrap();
+            let mut bench = Bench { client, model, contexts: Default::default(), records: Vec::new() };
+            match workload {
+                "linear" => linear(&mut bench, &system).await,
+                _ => interleaved(&mut bench, &system).await,
+            }
+            pool.stop();
+            let _ = server.await;
+            bench.records
+        });
+        output.insert(workload.into(), json!(records));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    println!("{}", serde_json::Value::Object(output));
+}
