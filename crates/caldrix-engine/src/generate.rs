@@ -182,14 +182,11 @@ impl Session<'_> {
                 return Err(EngineError::Constraint("no token is allowed".into()));
             };
             self.record(raw.as_deref().unwrap_or(&logits), id, params.logprobs, logprobs.as_mut());
+            let before = bytes.len();
             if self.step(id, &mut tokens, &mut bytes, matcher.as_mut())? {
                 break StopReason::EndOfTurn;
             }
-            let token = tokens[tokens.len() - 1];
-            if !on_event(Event::Token {
-                token,
-                bytes: &bytes[bytes.len() - self.model.token_bytes(token).len()..],
-            }) {
+            if !on_event(Event::Token { token: Token(id), bytes: &bytes[before..] }) {
                 break StopReason::Cancelled;
             }
             if matcher.as_ref().is_some_and(|m| m.is_stopped()) {

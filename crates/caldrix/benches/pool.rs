@@ -49,7 +49,10 @@ impl Bench {
     }
 
     async fn append(&mut self, context: u64, segment: Segment) {
-        self.client.edit_context(context, vec![Edit::Append { segment: segment.clone() }]).await.unwrap();
+        self.client
+            .edit_context(context, vec![Edit::Append { segment: segment.clone() }])
+            .await
+            .unwrap();
         self.contexts.get_mut(&context).unwrap().push(segment);
     }
 
@@ -66,7 +69,9 @@ impl Bench {
             .iter()
             .map(|s| Message::new(s.role.as_str(), s.text.as_str()))
             .collect();
-        let prompt = self.model.tokenize_prompt(&self.model.render(&messages, GenerationPrompt::Add).unwrap());
+        let prompt = self
+            .model
+            .tokenize_prompt(&self.model.render(&messages, GenerationPrompt::Add).unwrap());
         let request = Generate {
             context,
             constraint: Constraint::None,
@@ -87,11 +92,12 @@ impl Bench {
             .await
             .unwrap();
         let ttft = first.unwrap_or_else(|| started.elapsed());
-        assert_eq!(done.usage.prompt_tokens as usize, prompt.len(), "the pool renders what we render");
-        self.contexts
-            .get_mut(&context)
-            .unwrap()
-            .push(seg(answer, Role::Assistant, &done.text));
+        assert_eq!(
+            done.usage.prompt_tokens as usize,
+            prompt.len(),
+            "the pool renders what we render"
+        );
+        self.contexts.get_mut(&context).unwrap().push(seg(answer, Role::Assistant, &done.text));
         self.records.push(json!({
             "label": label,
             "prompt_tokens": prompt.len(),
@@ -103,20 +109,31 @@ impl Bench {
 }
 
 async fn linear(b: &mut Bench, system: &str) {
-    let root = b.create(vec![seg("sys", Role::System, system), seg("task", Role::User, "Fix the failing test in crates/engine.")]).await;
+    let root = b
+        .create(vec![
+            seg("sys", Role::System, system),
+            seg("task", Role::User, "Fix the failing test in crates/engine."),
+        ])
+        .await;
     for turn in 1..=10 {
         b.turn(&format!("root {turn}"), root, &format!("a{turn}")).await;
         let result = filler(&b.model, turn, 100);
         b.append(root, seg(&format!("r{turn}"), Role::User, &result)).await;
         if turn == 5 {
             let implementer = b.fork(root).await;
-            b.append(implementer, seg("brief", Role::User, "Implement the fix for the parser.")).await;
+            b.append(implementer, seg("brief", Role::User, "Implement the fix for the parser."))
+                .await;
             for k in 1..=3 {
                 b.turn(&format!("implementer {k}"), implementer, &format!("i{k}")).await;
                 let result = filler(&b.model, 50 + k, 100);
                 b.append(implementer, seg(&format!("ir{k}"), Role::User, &result)).await;
             }
-            let verifier = b.create(vec![seg("sys", Role::System, system), seg("check", Role::User, "Verify: cargo test passes.")]).await;
+            let verifier = b
+                .create(vec![
+                    seg("sys", Role::System, system),
+                    seg("check", Role::User, "Verify: cargo test passes."),
+                ])
+                .await;
             b.turn("verifier", verifier, "v1").await;
         }
     }
@@ -126,7 +143,10 @@ async fn interleaved(b: &mut Bench, system: &str) {
     let mut pieces = Vec::new();
     for i in 0..4 {
         let brief = format!("Implement piece {i} of the refactor.");
-        pieces.push(b.create(vec![seg("sys", Role::System, system), seg("brief", Role::User, &brief)]).await);
+        pieces.push(
+            b.create(vec![seg("sys", Role::System, system), seg("brief", Role::User, &brief)])
+                .await,
+        );
     }
     for turn in 1..=6 {
         for (i, &piece) in pieces.iter().enumerate() {
@@ -139,16 +159,20 @@ async fn interleaved(b: &mut Bench, system: &str) {
 
 fn main() {
     let mut args = std::env::args().skip(1).filter(|a| a != "--bench");
-    let model_path = PathBuf::from(args.next().expect("usage: pool MODEL --budget BYTES [--threads N]"));
+    let model_path =
+        PathBuf::from(args.next().expect("usage: pool MODEL --budget BYTES [--threads N]"));
     let (mut budget, mut threads) = (256u64 << 20, 2u32);
     while let Some(arg) = args.next() {
         match arg.as_str() {
-            "--budget" => budget = args.next().and_then(|v| v.parse().ok()).expect("--budget BYTES"),
+            "--budget" => {
+                budget = args.next().and_then(|v| v.parse().ok()).expect("--budget BYTES")
+            }
             "--threads" => threads = args.next().and_then(|v| v.parse().ok()).expect("--threads N"),
             other => panic!("unknown argument {other}"),
         }
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let dir = std::env::temp_dir().join(format!("caldrix-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let socket = dir.join("pool.sock");
@@ -182,9 +206,12 @@ fn main() {
             };
             let model = Model::load(&model_path, &ModelParams::default()).unwrap();
             let ids = model.tokenize(include_str!("../../../ARCHITECTURE.md"), Special::Plain);
-            let system = String::from_utf8_lossy(&model.detokenize(&ids[..SYSTEM_TOKENS.min(ids.len())])).into_owned();
+            let system =
+                String::from_utf8_lossy(&model.detokenize(&ids[..SYSTEM_TOKENS.min(ids.len())]))
+                    .into_owned();
             let client = Client::connect(&socket, FrameFormat::Cbor, "bench").await.unwrap();
-            let mut bench = Bench { client, model, contexts: Default::default(), records: Vec::new() };
+            let mut bench =
+                Bench { client, model, contexts: Default::default(), records: Vec::new() };
             match workload {
                 "linear" => linear(&mut bench, &system).await,
                 _ => interleaved(&mut bench, &system).await,
