@@ -11,6 +11,7 @@ use caldrix_engine::{
     EngineError, Event, GenerateParams, Generation, Model, ModelParams, SCRATCH_SEQUENCES, Session,
     SessionParams, Special, Token,
 };
+use caldrix_proto::StoreStatus;
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::store::Store;
@@ -67,18 +68,6 @@ pub struct Job {
     pub cancel: Arc<AtomicBool>,
 }
 
-/// The prefix store's figures, refreshed after every job.
-#[derive(Debug, Clone, Default)]
-pub struct StoreFigures {
-    pub budget_bytes: u64,
-    pub bytes: u64,
-    pub entries: u32,
-    pub rows: u64,
-    pub bytes_per_row: u64,
-    pub hits: u64,
-    pub misses: u64,
-}
-
 /// The handle the server keeps: the model for tokenizing and rendering off the engine thread
 /// (llama.cpp's tokenizer only reads the vocabulary), and the job queue.
 pub struct Member {
@@ -87,7 +76,8 @@ pub struct Member {
     pub window: u32,
     jobs: mpsc::Sender<Job>,
     queue: Arc<AtomicU32>,
-    pub figures: Arc<Mutex<StoreFigures>>,
+    /// The prefix store's figures, refreshed after every job.
+    pub figures: Arc<Mutex<StoreStatus>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -106,7 +96,15 @@ impl Member {
         let (jobs, rx) = mpsc::channel::<Job>();
         let (ready_tx, ready_rx) = mpsc::channel();
         let queue = Arc::new(AtomicU32::new(0));
-        let figures = Arc::new(Mutex::new(StoreFigures::default()));
+        let figures = Arc::new(Mutex::new(StoreStatus {
+            budget_bytes: 0,
+            bytes: 0,
+            entries: 0,
+            rows: 0,
+            bytes_per_row: 0,
+            hits: 0,
+            misses: 0,
+        }));
         let alias = config.alias.clone();
         let thread = {
             let (model, queue, figures) = (model.clone(), queue.clone(), figures.clone());
@@ -157,7 +155,7 @@ fn engine_thread(
     window: u32,
     jobs: mpsc::Receiver<Job>,
     queue: &AtomicU32,
-    figures: &Mutex<StoreFigures>,
+    figures: &Mutex<StoreStatus>,
     ready: mpsc::Sender<Result<(), EngineError>>,
 ) {
     if let Some(replies) = &config.script {
@@ -201,13 +199,15 @@ fn engine_thread(
     };
     let mut store = Store::new(store_rows(config, window, bytes_per_row));
     let mut rates = Rates::default();
+    let budget_bytes = store.budget_rows() * bytes_per_row;
     let publish = |store: &Store| {
+        let rows = store.rows();
         if let Ok(mut f) = figures.lock() {
-            *f = StoreFigures {
-                budget_bytes: store_rows(config, window, bytes_per_row) * bytes_per_row,
-                bytes: store.rows() * bytes_per_row,
+            *f = StoreStatus {
+                budget_bytes,
+                bytes: rows * bytes_per_row,
                 entries: store.entries().len() as u32,
-                rows: store.rows(),
+                rows,
                 bytes_per_row,
                 hits: store.hits,
                 misses: store.misses,

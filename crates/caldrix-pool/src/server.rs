@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use caldrix_engine::{Constraint, EngineError, GenerateParams, Sampling};
 use caldrix_proto::{
     self as proto, Done, ErrorKind, FrameError, FrameFormat, MemberStatus, PROTOCOL_VERSION,
-    PoolStatus, Reply, Request, StoreStatus, Usage,
+    PoolStatus, Reply, Request, Usage,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixListener;
@@ -425,20 +425,8 @@ fn status(pool: &Pool) -> Result<Reply, PoolError> {
     let mut members = Vec::new();
     for info in infos {
         let member = pool.member(&info.alias)?;
-        let f = member.figures.lock().map_err(poisoned)?.clone();
-        members.push(MemberStatus {
-            contexts: contexts.count_on(&info.alias),
-            info,
-            store: StoreStatus {
-                budget_bytes: f.budget_bytes,
-                bytes: f.bytes,
-                entries: f.entries,
-                rows: f.rows,
-                bytes_per_row: f.bytes_per_row,
-                hits: f.hits,
-                misses: f.misses,
-            },
-        });
+        let store = member.figures.lock().map_err(poisoned)?.clone();
+        members.push(MemberStatus { contexts: contexts.count_on(&info.alias), info, store });
     }
     Ok(Reply::Status(PoolStatus {
         version: env!("CARGO_PKG_VERSION").to_owned(),

@@ -28,6 +28,10 @@ impl Store {
         Store { entries: Vec::new(), budget_rows, tick: 0, hits: 0, misses: 0 }
     }
 
+    pub fn budget_rows(&self) -> u64 {
+        self.budget_rows
+    }
+
     pub fn entries(&self) -> &[Entry] {
         &self.entries
     }
