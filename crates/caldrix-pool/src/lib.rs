@@ -181,14 +181,18 @@ impl Pool {
     }
 }
 
-/// A member's model reference: a path to a GGUF file, or `script:REPLIES@MODEL` for a scripted
-/// member (REPLIES: a JSON file holding an array of reply strings, replayed in order; MODEL: the
-/// GGUF whose vocabulary and template count tokens).
+/// A member's model reference: a path to a GGUF file or a Hugging Face reference (see
+/// `caldrix_hub`; downloaded into the hub cache when missing), or `script:REPLIES@MODEL` for a
+/// scripted member (REPLIES: a JSON file holding an array of reply strings, replayed in order;
+/// MODEL: the model reference whose vocabulary and template count tokens).
 pub fn parse_model_ref(reference: &str) -> Result<(PathBuf, Option<Vec<String>>), PoolError> {
-    let Some(rest) = reference.strip_prefix("script:") else {
-        return Ok((PathBuf::from(reference), None));
-    };
     let refused = |m: String| PoolError::new(ErrorKind::LoadRefused, m);
+    let resolve = |model: &str| {
+        caldrix_hub::Hub::from_env().resolve_str(model).map_err(|e| refused(e.to_string()))
+    };
+    let Some(rest) = reference.strip_prefix("script:") else {
+        return Ok((resolve(reference)?, None));
+    };
     let (replies, model) = rest.split_once('@').ok_or_else(|| {
         refused(format!("`{reference}`: a scripted member is script:REPLIES@MODEL"))
     })?;
@@ -197,7 +201,7 @@ pub fn parse_model_ref(reference: &str) -> Result<(PathBuf, Option<Vec<String>>)
     let replies: Vec<String> = serde_json::from_str(&text).map_err(|e| {
         refused(format!("the script {replies} is not a JSON array of strings: {e}"))
     })?;
-    Ok((PathBuf::from(model), Some(replies)))
+    Ok((resolve(model)?, Some(replies)))
 }
 
 fn model_file_size(path: &Path) -> Result<u64, PoolError> {

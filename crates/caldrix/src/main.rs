@@ -32,10 +32,9 @@ enum Command {
 
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("CALDRIX_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,llama-cpp-2=error")),
-        )
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("CALDRIX_LOG").unwrap_or_else(
+            |_| tracing_subscriber::EnvFilter::new("warn,caldrix_hub=info,llama-cpp-2=error"),
+        ))
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();

@@ -13,8 +13,9 @@ use serde_json::json;
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
-    /// Path to a GGUF model file.
-    model: PathBuf,
+    /// A GGUF file, or a Hugging Face reference (owner/repo:QUANT, owner/repo/FILE.gguf),
+    /// downloaded into the hub cache when missing.
+    model: String,
     /// The user's message.
     #[arg(long)]
     prompt: String,
@@ -83,7 +84,8 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     } else {
         Sampling::Random { temperature: args.temperature, top_p: args.top_p, seed: args.seed }
     };
-    let model = Model::load(&args.model, &ModelParams { gpu_layers: args.gpu_layers })?;
+    let path = caldrix_hub::Hub::from_env().resolve_str(&args.model)?;
+    let model = Model::load(&path, &ModelParams { gpu_layers: args.gpu_layers })?;
     let mut session = model.session(&SessionParams {
         n_ctx: args.ctx,
         threads: args.threads,

@@ -112,3 +112,48 @@ fn bad_input_is_one_clear_line_and_a_failure_status() {
         assert!(!stderr.contains("panicked"), "{stderr}");
     }
 }
+
+/// A Hugging Face reference found in the hub cache runs with downloads off; one that is missing
+/// while the hub cannot be reached fails naming the reference and the cache, before the pool
+/// binds anything.
+#[test]
+fn hub_references_resolve_through_the_cache_and_name_what_is_missing() {
+    let home = std::env::temp_dir().join(format!("caldrix-hf-home-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&home);
+    let repo = home.join("hub/models--aerix-test--SmolLM2-GGUF");
+    let commit = "5f5b0c1e4b1e3a0c9d8e7f6a5b4c3d2e1f0a9b8c";
+    std::fs::create_dir_all(repo.join("refs")).unwrap();
+    std::fs::write(repo.join("refs/main"), commit).unwrap();
+    let snapshot = repo.join("snapshots").join(commit);
+    std::fs::create_dir_all(&snapshot).unwrap();
+    std::os::unix::fs::symlink(smollm2(), snapshot.join("SmolLM2-135M-Instruct.Q4_1.gguf"))
+        .unwrap();
+
+    let out = Command::new(env!("CARGO_BIN_EXE_caldrix"))
+        .args(["run", "aerix-test/SmolLM2-GGUF:q4_1", "--prompt", "Say hi.", "--max-new-tokens"])
+        .args(["4", "--threads", "2"])
+        .env("HF_HOME", &home)
+        .env("HF_HUB_OFFLINE", "1")
+        .output()
+        .unwrap();
+    assert!(!stdout(&out).trim().is_empty());
+
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}", closed.local_addr().unwrap());
+    drop(closed);
+    let socket = home.join("pool.sock");
+    let out = Command::new(env!("CARGO_BIN_EXE_caldrix"))
+        .args(["pool", "--socket", socket.to_str().unwrap(), "--load"])
+        .arg("aerix-test/SmolLM2-GGUF:Q8_0")
+        .env("HF_HOME", &home)
+        .env_remove("HF_HUB_OFFLINE")
+        .env("HF_ENDPOINT", &endpoint)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("aerix-test/SmolLM2-GGUF:Q8_0"), "{stderr}");
+    assert!(stderr.contains(&home.join("hub").display().to_string()), "{stderr}");
+    assert!(!socket.exists());
+    std::fs::remove_dir_all(home).unwrap();
+}
