@@ -62,11 +62,24 @@ pub struct SessionParams {
     /// Sequences the caller may use (`0..sequences`); the session adds a few of its own for
     /// OneOf scoring and snapshots. All share the context's cells.
     pub sequences: u32,
+    /// Flash attention where llama.cpp supports it on the device (its `AUTO` policy). On CPU its
+    /// kernel skips the cells a sequence's mask hides, so attention costs a sequence's own rows
+    /// rather than every row resident in the shared cells; measured faster for prefill and decode
+    /// on both test models (docs/benchmarks.md). Resumed prefixes stay within the snapshot
+    /// tests' tolerance of a cold prefill.
+    pub flash_attention: bool,
 }
 
 impl Default for SessionParams {
     fn default() -> Self {
-        SessionParams { n_ctx: None, cells: None, threads: None, batch: 512, sequences: 1 }
+        SessionParams {
+            n_ctx: None,
+            cells: None,
+            threads: None,
+            batch: 512,
+            sequences: 1,
+            flash_attention: true,
+        }
     }
 }
 
@@ -89,8 +102,9 @@ impl std::fmt::Debug for Model {
     }
 }
 
-/// llama.cpp's `LLAMA_FLASH_ATTN_TYPE_DISABLED` (llama-cpp-2 takes the raw C enum).
+/// llama.cpp's `LLAMA_FLASH_ATTN_TYPE_DISABLED` and `_AUTO` (llama-cpp-2 takes the raw C enum).
 const FLASH_ATTN_DISABLED: i32 = 0;
+const FLASH_ATTN_AUTO: i32 = -1;
 
 /// The template used when a GGUF carries none: the family's published turn format, for the
 /// families whose format is fixed by the architecture. Anything else is an error at render.
@@ -337,9 +351,11 @@ impl Model {
             .with_kv_unified(true)
             // Keep the whole window of sliding-window layers so that any prefix can be kept.
             .with_swa_full(true)
-            // On CPU, flash attention made resumed prefixes drift from a cold prefill and
-            // decoded slower (reference/engine-notes.md): off.
-            .with_flash_attention_policy(FLASH_ATTN_DISABLED);
+            .with_flash_attention_policy(if params.flash_attention {
+                FLASH_ATTN_AUTO
+            } else {
+                FLASH_ATTN_DISABLED
+            });
         let ctx = self
             .inner
             .new_context(backend(), ctx_params)

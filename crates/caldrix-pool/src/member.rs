@@ -184,6 +184,7 @@ fn engine_thread(
             threads: config.threads,
             batch,
             sequences,
+            ..SessionParams::default()
         })?;
         Ok((session, bytes_per_row))
     };

@@ -205,7 +205,12 @@ fn main() {
                 tokio::spawn(async move { pool.serve(listener).await })
             };
             let model = Model::load(&model_path, &ModelParams::default()).unwrap();
-            let ids = model.tokenize(include_str!("../../../ARCHITECTURE.md"), Special::Plain);
+            // Project text as long as an agent's system + tools prefix.
+            let source = [
+                include_str!("../../../ARCHITECTURE.md"),
+                include_str!("../../../docs/protocol.md"),
+            ];
+            let ids = model.tokenize(&source.join("\n\n"), Special::Plain);
             let system =
                 String::from_utf8_lossy(&model.detokenize(&ids[..SYSTEM_TOKENS.min(ids.len())]))
                     .into_owned();
