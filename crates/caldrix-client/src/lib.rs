@@ -158,6 +158,22 @@ impl Client {
         self.ok(&Request::MemberLoad { alias: alias.into(), model: model.into(), flags }).await
     }
 
+    /// `load_member` with a bound of its own: a load may download the model first.
+    pub async fn load_member_within(
+        &mut self,
+        alias: &str,
+        model: &str,
+        flags: proto::ServingFlags,
+        timeout: Duration,
+    ) -> Result<(), ClientError> {
+        let request = Request::MemberLoad { alias: alias.into(), model: model.into(), flags };
+        self.send(&request).await?;
+        match self.recv(timeout).await? {
+            Reply::Ok => Ok(()),
+            other => Err(ClientError::Unexpected(format!("{other:?}"))),
+        }
+    }
+
     pub async fn create_context(
         &mut self,
         member: &str,

@@ -15,7 +15,7 @@ use std::time::Duration;
 use caldrix_proto::{ErrorKind, FrameFormat, MemberInfo};
 use tokio::sync::Notify;
 
-pub use member::MemberConfig;
+pub use member::{MemberConfig, Script};
 
 use crate::context::Contexts;
 use crate::member::Member;
@@ -166,6 +166,8 @@ impl Pool {
             .values()
             .map(|m| MemberInfo {
                 alias: m.alias.clone(),
+                reference: m.reference.clone(),
+                json_constraint: m.json_constraint,
                 model: m.model.path().display().to_string(),
                 architecture: m.model.architecture().to_owned(),
                 context_window: m.window,
@@ -183,9 +185,10 @@ impl Pool {
 
 /// A member's model reference: a path to a GGUF file or a Hugging Face reference (see
 /// `caldrix_hub`; downloaded into the hub cache when missing), or `script:REPLIES@MODEL` for a
-/// scripted member (REPLIES: a JSON file holding an array of reply strings, replayed in order;
+/// scripted member (REPLIES: a JSON file holding an array of reply strings, replayed in order,
+/// or `{"json": false, "replies": [...]}` for a member that refuses the `json` constraint;
 /// MODEL: the model reference whose vocabulary and template count tokens).
-pub fn parse_model_ref(reference: &str) -> Result<(PathBuf, Option<Vec<String>>), PoolError> {
+pub fn parse_model_ref(reference: &str) -> Result<(PathBuf, Option<Script>), PoolError> {
     let refused = |m: String| PoolError::new(ErrorKind::LoadRefused, m);
     let resolve = |model: &str| {
         caldrix_hub::Hub::from_env().resolve_str(model).map_err(|e| refused(e.to_string()))
@@ -198,10 +201,28 @@ pub fn parse_model_ref(reference: &str) -> Result<(PathBuf, Option<Vec<String>>)
     })?;
     let text = std::fs::read_to_string(replies)
         .map_err(|e| refused(format!("cannot read the script {replies}: {e}")))?;
-    let replies: Vec<String> = serde_json::from_str(&text).map_err(|e| {
-        refused(format!("the script {replies} is not a JSON array of strings: {e}"))
+    let strings = |v: &serde_json::Value| -> Option<Vec<String>> {
+        v.as_array()?.iter().map(|r| r.as_str().map(String::from)).collect()
+    };
+    let value: Option<serde_json::Value> = serde_json::from_str(&text).ok();
+    let script = match &value {
+        Some(v @ serde_json::Value::Array(_)) => {
+            strings(v).map(|replies| Script { replies, json: true })
+        }
+        Some(serde_json::Value::Object(o)) => o
+            .get("replies")
+            .and_then(strings)
+            .zip(o.get("json").and_then(serde_json::Value::as_bool).or(Some(true)))
+            .map(|(replies, json)| Script { replies, json }),
+        _ => None,
+    }
+    .ok_or_else(|| {
+        refused(format!(
+            "the script {replies} is neither a JSON array of strings nor \
+             {{\"json\": BOOL, \"replies\": [...]}}"
+        ))
     })?;
-    Ok((resolve(model)?, Some(replies)))
+    Ok((resolve(model)?, Some(script)))
 }
 
 fn model_file_size(path: &Path) -> Result<u64, PoolError> {

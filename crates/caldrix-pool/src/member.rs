@@ -26,6 +26,8 @@ const MAX_STORED_WINDOWS: u64 = 16;
 #[derive(Debug, Clone)]
 pub struct MemberConfig {
     pub alias: String,
+    /// The reference as the user gave it.
+    pub reference: String,
     pub model: PathBuf,
     pub window: Option<u32>,
     pub threads: Option<u32>,
@@ -33,8 +35,16 @@ pub struct MemberConfig {
     pub gpu_layers: Option<u32>,
     /// Bytes of KV rows the prefix store may keep (0 keeps none).
     pub budget_bytes: u64,
-    /// A scripted member: these replies are replayed in order instead of generating.
-    pub script: Option<Vec<String>>,
+    /// A scripted member: its replies are replayed in order instead of generating.
+    pub script: Option<Script>,
+}
+
+/// A scripted member's replies, and whether it takes the `json` constraint (a member without
+/// it lets clients test how they handle free text).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Script {
+    pub replies: Vec<String>,
+    pub json: bool,
 }
 
 /// What a generation keeps in the store afterwards.
@@ -72,6 +82,8 @@ pub struct Job {
 /// (llama.cpp's tokenizer only reads the vocabulary), and the job queue.
 pub struct Member {
     pub alias: String,
+    pub reference: String,
+    pub json_constraint: bool,
     pub model: Arc<Model>,
     pub window: u32,
     jobs: mpsc::Sender<Job>,
@@ -106,6 +118,8 @@ impl Member {
             misses: 0,
         }));
         let alias = config.alias.clone();
+        let reference = config.reference.clone();
+        let json_constraint = config.script.as_ref().is_none_or(|s| s.json);
         let thread = {
             let (model, queue, figures) = (model.clone(), queue.clone(), figures.clone());
             std::thread::Builder::new()
@@ -120,7 +134,17 @@ impl Member {
             Ok(Err(e)) => return Err(e),
             Err(_) => return Err(EngineError::BadParams("the engine thread died".into())),
         }
-        Ok(Member { alias, model, window, jobs, queue, figures, thread: Some(thread) })
+        Ok(Member {
+            alias,
+            reference,
+            json_constraint,
+            model,
+            window,
+            jobs,
+            queue,
+            figures,
+            thread: Some(thread),
+        })
     }
 
     pub fn queue_depth(&self) -> u32 {
@@ -158,9 +182,9 @@ fn engine_thread(
     figures: &Mutex<StoreStatus>,
     ready: mpsc::Sender<Result<(), EngineError>>,
 ) {
-    if let Some(replies) = &config.script {
+    if let Some(script) = &config.script {
         let _ = ready.send(Ok(()));
-        return scripted_thread(model, replies, jobs, queue);
+        return scripted_thread(model, &script.replies, jobs, queue);
     }
     let setup = || -> Result<(Session<'_>, u64), EngineError> {
         let mut probe = model.session(&SessionParams {

@@ -324,6 +324,12 @@ fn prepare(pool: &Pool, g: &proto::Generate) -> Result<Prepared, PoolError> {
     }
     let constraint = match &g.constraint {
         proto::Constraint::None => Constraint::None,
+        proto::Constraint::Json { .. } if !member.json_constraint => {
+            return Err(PoolError::new(
+                ErrorKind::BadConstraint,
+                format!("member `{}` does not take the json constraint", member.alias),
+            ));
+        }
         proto::Constraint::Json { schema } => {
             Constraint::Json(serde_json::from_str(schema).map_err(|e| {
                 PoolError::new(ErrorKind::BadConstraint, format!("the schema is not JSON: {e}"))
@@ -367,10 +373,11 @@ fn control(pool: &Pool, request: Request) -> Result<Reply, PoolError> {
     };
     match request {
         Request::MemberLoad { alias, model, flags } => {
-            let (model, script) = crate::parse_model_ref(&model)?;
+            let (path, script) = crate::parse_model_ref(&model)?;
             pool.load(MemberConfig {
                 alias,
-                model,
+                reference: model,
+                model: path,
                 script,
                 window: flags.ctx,
                 threads: flags.threads,

@@ -209,11 +209,23 @@ pub struct SegmentCount {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MemberInfo {
     pub alias: String,
+    /// The model reference as it was loaded (`--load` or `member_load`).
+    #[serde(default)]
+    pub reference: String,
+    /// The GGUF file the member serves.
     pub model: String,
     pub architecture: String,
     pub context_window: u32,
     pub footprint_bytes: u64,
     pub queue_depth: u32,
+    /// Whether generations may use the `json` constraint (false only for a scripted member
+    /// declared without it).
+    #[serde(default = "yes")]
+    pub json_constraint: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// The final frame of a generation.

@@ -188,6 +188,7 @@ fn main() {
         });
         pool.load(MemberConfig {
             alias: "main".into(),
+            reference: model_path.display().to_string(),
             model: model_path.clone(),
             window: Some(WINDOW),
             threads: Some(threads),

@@ -156,6 +156,7 @@ fn parse_serve(args: &[String]) -> anyhow::Result<ServeArgs> {
                 let n = out.members.len();
                 out.members.push(MemberConfig {
                     alias: if n == 0 { "main".into() } else { format!("member{}", n + 1) },
+                    reference: reference.clone(),
                     model,
                     script,
                     window: None,

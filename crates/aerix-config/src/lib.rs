@@ -1,0 +1,31 @@
+//! What a run of aerix is configured by: settings files, the instruction files of the
+//! repository, and the directories of the XDG base-directory layout.
+//!
+//! Later issues add skills, agent definitions, plugins and hooks here.
+
+mod env;
+mod instructions;
+mod settings;
+
+use std::path::PathBuf;
+
+pub use env::Env;
+pub use instructions::{InstructionFile, instruction_files, project_root};
+pub use settings::{
+    ContextSettings, DEFAULT_MODEL, DEFAULT_TOOL_CAP, Delegation, Member, PoolSettings, Settings,
+    SettingsPaths, defaults, load,
+};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A settings file that does not parse or holds a bad value.
+    #[error("{}{}: {}{message}", path.display(), line.map(|l| format!(":{l}")).unwrap_or_default(),
+        key.as_ref().map(|k| format!("key `{k}`: ")).unwrap_or_default())]
+    Invalid { path: PathBuf, line: Option<usize>, key: Option<String>, message: String },
+}

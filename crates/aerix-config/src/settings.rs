@@ -1,0 +1,478 @@
+//! `settings.toml`: the user's, the project's and the project's local overrides, merged key by
+//! key (later files win), every key checked, every error naming its file, line and key.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::ConfigError;
+
+/// The effective settings of one run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Settings {
+    /// Members by role: `main` (always) and `decision` (optional).
+    pub main: Member,
+    pub decision: Option<Member>,
+    pub pool: PoolSettings,
+    pub delegation: Delegation,
+    pub context: ContextSettings,
+    /// The root agent's turn budget when `--max-turns` is not given.
+    pub max_turns: u32,
+    /// The files the settings came from, in the order they were applied.
+    pub sources: Vec<PathBuf>,
+}
+
+/// A member: a model reference (a GGUF path, a Hugging Face reference, or `script:...` for the
+/// scripted member) and its serving flags.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Member {
+    pub model: String,
+    pub ctx: Option<u32>,
+    pub threads: Option<u32>,
+    pub batch: Option<u32>,
+    pub gpu_layers: Option<u32>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct PoolSettings {
+    /// The `caldrix` binary autostart runs.
+    pub caldrix: PathBuf,
+    pub socket: PathBuf,
+    pub start_timeout_secs: u64,
+    pub max_connections: u32,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Delegation {
+    pub max_turns: u32,
+    pub retries: u32,
+    pub depth: u32,
+    pub parallel: u32,
+    pub planner_tools: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct ContextSettings {
+    pub soft_ratio: f64,
+    pub target_ratio: f64,
+    pub max_new_tokens: u32,
+    pub skills_chars: u32,
+    /// Bytes a tool's result may hold before it is cut (and spooled whole), by tool name.
+    pub tool_caps: BTreeMap<String, u64>,
+}
+
+pub const DEFAULT_MODEL: &str = "bartowski/SmolLM2-135M-Instruct-GGUF:Q4_K_M";
+pub const DEFAULT_TOOL_CAP: u64 = 20_000;
+
+impl ContextSettings {
+    /// The cap of a tool's results (`tool_caps.<tool>`, else `tool_caps.default`).
+    pub fn tool_cap(&self, tool: &str) -> u64 {
+        self.tool_caps
+            .get(tool)
+            .or_else(|| self.tool_caps.get("default"))
+            .copied()
+            .unwrap_or(DEFAULT_TOOL_CAP)
+    }
+}
+
+/// One file's settings, every key optional; unknown keys are refused.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    max_turns: Option<u32>,
+    #[serde(default)]
+    members: FileMembers,
+    #[serde(default)]
+    pool: FilePool,
+    #[serde(default)]
+    delegation: FileDelegation,
+    #[serde(default)]
+    context: FileContext,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileMembers {
+    main: Option<FileMember>,
+    decision: Option<FileMember>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileMember {
+    model: Option<String>,
+    ctx: Option<u32>,
+    threads: Option<u32>,
+    batch: Option<u32>,
+    gpu_layers: Option<u32>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FilePool {
+    caldrix: Option<PathBuf>,
+    socket: Option<PathBuf>,
+    start_timeout_secs: Option<u64>,
+    max_connections: Option<u32>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileDelegation {
+    max_turns: Option<u32>,
+    retries: Option<u32>,
+    depth: Option<u32>,
+    parallel: Option<u32>,
+    planner_tools: Option<Vec<String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileContext {
+    soft_ratio: Option<f64>,
+    target_ratio: Option<f64>,
+    max_new_tokens: Option<u32>,
+    skills_chars: Option<u32>,
+    #[serde(default)]
+    tool_caps: BTreeMap<String, u64>,
+}
+
+/// Where settings files are looked for.
+#[derive(Clone, Debug)]
+pub struct SettingsPaths {
+    /// `$XDG_CONFIG_HOME/aerix/settings.toml` (or `~/.config/...`).
+    pub user: Option<PathBuf>,
+    /// `<project>/.aerix/settings.toml`.
+    pub project: Option<PathBuf>,
+    /// `<project>/.aerix/settings.local.toml`: the user's own overrides, not committed.
+    pub local: Option<PathBuf>,
+}
+
+impl SettingsPaths {
+    /// The standard places for a project rooted at `project_root`.
+    pub fn standard(env: &crate::Env, project_root: &Path) -> SettingsPaths {
+        let dir = project_root.join(".aerix");
+        SettingsPaths {
+            user: env.config_home().map(|c| c.join("aerix/settings.toml")),
+            project: Some(dir.join("settings.toml")),
+            local: Some(dir.join("settings.local.toml")),
+        }
+    }
+}
+
+/// Reads and merges the settings files that exist (a missing file is no error) over the
+/// defaults.
+pub fn load(paths: &SettingsPaths, env: &crate::Env) -> Result<Settings, ConfigError> {
+    let mut settings = defaults(env);
+    let files = [&paths.user, &paths.project, &paths.local];
+    for path in files.into_iter().flatten() {
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(source) => return Err(ConfigError::Read { path: path.clone(), source }),
+        };
+        apply(&mut settings, path, &text)?;
+        settings.sources.push(path.clone());
+    }
+    Ok(settings)
+}
+
+/// The settings when no file sets anything.
+pub fn defaults(env: &crate::Env) -> Settings {
+    let tool_caps = [
+        ("default", DEFAULT_TOOL_CAP),
+        ("read", 24_000),
+        ("bash", 16_000),
+        ("grep", 12_000),
+        ("glob", 8_000),
+        ("repo_map", 12_000),
+        ("agent", 4_000),
+    ];
+    Settings {
+        main: Member {
+            model: DEFAULT_MODEL.to_owned(),
+            ctx: None,
+            threads: None,
+            batch: None,
+            gpu_layers: None,
+        },
+        decision: None,
+        pool: PoolSettings {
+            caldrix: PathBuf::from("caldrix"),
+            socket: env.default_socket(),
+            start_timeout_secs: 900,
+            max_connections: 4,
+        },
+        delegation: Delegation {
+            max_turns: 40,
+            retries: 2,
+            depth: 3,
+            parallel: 4,
+            planner_tools: ["repo_map", "agent", "plan", "context"].map(String::from).to_vec(),
+        },
+        context: ContextSettings {
+            soft_ratio: 0.70,
+            target_ratio: 0.50,
+            max_new_tokens: 1024,
+            skills_chars: 4_000,
+            tool_caps: tool_caps.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect(),
+        },
+        max_turns: 40,
+        sources: Vec::new(),
+    }
+}
+
+fn apply(settings: &mut Settings, path: &Path, text: &str) -> Result<(), ConfigError> {
+    let file: File = toml::from_str(text).map_err(|e| {
+        let line = e.span().map(|span| line_of(text, span.start));
+        let key = line.and_then(|line| key_at(text, line));
+        ConfigError::Invalid { path: path.to_owned(), line, key, message: e.message().to_owned() }
+    })?;
+    let invalid = |table: &str, key: &str, message: String| ConfigError::Invalid {
+        path: path.to_owned(),
+        line: find_key(text, table, key),
+        key: Some(if table.is_empty() { key.to_owned() } else { format!("{table}.{key}") }),
+        message,
+    };
+    if let Some(turns) = file.max_turns {
+        if turns == 0 {
+            return Err(invalid("", "max_turns", "must be at least 1".into()));
+        }
+        settings.max_turns = turns;
+    }
+    if let Some(main) = &file.members.main {
+        merge_member(&mut settings.main, main);
+    }
+    if let Some(decision) = &file.members.decision {
+        let mut member = settings.decision.clone().unwrap_or(Member {
+            model: String::new(),
+            ctx: None,
+            threads: None,
+            batch: None,
+            gpu_layers: None,
+        });
+        merge_member(&mut member, decision);
+        if member.model.is_empty() {
+            return Err(invalid(
+                "members.decision",
+                "model",
+                "a decision member needs a model".into(),
+            ));
+        }
+        settings.decision = Some(member);
+    }
+    for (role, member) in [("main", &file.members.main), ("decision", &file.members.decision)] {
+        let Some(member) = member else { continue };
+        let table = format!("members.{role}");
+        for (key, value) in
+            [("ctx", member.ctx), ("threads", member.threads), ("batch", member.batch)]
+        {
+            if value == Some(0) {
+                return Err(invalid(&table, key, "must be at least 1".into()));
+            }
+        }
+    }
+    let pool = &file.pool;
+    if let Some(caldrix) = &pool.caldrix {
+        settings.pool.caldrix = caldrix.clone();
+    }
+    if let Some(socket) = &pool.socket {
+        settings.pool.socket = socket.clone();
+    }
+    if let Some(secs) = pool.start_timeout_secs {
+        if secs == 0 {
+            return Err(invalid("pool", "start_timeout_secs", "must be at least 1".into()));
+        }
+        settings.pool.start_timeout_secs = secs;
+    }
+    if let Some(n) = pool.max_connections {
+        if n == 0 {
+            return Err(invalid("pool", "max_connections", "must be at least 1".into()));
+        }
+        settings.pool.max_connections = n;
+    }
+    let d = &file.delegation;
+    for (key, value, min, target) in [
+        ("max_turns", d.max_turns, 1, &mut settings.delegation.max_turns),
+        ("retries", d.retries, 0, &mut settings.delegation.retries),
+        ("depth", d.depth, 0, &mut settings.delegation.depth),
+        ("parallel", d.parallel, 1, &mut settings.delegation.parallel),
+    ] {
+        if let Some(value) = value {
+            if value < min {
+                return Err(invalid("delegation", key, format!("must be at least {min}")));
+            }
+            *target = value;
+        }
+    }
+    if let Some(tools) = &d.planner_tools {
+        settings.delegation.planner_tools = tools.clone();
+    }
+    let c = &file.context;
+    if let Some(soft) = c.soft_ratio {
+        settings.context.soft_ratio = soft;
+    }
+    if let Some(target) = c.target_ratio {
+        settings.context.target_ratio = target;
+    }
+    let ctx = &settings.context;
+    if !(ctx.soft_ratio > 0.0 && ctx.soft_ratio < 1.0) {
+        return Err(invalid("context", "soft_ratio", "must be between 0 and 1".into()));
+    }
+    if !(ctx.target_ratio > 0.0 && ctx.target_ratio < ctx.soft_ratio) {
+        let key = if c.target_ratio.is_some() { "target_ratio" } else { "soft_ratio" };
+        return Err(invalid(
+            "context",
+            key,
+            format!(
+                "target_ratio ({}) must be above 0 and below soft_ratio ({})",
+                ctx.target_ratio, ctx.soft_ratio
+            ),
+        ));
+    }
+    if let Some(n) = c.max_new_tokens {
+        if n < 64 {
+            return Err(invalid("context", "max_new_tokens", "must be at least 64".into()));
+        }
+        settings.context.max_new_tokens = n;
+    }
+    if let Some(n) = c.skills_chars {
+        settings.context.skills_chars = n;
+    }
+    for (tool, cap) in &c.tool_caps {
+        if *cap < 256 {
+            return Err(invalid("context.tool_caps", tool, "must be at least 256 bytes".into()));
+        }
+        settings.context.tool_caps.insert(tool.clone(), *cap);
+    }
+    Ok(())
+}
+
+fn merge_member(member: &mut Member, file: &FileMember) {
+    if let Some(model) = &file.model {
+        member.model = model.clone();
+    }
+    member.ctx = file.ctx.or(member.ctx);
+    member.threads = file.threads.or(member.threads);
+    member.batch = file.batch.or(member.batch);
+    member.gpu_layers = file.gpu_layers.or(member.gpu_layers);
+}
+
+/// 1-based line of a byte offset.
+fn line_of(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())].matches('\n').count() + 1
+}
+
+/// `table.key` for the key assigned on a line, with the table header above it.
+fn key_at(text: &str, line: usize) -> Option<String> {
+    let lines: Vec<&str> = text.lines().collect();
+    let here = lines.get(line.checked_sub(1)?)?.trim();
+    if here.starts_with('[') {
+        // A broken table header: name the table.
+        return Some(here.trim_matches(['[', ']']).trim().to_owned()).filter(|t| !t.is_empty());
+    }
+    let key = here.split_once('=').map(|(k, _)| k.trim().trim_matches('"').to_owned());
+    let table = lines[..line - 1].iter().rev().find_map(|l| table_header(l));
+    match (table, key) {
+        (Some(table), Some(key)) => Some(format!("{table}.{key}")),
+        (None, Some(key)) => Some(key),
+        (Some(table), None) => Some(table),
+        (None, None) => None,
+    }
+}
+
+fn table_header(line: &str) -> Option<String> {
+    let line = line.trim();
+    let inner = line.strip_prefix('[')?.strip_suffix(']')?;
+    Some(inner.trim_matches(['[', ']']).trim().to_owned())
+}
+
+/// The line where `key` is set in `table` (`""` for the top level).
+fn find_key(text: &str, table: &str, key: &str) -> Option<usize> {
+    let mut current = String::new();
+    for (i, line) in text.lines().enumerate() {
+        if let Some(header) = table_header(line) {
+            current = header;
+            continue;
+        }
+        let Some((k, _)) = line.split_once('=') else { continue };
+        let k = k.trim().trim_matches('"');
+        // Dotted keys (`context.soft_ratio = 0.6` at the top level) count too.
+        let full = if current.is_empty() { k.to_owned() } else { format!("{current}.{k}") };
+        let wanted = if table.is_empty() { key.to_owned() } else { format!("{table}.{key}") };
+        if full == wanted {
+            return Some(i + 1);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env() -> crate::Env {
+        crate::Env::for_tests("/home/u")
+    }
+
+    fn check(text: &str) -> Result<Settings, ConfigError> {
+        let mut settings = defaults(&env());
+        apply(&mut settings, Path::new("/p/.aerix/settings.toml"), text).map(|()| settings)
+    }
+
+    #[test]
+    fn defaults_are_the_spec_figures() {
+        let s = defaults(&env());
+        assert_eq!((s.context.soft_ratio, s.context.target_ratio), (0.70, 0.50));
+        assert_eq!(s.pool.start_timeout_secs, 900);
+        assert_eq!(s.pool.max_connections, 4);
+        assert_eq!(
+            (
+                s.delegation.max_turns,
+                s.delegation.retries,
+                s.delegation.depth,
+                s.delegation.parallel
+            ),
+            (40, 2, 3, 4)
+        );
+        assert_eq!(s.delegation.planner_tools, ["repo_map", "agent", "plan", "context"]);
+        assert_eq!(s.pool.socket, PathBuf::from("/run/user/test/caldrix/pool.sock"));
+    }
+
+    #[test]
+    fn keys_merge_over_defaults() {
+        let s = check(
+            "max_turns = 12\n[members.main]\nmodel = \"m.gguf\"\nctx = 4096\n\
+             [members.decision]\nmodel = \"d.gguf\"\n[context.tool_caps]\nread = 1000\n",
+        )
+        .unwrap();
+        assert_eq!(s.max_turns, 12);
+        assert_eq!((s.main.model.as_str(), s.main.ctx), ("m.gguf", Some(4096)));
+        assert_eq!(s.decision.unwrap().model, "d.gguf");
+        assert_eq!(s.context.tool_cap("read"), 1000);
+        assert_eq!(s.context.tool_cap("bash"), 16_000);
+        assert_eq!(s.context.tool_cap("unheard_of"), DEFAULT_TOOL_CAP);
+    }
+
+    #[test]
+    fn errors_name_file_line_and_key() {
+        let cases = [
+            ("[context]\nsoft_ratio = \"high\"\n", 2, "context.soft_ratio"),
+            ("[pool]\nmax_conections = 3\n", 2, "pool.max_conections"),
+            ("[delegation]\nparallel = 0\n", 2, "delegation.parallel"),
+            ("[context]\nsoft_ratio = 0.4\n", 2, "context.soft_ratio"),
+            ("max_turns = 3\n[members.main\nmodel = 1\n", 2, "members.main"),
+            ("[members.decision]\nctx = 2048\n", 0, "members.decision.model"),
+        ];
+        for (text, line, key) in cases {
+            let error = check(text).unwrap_err();
+            let message = error.to_string();
+            assert!(message.starts_with("/p/.aerix/settings.toml"), "{message}");
+            if line > 0 {
+                assert!(message.contains(&format!(":{line}:")), "{text:?}: {message}");
+            }
+            assert!(message.contains(&format!("`{key}`")), "{text:?}: {message}");
+        }
+    }
+}

@@ -1,0 +1,250 @@
+//! An agent's context: the pool holds it; this mirror holds each segment's text, label, pinned
+//! flag and the token count the pool gave back. Every change goes to the pool, then its counts
+//! come back, then a `segment` event is written.
+
+use aerix_session::{Event, SegmentOp};
+use caldrix_client::{Client, Counts};
+use caldrix_proto::{self as proto, ContextId, Role};
+
+use crate::{CoreError, Sink};
+
+/// What a segment is, for the log and for the context tool.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Label {
+    System,
+    Instructions,
+    Prompt,
+    Turn,
+    Result,
+    Note,
+    Job,
+    Scratchpad,
+    Summary,
+}
+
+impl Label {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Label::System => "system",
+            Label::Instructions => "instructions",
+            Label::Prompt => "prompt",
+            Label::Turn => "turn",
+            Label::Result => "result",
+            Label::Note => "note",
+            Label::Job => "job",
+            Label::Scratchpad => "scratchpad",
+            Label::Summary => "summary",
+        }
+    }
+
+    pub fn parse(text: &str) -> Label {
+        match text {
+            "system" => Label::System,
+            "instructions" => Label::Instructions,
+            "prompt" => Label::Prompt,
+            "turn" => Label::Turn,
+            "note" => Label::Note,
+            "job" => Label::Job,
+            "scratchpad" => Label::Scratchpad,
+            "summary" => Label::Summary,
+            _ => Label::Result,
+        }
+    }
+
+    /// `drop` and `summarize` refuse these.
+    pub fn is_protected(self) -> bool {
+        matches!(self, Label::System | Label::Instructions | Label::Scratchpad)
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Segment {
+    pub id: String,
+    pub role: Role,
+    pub label: Label,
+    pub text: String,
+    pub pinned: bool,
+    pub tokens: u32,
+}
+
+/// The mirror of one pool context.
+#[derive(Debug)]
+pub struct Context {
+    pub id: ContextId,
+    pub agent: String,
+    pub segments: Vec<Segment>,
+    pub total_tokens: u32,
+}
+
+pub fn role_name(role: Role) -> &'static str {
+    match role {
+        Role::System => "system",
+        Role::User => "user",
+        Role::Assistant => "assistant",
+    }
+}
+
+pub fn parse_role(text: &str) -> Role {
+    match text {
+        "system" => Role::System,
+        "assistant" => Role::Assistant,
+        _ => Role::User,
+    }
+}
+
+impl Context {
+    /// A new pool context holding `segments`; each is logged unless `log` is false (a resumed
+    /// context whose segments the log already holds).
+    pub async fn create(
+        client: &mut Client,
+        sink: &mut dyn Sink,
+        agent: &str,
+        member: &str,
+        segments: Vec<Segment>,
+        log: bool,
+    ) -> Result<Context, CoreError> {
+        let wire = segments.iter().map(to_wire).collect();
+        let counts = client.create_context(member, wire).await?;
+        let mut context =
+            Context { id: counts.context, agent: agent.to_owned(), segments, total_tokens: 0 };
+        context.take_counts(&counts);
+        if log {
+            for segment in &context.segments {
+                sink.event(append_event(agent, segment, None));
+            }
+        }
+        Ok(context)
+    }
+
+    fn take_counts(&mut self, counts: &Counts) {
+        for count in &counts.segments {
+            if let Some(segment) = self.segments.iter_mut().find(|s| s.id == count.id) {
+                segment.tokens = count.tokens;
+            }
+        }
+        self.total_tokens = counts.total_tokens;
+    }
+
+    pub fn get(&self, id: &str) -> Option<&Segment> {
+        self.segments.iter().find(|s| s.id == id)
+    }
+
+    pub async fn append(
+        &mut self,
+        client: &mut Client,
+        sink: &mut dyn Sink,
+        segment: Segment,
+    ) -> Result<(), CoreError> {
+        let edit = proto::Edit::Append { segment: to_wire(&segment) };
+        let counts = client.edit_context(self.id, vec![edit]).await?;
+        self.segments.push(segment);
+        self.take_counts(&counts);
+        if let Some(segment) = self.segments.last() {
+            sink.event(append_event(&self.agent, segment, None));
+        }
+        Ok(())
+    }
+
+    /// A segment the pool appended itself (a generated turn): read its count, log it.
+    pub async fn appended_by_pool(
+        &mut self,
+        client: &mut Client,
+        sink: &mut dyn Sink,
+        segment: Segment,
+        usage: &proto::Usage,
+    ) -> Result<(), CoreError> {
+        let counts = client.context_counts(self.id).await?;
+        self.segments.push(segment);
+        self.take_counts(&counts);
+        if let Some(segment) = self.segments.last() {
+            sink.event(append_event(&self.agent, segment, Some(usage)));
+        }
+        Ok(())
+    }
+
+    pub async fn replace(
+        &mut self,
+        client: &mut Client,
+        sink: &mut dyn Sink,
+        id: &str,
+        text: String,
+        pinned: Option<bool>,
+        label: Option<Label>,
+    ) -> Result<(), CoreError> {
+        let edit = proto::Edit::Replace { id: id.to_owned(), text: text.clone(), pinned };
+        let counts = client.edit_context(self.id, vec![edit]).await?;
+        if let Some(segment) = self.segments.iter_mut().find(|s| s.id == id) {
+            segment.text = text.clone();
+            if let Some(pinned) = pinned {
+                segment.pinned = pinned;
+            }
+            if let Some(label) = label {
+                segment.label = label;
+            }
+        }
+        self.take_counts(&counts);
+        let tokens = self.get(id).map(|s| s.tokens);
+        sink.event(Event::Segment {
+            agent: self.agent.clone(),
+            op: SegmentOp::Replace,
+            id: id.to_owned(),
+            role: None,
+            label: label.map(|l| l.as_str().to_owned()),
+            text: Some(text),
+            tokens,
+            pinned,
+            recomputed_from: None,
+            prompt_tokens: None,
+        });
+        Ok(())
+    }
+
+    pub async fn remove(
+        &mut self,
+        client: &mut Client,
+        sink: &mut dyn Sink,
+        id: &str,
+    ) -> Result<(), CoreError> {
+        let edit = proto::Edit::Remove { id: id.to_owned() };
+        let counts = client.edit_context(self.id, vec![edit]).await?;
+        self.segments.retain(|s| s.id != id);
+        self.take_counts(&counts);
+        sink.event(Event::Segment {
+            agent: self.agent.clone(),
+            op: SegmentOp::Remove,
+            id: id.to_owned(),
+            role: None,
+            label: None,
+            text: None,
+            tokens: None,
+            pinned: None,
+            recomputed_from: None,
+            prompt_tokens: None,
+        });
+        Ok(())
+    }
+}
+
+fn to_wire(segment: &Segment) -> proto::Segment {
+    proto::Segment {
+        id: segment.id.clone(),
+        role: segment.role,
+        text: segment.text.clone(),
+        pinned: segment.pinned,
+    }
+}
+
+fn append_event(agent: &str, segment: &Segment, usage: Option<&proto::Usage>) -> Event {
+    Event::Segment {
+        agent: agent.to_owned(),
+        op: SegmentOp::Append,
+        id: segment.id.clone(),
+        role: Some(role_name(segment.role).to_owned()),
+        label: Some(segment.label.as_str().to_owned()),
+        text: Some(segment.text.clone()),
+        tokens: Some(segment.tokens),
+        pinned: Some(segment.pinned),
+        recomputed_from: usage.map(|u| u.recomputed_from),
+        prompt_tokens: usage.map(|u| u.prompt_tokens),
+    }
+}

@@ -1,0 +1,114 @@
+//! The agent runtime: routing, the root agent, the turn loop, the agent's own tools.
+//!
+//! **Resist adding here.** This crate decides what an agent does next and nothing else: no
+//! terminal, no command line, no settings files, no session files (it emits `Event`s to a
+//! `Sink`), no process spawning beyond what a tool does. A feature that can live beside it
+//! (a tool, a format, a screen) goes in its own crate.
+
+mod agent;
+mod calls;
+mod context;
+mod prompts;
+mod request;
+mod route;
+pub mod turn;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use aerix_config::Settings;
+use aerix_session::Event;
+use caldrix_client::{Client, ClientError};
+
+pub use agent::{Agent, AgentEnd, AgentSpec};
+pub use context::{Context, Label, Segment};
+pub use prompts::{EMBEDDED, Prompts, fill};
+pub use request::{Request, RequestEnd, run_request, system_segment};
+pub use route::{ROUTES, Route, route};
+
+/// Where an agent's events go (the session log, a screen, a test), and its spool.
+pub trait Sink: Send {
+    fn event(&mut self, event: Event);
+    /// Writes a whole tool result once; its path, or `None` when it could not be written.
+    fn spool(&mut self, name: &str, text: &str) -> Option<PathBuf>;
+}
+
+/// What every agent of a request shares.
+pub struct Runtime<'a> {
+    pub client: &'a mut Client,
+    pub sink: &'a mut dyn Sink,
+    pub settings: &'a Settings,
+    pub prompts: &'a Prompts,
+    pub cwd: &'a Path,
+    /// Where the request's time went.
+    pub stats: Stats,
+    schemas: HashMap<Vec<String>, String>,
+}
+
+/// Time spent waiting on the pool, against the rest (the runtime's own overhead and the tools).
+#[derive(Clone, Debug, Default)]
+pub struct Stats {
+    /// When the first generation request was sent.
+    pub first_generate: Option<Instant>,
+    pub generations: u32,
+    /// Wall time from sending a generation to its final frame, summed.
+    pub generating: Duration,
+    /// Agent turns taken.
+    pub turns: u32,
+}
+
+impl<'a> Runtime<'a> {
+    pub fn new(
+        client: &'a mut Client,
+        sink: &'a mut dyn Sink,
+        settings: &'a Settings,
+        prompts: &'a Prompts,
+        cwd: &'a Path,
+    ) -> Runtime<'a> {
+        Runtime {
+            client,
+            sink,
+            settings,
+            prompts,
+            cwd,
+            stats: Stats::default(),
+            schemas: HashMap::new(),
+        }
+    }
+
+    /// A generation, timed into `stats`.
+    pub(crate) async fn generate(
+        &mut self,
+        generate: caldrix_proto::Generate,
+    ) -> Result<caldrix_proto::Done, ClientError> {
+        let start = Instant::now();
+        self.stats.first_generate.get_or_insert(start);
+        let done = self.client.generate(generate, |_| {}).await;
+        self.stats.generations += 1;
+        self.stats.generating += start.elapsed();
+        done
+    }
+
+    /// The turn schema's text for a tool set, built once per set.
+    pub(crate) fn schema_for(&mut self, tools: &[String]) -> String {
+        self.schemas
+            .entry(tools.to_vec())
+            .or_insert_with(|| turn::schema(tools).to_string())
+            .clone()
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CoreError {
+    #[error("the pool: {0}")]
+    Pool(#[from] ClientError),
+    /// A named failure of the agent.
+    #[error("{0}")]
+    Failed(String),
+    /// Ended by a bound.
+    #[error("{0}")]
+    Killed(String),
+    #[error("cancelled")]
+    Cancelled,
+}

@@ -1,0 +1,165 @@
+//! A request end to end: route, set up the root agent `a1`, run it.
+
+use aerix_config::InstructionFile;
+use aerix_session::{Event, Rebuilt};
+use aerix_tools::Cancel;
+use caldrix_proto::Role;
+
+use crate::agent::{Agent, AgentEnd, AgentSpec};
+use crate::context::{Context, Label, Segment, parse_role};
+use crate::route::{Route, route};
+use crate::turn::{ALL_TOOLS, tools_section, turns_section};
+use crate::{CoreError, Prompts, Runtime};
+
+pub const ROOT: &str = "a1";
+
+/// One request to run.
+pub struct Request {
+    pub prompt: String,
+    pub instructions: Vec<InstructionFile>,
+    /// The member agents run on, its window, and whether it takes the `Json` constraint.
+    pub main: String,
+    pub window: u32,
+    pub json: bool,
+    /// The member that routes (`main` when there is none).
+    pub decision: Option<String>,
+    pub max_turns: u32,
+    /// The root's context and plan from the session log, when resuming.
+    pub resume: Option<Rebuilt>,
+    pub cancel: Cancel,
+}
+
+#[derive(Debug)]
+pub struct RequestEnd {
+    pub route: Route,
+    pub end: AgentEnd,
+}
+
+/// The system segment: `system.md`, every tool, and the turn contract (code-rendered, last).
+pub fn system_segment(prompts: &Prompts) -> String {
+    format!(
+        "{}\n\n{}\n{}",
+        prompts.get("system.md").trim(),
+        tools_section(prompts),
+        turns_section()
+    )
+}
+
+fn instructions_text(files: &[InstructionFile]) -> Option<String> {
+    if files.is_empty() {
+        return None;
+    }
+    let mut text =
+        String::from("# Instructions\n\nThe project's instruction files, outermost first.\n");
+    for file in files {
+        text.push_str(&format!("\n## {}\n\n{}\n", file.path.display(), file.text.trim()));
+    }
+    Some(text)
+}
+
+/// The note a planner's prompt carries.
+fn planner_note(tools: &[String]) -> String {
+    format!(
+        "\n\n(You are planning this request: you may call only {}. Delegate anything that reads files or runs commands with `agent`, giving each piece a complete brief and a check.)",
+        tools.join(", ")
+    )
+}
+
+pub async fn run_request(rt: &mut Runtime<'_>, request: Request) -> Result<RequestEnd, CoreError> {
+    let router = request.decision.clone().unwrap_or_else(|| request.main.clone());
+    let route = route(rt, ROOT, &router, &request.prompt).await?;
+    let planner = matches!(route.name.as_str(), "edit" | "plan");
+    let tools: Vec<String> = if planner {
+        let allowed = &rt.settings.delegation.planner_tools;
+        ALL_TOOLS
+            .iter()
+            .filter(|t| allowed.iter().any(|a| a == *t))
+            .map(|t| (*t).to_owned())
+            .collect()
+    } else {
+        ALL_TOOLS.iter().map(|t| (*t).to_owned()).collect()
+    };
+    rt.sink.event(Event::AgentSpawn {
+        agent: ROOT.to_owned(),
+        parent: None,
+        kind: "root".to_owned(),
+        route: route.name.clone(),
+        member: request.main.clone(),
+        tools: tools.clone(),
+        max_turns: request.max_turns,
+    });
+    let mut prompt = request.prompt.clone();
+    if planner {
+        prompt.push_str(&planner_note(&tools));
+    }
+    let (segments, log_them, rebuilt) = match request.resume {
+        Some(rebuilt) => {
+            let segments: Vec<Segment> = rebuilt
+                .segments
+                .iter()
+                .map(|s| Segment {
+                    id: s.id.clone(),
+                    role: parse_role(&s.role),
+                    label: Label::parse(&s.label),
+                    text: s.text.clone(),
+                    pinned: s.pinned,
+                    tokens: s.tokens,
+                })
+                .collect();
+            (segments, false, Some(rebuilt))
+        }
+        None => {
+            let mut segments = vec![Segment {
+                id: "system".into(),
+                role: Role::System,
+                label: Label::System,
+                text: system_segment(rt.prompts),
+                pinned: true,
+                tokens: 0,
+            }];
+            if let Some(text) = instructions_text(&request.instructions) {
+                segments.push(Segment {
+                    id: "instructions".into(),
+                    role: Role::User,
+                    label: Label::Instructions,
+                    text,
+                    pinned: true,
+                    tokens: 0,
+                });
+            }
+            (segments, true, None)
+        }
+    };
+    let context =
+        Context::create(rt.client, rt.sink, ROOT, &request.main, segments, log_them).await?;
+    let spec = AgentSpec {
+        id: ROOT.to_owned(),
+        member: request.main.clone(),
+        window: request.window,
+        json: request.json,
+        tools,
+        max_turns: request.max_turns,
+    };
+    let mut agent = Agent::new(spec, context, rt.cwd, request.cancel.clone());
+    if let Some(rebuilt) = &rebuilt {
+        agent.plan = rebuilt.plan.clone();
+        agent.next_call = rebuilt.calls;
+        agent.turn_base = rebuilt.turns;
+    }
+    let prompt_id = agent.fresh_id("p");
+    let segment = Segment {
+        id: prompt_id,
+        role: Role::User,
+        label: Label::Prompt,
+        text: prompt,
+        pinned: false,
+        tokens: 0,
+    };
+    let context_id = agent.context.id;
+    let result = match agent.context.append(rt.client, rt.sink, segment).await {
+        Ok(()) => Ok(agent.run(rt).await),
+        Err(e) => Err(e),
+    };
+    let _ = rt.client.drop_context(context_id).await;
+    Ok(RequestEnd { route, end: result? })
+}

@@ -1,0 +1,189 @@
+//! The events of a session log: one JSON object per line, `type` naming the event, `agent` the
+//! agent it belongs to. This is a file format: fields are added, never renamed.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// One line of the log (`ts` is added by the writer).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type")]
+pub enum Event {
+    #[serde(rename = "session.start")]
+    SessionStart {
+        session: String,
+        project: String,
+        cwd: String,
+        model: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        decision: Option<String>,
+        prompt: String,
+        resumed: bool,
+        version: String,
+    },
+    #[serde(rename = "route")]
+    Route {
+        agent: String,
+        route: String,
+        /// What the member answered, when it was not one of the routes.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        raw: Option<String>,
+        /// Log-probability of each route.
+        scores: BTreeMap<String, f64>,
+        member: String,
+    },
+    #[serde(rename = "agent.spawn")]
+    AgentSpawn {
+        agent: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        parent: Option<String>,
+        kind: String,
+        route: String,
+        member: String,
+        /// The tools the agent may call.
+        tools: Vec<String>,
+        max_turns: u32,
+    },
+    /// A change to an agent's context, with the segment's token count as the pool counted it.
+    #[serde(rename = "segment")]
+    Segment {
+        agent: String,
+        op: SegmentOp,
+        id: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        role: Option<String>,
+        /// What the segment is: `system`, `instructions`, `prompt`, `turn`, `result`, `note`,
+        /// `job`, `scratchpad`, `summary`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        label: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        text: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tokens: Option<u32>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pinned: Option<bool>,
+        /// For a turn the member generated: the first prompt row it computed (rows before it
+        /// were resumed from the pool's prefix store) and the prompt's length.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        recomputed_from: Option<u32>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        prompt_tokens: Option<u32>,
+    },
+    /// A turn of the member (`role: assistant`, with its usage), or a tool result.
+    #[serde(rename = "message")]
+    Message {
+        agent: String,
+        role: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        turn: Option<u32>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        call: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tool: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        input: Option<serde_json::Value>,
+        text: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<bool>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        usage: Option<Usage>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stop: Option<String>,
+    },
+    #[serde(rename = "context.op")]
+    ContextOp {
+        agent: String,
+        op: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        ids: Vec<String>,
+        ok: bool,
+        detail: String,
+    },
+    #[serde(rename = "plan")]
+    Plan { agent: String, text: String },
+    #[serde(rename = "job")]
+    Job {
+        agent: String,
+        job: String,
+        /// `started` or `ended`.
+        state: String,
+        command: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ending: Option<String>,
+    },
+    #[serde(rename = "agent.end")]
+    AgentEnd {
+        agent: String,
+        outcome: Outcome,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        final_text: Option<String>,
+        turns: u32,
+    },
+    #[serde(rename = "session.end")]
+    SessionEnd { outcome: Outcome, exit_code: i32 },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SegmentOp {
+    Append,
+    Replace,
+    Remove,
+}
+
+/// How an agent or a request ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// A final answer.
+    Done,
+    /// A turn budget ran out.
+    Budget,
+    /// A named failure (a turn that never parsed, the pool gone, ...).
+    Failed,
+    /// Ended by a bound (the context floor, a hook).
+    Killed,
+    /// The user cancelled.
+    Cancelled,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Done => "done",
+            Outcome::Budget => "budget",
+            Outcome::Failed => "failed",
+            Outcome::Killed => "killed",
+            Outcome::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// A generation's usage as the pool reported it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Usage {
+    pub prompt_tokens: u32,
+    pub completion_tokens: u32,
+    pub recomputed_from: u32,
+    pub prefill_ms: f64,
+    pub decode_ms: f64,
+}
+
+impl Event {
+    /// The agent an event belongs to (none for the session's own events).
+    pub fn agent(&self) -> Option<&str> {
+        match self {
+            Event::SessionStart { .. } | Event::SessionEnd { .. } => None,
+            Event::Route { agent, .. }
+            | Event::AgentSpawn { agent, .. }
+            | Event::Segment { agent, .. }
+            | Event::Message { agent, .. }
+            | Event::ContextOp { agent, .. }
+            | Event::Plan { agent, .. }
+            | Event::Job { agent, .. }
+            | Event::AgentEnd { agent, .. } => Some(agent),
+        }
+    }
+}

@@ -1,0 +1,226 @@
+//! The session store of a data directory, and each project's `index.json`.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::time::is_session_id;
+use crate::{Log, SessionError, now_rfc3339};
+
+/// `<data>/aerix/sessions`.
+#[derive(Clone, Debug)]
+pub struct Store {
+    root: PathBuf,
+}
+
+/// One session in `index.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct IndexEntry {
+    pub id: String,
+    pub created: String,
+    pub updated: String,
+    pub cwd: String,
+    pub model: String,
+    /// The first request's first line, cut to 80 characters.
+    pub title: String,
+    pub requests: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<String>,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Index {
+    sessions: Vec<IndexEntry>,
+}
+
+impl Store {
+    pub fn new(data_home: &Path) -> Store {
+        Store { root: data_home.join("aerix/sessions") }
+    }
+
+    pub fn project_dir(&self, project: &str) -> PathBuf {
+        self.root.join(project)
+    }
+
+    pub fn log_path(&self, project: &str, id: &str) -> PathBuf {
+        self.project_dir(project).join(format!("{id}.jsonl"))
+    }
+
+    /// A new session: its log file and its index entry.
+    pub fn create(
+        &self,
+        project: &str,
+        cwd: &Path,
+        model: &str,
+        prompt: &str,
+    ) -> Result<Log, SessionError> {
+        let dir = self.project_dir(project);
+        std::fs::create_dir_all(&dir).map_err(|source| SessionError::Io {
+            what: "cannot create the sessions directory",
+            path: dir.clone(),
+            source,
+        })?;
+        let mut id = crate::session_id();
+        while self.log_path(project, &id).exists() {
+            id = crate::session_id();
+        }
+        let log = Log::open(&id, &self.log_path(project, &id))?;
+        let now = now_rfc3339();
+        let title: String = prompt.lines().next().unwrap_or("").chars().take(80).collect();
+        self.update_index(project, |index| {
+            index.sessions.push(IndexEntry {
+                id: id.clone(),
+                created: now.clone(),
+                updated: now.clone(),
+                cwd: cwd.display().to_string(),
+                model: model.to_owned(),
+                title,
+                requests: 1,
+                outcome: None,
+            });
+        })?;
+        Ok(log)
+    }
+
+    /// An existing session's log, opened to append.
+    pub fn open(&self, project: &str, id: &str) -> Result<Log, SessionError> {
+        let path = self.existing(project, id)?;
+        let log = Log::open(id, &path)?;
+        self.update_index(project, |index| {
+            if let Some(entry) = index.sessions.iter_mut().find(|e| e.id == id) {
+                entry.requests += 1;
+                entry.updated = now_rfc3339();
+            }
+        })?;
+        Ok(log)
+    }
+
+    /// The path of an existing session's log.
+    pub fn existing(&self, project: &str, id: &str) -> Result<PathBuf, SessionError> {
+        if !is_session_id(id) {
+            return Err(SessionError::BadId(id.to_owned()));
+        }
+        let path = self.log_path(project, id);
+        if !path.is_file() {
+            return Err(SessionError::NotFound {
+                id: id.to_owned(),
+                dir: self.project_dir(project),
+            });
+        }
+        Ok(path)
+    }
+
+    /// Records how a request of a session ended.
+    pub fn finish(&self, project: &str, id: &str, outcome: &str) -> Result<(), SessionError> {
+        self.update_index(project, |index| {
+            if let Some(entry) = index.sessions.iter_mut().find(|e| e.id == id) {
+                entry.updated = now_rfc3339();
+                entry.outcome = Some(outcome.to_owned());
+            }
+        })
+    }
+
+    /// The project's sessions, oldest first.
+    pub fn list(&self, project: &str) -> Result<Vec<IndexEntry>, SessionError> {
+        let mut sessions = self.read_index(project)?.sessions;
+        sessions.sort_by(|a, b| a.id.cmp(&b.id));
+        Ok(sessions)
+    }
+
+    /// The project's latest session (for `--continue`).
+    pub fn latest(&self, project: &str) -> Result<Option<String>, SessionError> {
+        Ok(self
+            .list(project)?
+            .into_iter()
+            .filter(|e| self.log_path(project, &e.id).is_file())
+            .map(|e| e.id)
+            .next_back())
+    }
+
+    /// Deletes a session's log, its spool and its index entry.
+    pub fn remove(&self, project: &str, id: &str) -> Result<(), SessionError> {
+        let path = self.existing(project, id)?;
+        let io = |path: &Path, source| SessionError::Io {
+            what: "cannot remove",
+            path: path.to_owned(),
+            source,
+        };
+        let spool = path.with_extension("");
+        if spool.exists() {
+            std::fs::remove_dir_all(&spool).map_err(|e| io(&spool, e))?;
+        }
+        std::fs::remove_file(&path).map_err(|e| io(&path, e))?;
+        self.update_index(project, |index| index.sessions.retain(|e| e.id != id))
+    }
+
+    fn index_path(&self, project: &str) -> PathBuf {
+        self.project_dir(project).join("index.json")
+    }
+
+    fn read_index(&self, project: &str) -> Result<Index, SessionError> {
+        let path = self.index_path(project);
+        match std::fs::read(&path) {
+            // A broken index is rebuilt from the logs rather than refusing to run.
+            Ok(bytes) => {
+                Ok(serde_json::from_slice(&bytes).unwrap_or_else(|_| self.rebuild_index(project)))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Index::default()),
+            Err(source) => Err(SessionError::Io { what: "cannot read", path, source }),
+        }
+    }
+
+    /// An index from the logs alone (ids, and what their `session.start` says).
+    fn rebuild_index(&self, project: &str) -> Index {
+        let mut sessions = Vec::new();
+        let Ok(entries) = std::fs::read_dir(self.project_dir(project)) else {
+            return Index::default();
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let Some(id) = name.strip_suffix(".jsonl") else { continue };
+            if !is_session_id(id) {
+                continue;
+            }
+            let events = crate::read_log(&entry.path()).map(|l| l.events).unwrap_or_default();
+            let (cwd, model, title) = events
+                .iter()
+                .find_map(|e| match e {
+                    crate::Event::SessionStart { cwd, model, prompt, .. } => Some((
+                        cwd.clone(),
+                        model.clone(),
+                        prompt.lines().next().unwrap_or("").chars().take(80).collect(),
+                    )),
+                    _ => None,
+                })
+                .unwrap_or_default();
+            sessions.push(IndexEntry {
+                id: id.to_owned(),
+                created: String::new(),
+                updated: String::new(),
+                cwd,
+                model,
+                title,
+                requests: 1,
+                outcome: None,
+            });
+        }
+        Index { sessions }
+    }
+
+    /// Read, change, write to a temporary file and rename over the index: a reader never sees a
+    /// half-written index.
+    fn update_index(
+        &self,
+        project: &str,
+        change: impl FnOnce(&mut Index),
+    ) -> Result<(), SessionError> {
+        let mut index = self.read_index(project)?;
+        change(&mut index);
+        let path = self.index_path(project);
+        let tmp = path.with_extension(format!("json.{}", std::process::id()));
+        let text = serde_json::to_string_pretty(&index).unwrap_or_default();
+        let io = |source| SessionError::Io { what: "cannot write", path: path.clone(), source };
+        std::fs::write(&tmp, text).map_err(io)?;
+        std::fs::rename(&tmp, &path).map_err(io)
+    }
+}

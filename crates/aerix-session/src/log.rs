@@ -1,0 +1,108 @@
+//! Appending events to a log, and reading one back.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use crate::{Event, SessionError, now_rfc3339};
+
+/// An open session log, appended one flushed line per event.
+#[derive(Debug)]
+pub struct Log {
+    id: String,
+    path: PathBuf,
+    file: File,
+}
+
+impl Log {
+    pub(crate) fn open(id: &str, path: &Path) -> Result<Log, SessionError> {
+        let file = OpenOptions::new().create(true).append(true).open(path).map_err(|source| {
+            SessionError::Io { what: "cannot open the session log", path: path.to_owned(), source }
+        })?;
+        let mut log = Log { id: id.to_owned(), path: path.to_owned(), file };
+        log.end_cut_line()?;
+        Ok(log)
+    }
+
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The directory of this session's spool files.
+    pub fn spool_dir(&self) -> PathBuf {
+        self.path.with_extension("").join("spool")
+    }
+
+    /// Appends one event as one line, with its time, and flushes it.
+    pub fn append(&mut self, event: &Event) -> Result<(), SessionError> {
+        let mut value = serde_json::to_value(event).unwrap_or_default();
+        if let serde_json::Value::Object(map) = &mut value {
+            map.insert("ts".into(), now_rfc3339().into());
+        }
+        let mut line = value.to_string();
+        line.push('\n');
+        self.file.write_all(line.as_bytes()).map_err(|source| SessionError::Io {
+            what: "cannot write the session log",
+            path: self.path.clone(),
+            source,
+        })
+    }
+
+    /// Writes `text` to the spool once and returns its path.
+    pub fn spool(&self, name: &str, text: &str) -> Result<PathBuf, SessionError> {
+        let dir = self.spool_dir();
+        let io =
+            |source| SessionError::Io { what: "cannot write the spool", path: dir.clone(), source };
+        std::fs::create_dir_all(&dir).map_err(io)?;
+        let path = dir.join(name);
+        std::fs::write(&path, text).map_err(io)?;
+        Ok(path)
+    }
+
+    /// A log whose last line was cut by a crash gets a newline, so the next event starts a line
+    /// of its own (the cut line stays, and readers skip it).
+    fn end_cut_line(&mut self) -> Result<(), SessionError> {
+        let bytes = std::fs::read(&self.path).unwrap_or_default();
+        if bytes.last().is_some_and(|b| *b != b'\n') {
+            self.file.write_all(b"\n").map_err(|source| SessionError::Io {
+                what: "cannot write the session log",
+                path: self.path.clone(),
+                source,
+            })?;
+        }
+        Ok(())
+    }
+}
+
+/// A log read back.
+#[derive(Debug, Default)]
+pub struct ReadLog {
+    pub events: Vec<Event>,
+    /// Lines that are not complete events (a crash cut them): their 1-based numbers.
+    pub skipped: Vec<usize>,
+}
+
+/// Reads every complete event of a log. A line that does not parse is skipped and counted (a
+/// crash can leave one anywhere a later run appended after it); nothing else is an error.
+pub fn read_log(path: &Path) -> Result<ReadLog, SessionError> {
+    let text = std::fs::read(path).map_err(|source| SessionError::Io {
+        what: "cannot read the session log",
+        path: path.to_owned(),
+        source,
+    })?;
+    let mut out = ReadLog::default();
+    for (i, line) in text.split(|b| *b == b'\n').enumerate() {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        match serde_json::from_slice::<Event>(line) {
+            Ok(event) => out.events.push(event),
+            Err(_) => out.skipped.push(i + 1),
+        }
+    }
+    Ok(out)
+}

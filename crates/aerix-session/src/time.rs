@@ -1,0 +1,69 @@
+//! Timestamps and session ids without a calendar dependency.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// `2026-11-30T04:35:12.123Z`.
+pub fn now_rfc3339() -> String {
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    let (date, clock) = civil(now.as_secs());
+    format!("{date}T{clock}.{:03}Z", now.subsec_millis())
+}
+
+/// A new session id: the UTC time to the second and four hex digits, sortable by start:
+/// `20261130-043512-9f3a`.
+pub fn session_id() -> String {
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    let (date, clock) = civil(now.as_secs());
+    let salt = (now.subsec_nanos() ^ std::process::id().rotate_left(16)) & 0xffff;
+    format!("{}-{}-{salt:04x}", date.replace('-', ""), clock.replace(':', ""))
+}
+
+/// Whether `id` has the shape `session_id` gives (ids name files: nothing else is accepted).
+pub fn is_session_id(id: &str) -> bool {
+    let b = id.as_bytes();
+    b.len() == 20
+        && b[8] == b'-'
+        && b[15] == b'-'
+        && b[..8].iter().chain(&b[9..15]).all(u8::is_ascii_digit)
+        && b[16..].iter().all(u8::is_ascii_hexdigit)
+}
+
+/// (`YYYY-MM-DD`, `HH:MM:SS`) of a Unix time, UTC (Howard Hinnant's days-to-civil).
+fn civil(secs: u64) -> (String, String) {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (
+        format!("{year:04}-{month:02}-{day:02}"),
+        format!("{:02}:{:02}:{:02}", rem / 3600, rem % 3600 / 60, rem % 60),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn civil_dates() {
+        assert_eq!(civil(0), ("1970-01-01".into(), "00:00:00".into()));
+        assert_eq!(civil(951_782_400), ("2000-02-29".into(), "00:00:00".into()));
+        assert_eq!(civil(1_796_012_112), ("2026-11-30".into(), "04:15:12".into()));
+    }
+
+    #[test]
+    fn ids_have_their_shape() {
+        let id = session_id();
+        assert!(is_session_id(&id), "{id}");
+        for bad in ["../x", "20261130-043512-9f3", "20261130_043512-9f3a", ""] {
+            assert!(!is_session_id(bad), "{bad}");
+        }
+    }
+}

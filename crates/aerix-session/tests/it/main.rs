@@ -1,0 +1,119 @@
+//! Session logs on disk: appending, reading back after a crash, the index, rebuilding.
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use aerix_session::{Event, Outcome, SegmentOp, Store, project_key, read_log, rebuild};
+
+fn temp(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("aerix-session-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn segment(id: &str, op: SegmentOp, text: Option<&str>) -> Event {
+    Event::Segment {
+        agent: "a1".into(),
+        op,
+        id: id.into(),
+        role: Some("user".into()),
+        label: Some("result".into()),
+        text: text.map(String::from),
+        tokens: text.map(|t| t.len() as u32),
+        pinned: Some(false),
+        recomputed_from: None,
+        prompt_tokens: None,
+    }
+}
+
+#[test]
+fn a_cut_last_line_is_skipped_and_the_next_run_appends_after_it() {
+    let dir = temp("cut");
+    let store = Store::new(&dir);
+    let mut log = store.create("proj-1", &dir, "m.gguf", "fix it\nplease").unwrap();
+    let id = log.id().to_owned();
+    log.append(&segment("system", SegmentOp::Append, Some("sys"))).unwrap();
+    log.append(&segment("p1", SegmentOp::Append, Some("fix it"))).unwrap();
+    log.append(&Event::Plan { agent: "a1".into(), text: "1. look".into() }).unwrap();
+    drop(log);
+    // A crash in the middle of a line.
+    let path = store.log_path("proj-1", &id);
+    let mut file = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+    file.write_all(br#"{"type":"segment","agent":"a1","op":"app"#).unwrap();
+    drop(file);
+
+    let read = read_log(&path).unwrap();
+    assert_eq!(read.events.len(), 3);
+    assert_eq!(read.skipped, [4]);
+    let rebuilt = rebuild(&read.events, "a1");
+    let ids: Vec<&str> = rebuilt.segments.iter().map(|s| s.id.as_str()).collect();
+    assert_eq!(ids, ["system", "p1"]);
+    assert_eq!(rebuilt.plan.as_deref(), Some("1. look"));
+
+    // Resuming appends on a line of its own: every complete event still reads.
+    let mut log = store.open("proj-1", &id).unwrap();
+    log.append(&segment("p1", SegmentOp::Replace, Some("fix it now"))).unwrap();
+    log.append(&segment("system", SegmentOp::Remove, None)).unwrap();
+    drop(log);
+    let read = read_log(&path).unwrap();
+    assert_eq!((read.events.len(), read.skipped.as_slice()), (5, &[4][..]));
+    let rebuilt = rebuild(&read.events, "a1");
+    assert_eq!(rebuilt.segments.len(), 1);
+    assert_eq!(rebuilt.segments[0].text, "fix it now");
+    assert_eq!(store.list("proj-1").unwrap()[0].requests, 2);
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn index_lists_latest_and_removes_with_the_spool() {
+    let dir = temp("index");
+    let store = Store::new(&dir);
+    let first = store.create("p", &dir, "m", "first request").unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let second = store.create("p", &dir, "m", "second request").unwrap();
+    let spooled = second.spool("c1.txt", "long output").unwrap();
+    assert!(spooled.starts_with(second.spool_dir()));
+    store.finish("p", second.id(), Outcome::Done.as_str()).unwrap();
+    let list = store.list("p").unwrap();
+    assert_eq!(
+        list.iter().map(|e| e.title.as_str()).collect::<Vec<_>>(),
+        ["first request", "second request"]
+    );
+    assert_eq!(list[1].outcome.as_deref(), Some("done"));
+    assert_eq!(store.latest("p").unwrap().as_deref(), Some(second.id()));
+    store.remove("p", second.id()).unwrap();
+    assert!(!spooled.exists() && !second.path().exists());
+    assert_eq!(store.latest("p").unwrap().as_deref(), Some(first.id()));
+    let error = store.remove("p", "../../etc").unwrap_err().to_string();
+    assert!(error.contains("not a session id"), "{error}");
+    let error = store.open("p", "20990101-000000-0000").unwrap_err().to_string();
+    assert!(error.contains("no session `20990101-000000-0000`"), "{error}");
+    // A broken index is rebuilt from the logs.
+    std::fs::write(store.project_dir("p").join("index.json"), "{oops").unwrap();
+    assert_eq!(store.list("p").unwrap().len(), 1);
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn the_project_key_is_stable_per_repository() {
+    let dir = temp("key");
+    let t = gitstore::GIT_TIMEOUT;
+    for clone in ["one", "two"] {
+        let path = dir.join(clone).join("My Repo");
+        std::fs::create_dir_all(&path).unwrap();
+        let git = gitstore::Repo::at(&path);
+        git.run(&["init", "-q"], t).unwrap();
+        git.run(&["remote", "add", "origin", "git@github.com:o/r.git"], t).unwrap();
+    }
+    let a = project_key(&dir.join("one/My Repo"));
+    let b = project_key(&dir.join("two/My Repo"));
+    assert_eq!(a, b);
+    assert!(a.starts_with("my-repo-") && a.len() == "my-repo-".len() + 12, "{a}");
+    let lone = dir.join("lone");
+    std::fs::create_dir_all(&lone).unwrap();
+    assert_eq!(project_key(&lone), project_key(&lone));
+    assert_ne!(project_key(&lone), a);
+    std::fs::remove_dir_all(dir).unwrap();
+}

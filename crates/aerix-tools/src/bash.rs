@@ -1,0 +1,316 @@
+//! `bash`: `sh -c` in its own process group, in the foreground or as a background job.
+
+use std::io::Read;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::Mutex;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use serde::Deserialize;
+
+use crate::{Cancel, ToolEnv, ToolError};
+
+pub const DEFAULT_TIMEOUT_SECS: u64 = 120;
+pub const MAX_TIMEOUT_SECS: u64 = 600;
+/// Between `TERM` and `KILL`.
+const KILL_GRACE: Duration = Duration::from_secs(2);
+/// How often a running command's timeout and the cancel flag are checked.
+const POLL: Duration = Duration::from_millis(100);
+/// Output kept per stream; the runtime caps results far below this.
+const STREAM_CAP: usize = 4 << 20;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BashInput {
+    command: String,
+    timeout_secs: Option<u64>,
+    #[serde(default)]
+    background: bool,
+}
+
+pub fn run(input: BashInput, env: &ToolEnv<'_>) -> Result<String, ToolError> {
+    let timeout_secs = input.timeout_secs.unwrap_or(DEFAULT_TIMEOUT_SECS);
+    if timeout_secs == 0 || timeout_secs > MAX_TIMEOUT_SECS {
+        return Err(ToolError::new(format!(
+            "timeout_secs is {timeout_secs}: it must be 1 to {MAX_TIMEOUT_SECS}"
+        )));
+    }
+    if input.command.trim().is_empty() {
+        return Err(ToolError::new("the command is empty"));
+    }
+    let timeout = Duration::from_secs(timeout_secs);
+    if input.background {
+        let id = env.jobs.start(&input.command, env.cwd, timeout, env.cancel.clone())?;
+        return Ok(format!(
+            "started job {id} in the background; its output comes back as [job {id} exited N] \
+             when it ends"
+        ));
+    }
+    let finished = execute(&input.command, env.cwd, timeout, &[env.cancel])?;
+    Ok(finished.render(None))
+}
+
+/// How a command ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Ending {
+    Exit(i32),
+    Signal(i32),
+    Timeout(u64),
+    Cancelled,
+}
+
+struct Finished {
+    stdout: Vec<u8>,
+    stderr: Vec<u8>,
+    ending: Ending,
+}
+
+impl Finished {
+    /// stdout, then stderr, then the status line (`job` prefixes it for a background job).
+    fn render(&self, job: Option<&str>) -> String {
+        let status = match (&self.ending, job) {
+            (Ending::Exit(n), None) => format!("[exit {n}]"),
+            (Ending::Exit(n), Some(id)) => format!("[job {id} exited {n}]"),
+            (Ending::Signal(n), None) => format!("[signal {n}]"),
+            (Ending::Signal(n), Some(id)) => format!("[job {id} signal {n}]"),
+            (Ending::Timeout(s), None) => format!("[timeout after {s}s]"),
+            (Ending::Timeout(s), Some(id)) => format!("[job {id} timeout after {s}s]"),
+            (Ending::Cancelled, None) => "[cancelled]".to_owned(),
+            (Ending::Cancelled, Some(id)) => format!("[job {id} cancelled]"),
+        };
+        let mut out = String::new();
+        if job.is_some() {
+            out.push_str(&status);
+            out.push('\n');
+        }
+        for stream in [&self.stdout, &self.stderr] {
+            if !stream.is_empty() {
+                out.push_str(&String::from_utf8_lossy(stream));
+                if !out.ends_with('\n') {
+                    out.push('\n');
+                }
+            }
+        }
+        if job.is_none() {
+            out.push_str(&status);
+        }
+        out.trim_end().to_owned()
+    }
+}
+
+fn spawn(command: &str, cwd: &Path) -> Result<Child, ToolError> {
+    Command::new("sh")
+        .arg("-c")
+        .arg(command)
+        .current_dir(cwd)
+        .process_group(0)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| ToolError::new(format!("cannot start sh in {}: {e}", cwd.display())))
+}
+
+fn drain(pipe: Option<impl Read + Send + 'static>) -> JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let mut out = Vec::new();
+        if let Some(pipe) = pipe {
+            let _ = pipe.take(STREAM_CAP as u64).read_to_end(&mut out);
+        }
+        out
+    })
+}
+
+fn signal_group(pgid: i32, signal: Signal) {
+    let _ = killpg(Pid::from_raw(pgid), signal);
+}
+
+/// `TERM` to the group, then `KILL` after the grace period if the shell is still there.
+fn terminate(child: &mut Child, pgid: i32) -> Option<ExitStatus> {
+    signal_group(pgid, Signal::SIGTERM);
+    let deadline = Instant::now() + KILL_GRACE;
+    while Instant::now() < deadline {
+        if let Ok(Some(status)) = child.try_wait() {
+            // The shell is gone; anything it left in the group goes too.
+            signal_group(pgid, Signal::SIGKILL);
+            return Some(status);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    signal_group(pgid, Signal::SIGKILL);
+    child.wait().ok()
+}
+
+/// Runs to its end, its timeout, or until any of `cancels` is set.
+fn execute(
+    command: &str,
+    cwd: &Path,
+    timeout: Duration,
+    cancels: &[&Cancel],
+) -> Result<Finished, ToolError> {
+    let mut child = spawn(command, cwd)?;
+    let pgid = i32::try_from(child.id()).unwrap_or(0);
+    let stdout = drain(child.stdout.take());
+    let stderr = drain(child.stderr.take());
+    let started = Instant::now();
+    let ending = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break exit_ending(status),
+            Ok(None) => {}
+            Err(e) => return Err(ToolError::new(format!("waiting for the command: {e}"))),
+        }
+        if cancels.iter().any(|c| c.is_cancelled()) {
+            terminate(&mut child, pgid);
+            break Ending::Cancelled;
+        }
+        if started.elapsed() >= timeout {
+            terminate(&mut child, pgid);
+            break Ending::Timeout(timeout.as_secs());
+        }
+        std::thread::sleep(
+            POLL.min(timeout.saturating_sub(started.elapsed())).max(Duration::from_millis(5)),
+        );
+    };
+    // A process the command left running in its group still holds the pipes: give it a moment,
+    // then end the group so the output can be read.
+    let deadline = Instant::now() + Duration::from_millis(500);
+    while !(stdout.is_finished() && stderr.is_finished()) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    if !(stdout.is_finished() && stderr.is_finished()) {
+        signal_group(pgid, Signal::SIGKILL);
+    }
+    Ok(Finished {
+        stdout: stdout.join().unwrap_or_default(),
+        stderr: stderr.join().unwrap_or_default(),
+        ending,
+    })
+}
+
+fn exit_ending(status: ExitStatus) -> Ending {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => Ending::Exit(code),
+        (None, Some(signal)) => Ending::Signal(signal),
+        (None, None) => Ending::Exit(-1),
+    }
+}
+
+/// A background job that ended: its result text starts with `[job jN exited N]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JobEnd {
+    pub id: String,
+    pub command: String,
+    pub ending: Ending,
+    pub text: String,
+}
+
+/// A running background job.
+#[derive(Debug)]
+pub struct Job {
+    pub id: String,
+    pub command: String,
+    pub deadline: Instant,
+    cancel: Cancel,
+    handle: Option<JoinHandle<JobEnd>>,
+}
+
+/// One agent's background jobs.
+#[derive(Debug, Default)]
+pub struct Jobs {
+    inner: Mutex<JobsInner>,
+}
+
+#[derive(Debug, Default)]
+struct JobsInner {
+    next: u32,
+    running: Vec<Job>,
+}
+
+impl Jobs {
+    fn start(
+        &self,
+        command: &str,
+        cwd: &Path,
+        timeout: Duration,
+        cancel: Cancel,
+    ) -> Result<String, ToolError> {
+        let mut inner =
+            self.inner.lock().map_err(|_| ToolError::new("the job table is poisoned"))?;
+        inner.next += 1;
+        let id = format!("j{}", inner.next);
+        // A job is cancelled with the agent, or on its own when the agent ends.
+        let own = Cancel::default();
+        let (job_id, text, cwd, watch) =
+            (id.clone(), command.to_owned(), cwd.to_owned(), own.clone());
+        let handle = std::thread::spawn(move || {
+            let finished = match execute(&text, &cwd, timeout, &[&cancel, &watch]) {
+                Ok(f) => f,
+                Err(e) => Finished {
+                    stdout: Vec::new(),
+                    stderr: e.0.into_bytes(),
+                    ending: Ending::Exit(-1),
+                },
+            };
+            JobEnd {
+                id: job_id.clone(),
+                command: text,
+                ending: finished.ending.clone(),
+                text: finished.render(Some(&job_id)),
+            }
+        });
+        inner.running.push(Job {
+            id: id.clone(),
+            command: command.to_owned(),
+            deadline: Instant::now() + timeout,
+            cancel: own,
+            handle: Some(handle),
+        });
+        Ok(id)
+    }
+
+    /// The jobs that ended since the last call, in the order they were started.
+    pub fn take_finished(&self) -> Vec<JobEnd> {
+        let Ok(mut inner) = self.inner.lock() else { return Vec::new() };
+        let mut ended = Vec::new();
+        inner.running.retain_mut(|job| {
+            if job.handle.as_ref().is_some_and(|h| h.is_finished()) {
+                if let Some(end) = job.handle.take().and_then(|h| h.join().ok()) {
+                    ended.push(end);
+                }
+                false
+            } else {
+                true
+            }
+        });
+        ended
+    }
+
+    pub fn running(&self) -> usize {
+        self.inner.lock().map(|i| i.running.len()).unwrap_or(0)
+    }
+
+    /// How long a final waits for jobs: the latest job's timeout plus 10 s.
+    pub fn wait_deadline(&self) -> Option<Instant> {
+        let inner = self.inner.lock().ok()?;
+        inner.running.iter().map(|j| j.deadline + Duration::from_secs(10)).max()
+    }
+
+    /// Ends every running job (the agent ended) and returns how each ended.
+    pub fn kill_all(&self) -> Vec<JobEnd> {
+        if let Ok(inner) = self.inner.lock() {
+            inner.running.iter().for_each(|job| job.cancel.cancel());
+        }
+        let mut ended = Vec::new();
+        let deadline = Instant::now() + KILL_GRACE + Duration::from_secs(1);
+        while self.running() > 0 && Instant::now() < deadline {
+            ended.extend(self.take_finished());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        ended.extend(self.take_finished());
+        ended
+    }
+}

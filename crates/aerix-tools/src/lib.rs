@@ -1,0 +1,130 @@
+//! The tools that touch the machine: `read`, `write`, `edit`, `bash`, `glob`, `grep` and
+//! `repo_map`. Each takes the model's JSON input and returns the text of its result; an error is
+//! a result too (`ToolError`, shown to the model as `error: ...`), never the end of a loop.
+//!
+//! The tools that act on the agent itself (`plan`, `context`, `skill`, `agent`) live in
+//! `aerix-core`, which owns that state.
+
+mod bash;
+mod files;
+mod fileset;
+mod search;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+pub use bash::{Job, JobEnd, Jobs, MAX_TIMEOUT_SECS};
+pub use fileset::FileSet;
+
+/// What a tool call runs with.
+pub struct ToolEnv<'a> {
+    /// The working directory: relative paths start here.
+    pub cwd: &'a Path,
+    /// Set when the user cancels; long tools check it (`bash` every 100 ms).
+    pub cancel: &'a Cancel,
+    /// This agent's background jobs.
+    pub jobs: &'a Jobs,
+    /// The request's file set and repository map, computed at most once per request.
+    pub files: &'a FileSet,
+}
+
+/// A cancellation flag shared by the runtime and the tools.
+#[derive(Clone, Debug, Default)]
+pub struct Cancel(Arc<AtomicBool>);
+
+impl Cancel {
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// A refusal or failure, given to the model as its call's result.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("{0}")]
+pub struct ToolError(pub String);
+
+impl ToolError {
+    pub fn new(message: impl Into<String>) -> ToolError {
+        ToolError(message.into())
+    }
+}
+
+/// The tools of this crate, by name.
+pub const TOOLS: [&str; 7] = ["read", "write", "edit", "bash", "glob", "grep", "repo_map"];
+
+/// The JSON schema of a tool's `input` (for the turn schema), or `None` for a name this crate
+/// does not have.
+pub fn input_schema(tool: &str) -> Option<Value> {
+    let string = |max: u32| serde_json::json!({"type": "string", "maxLength": max});
+    let int =
+        |min: u32, max: u32| serde_json::json!({"type": "integer", "minimum": min, "maximum": max});
+    let object = |properties: Value, required: &[&str]| {
+        serde_json::json!({
+            "type": "object",
+            "properties": properties,
+            "required": required,
+            "additionalProperties": false,
+        })
+    };
+    Some(match tool {
+        "read" => object(
+            serde_json::json!({"path": string(400), "offset": int(1, 10_000_000), "limit": int(1, 2000)}),
+            &["path"],
+        ),
+        "write" => object(
+            serde_json::json!({"path": string(400), "content": {"type": "string"}}),
+            &["path", "content"],
+        ),
+        "edit" => object(
+            serde_json::json!({"path": string(400), "old": {"type": "string"}, "new": {"type": "string"}, "replace_all": {"type": "boolean"}}),
+            &["path", "old", "new"],
+        ),
+        "bash" => object(
+            serde_json::json!({"command": string(4000), "timeout_secs": int(1, MAX_TIMEOUT_SECS as u32), "background": {"type": "boolean"}}),
+            &["command"],
+        ),
+        "glob" => {
+            object(serde_json::json!({"pattern": string(400), "path": string(400)}), &["pattern"])
+        }
+        "grep" => object(
+            serde_json::json!({"pattern": string(400), "path": string(400), "glob": string(400), "max_matches": int(1, 2000)}),
+            &["pattern"],
+        ),
+        "repo_map" => object(serde_json::json!({}), &[]),
+        _ => return None,
+    })
+}
+
+/// Runs one call of a tool of this crate.
+pub fn run(tool: &str, input: &Value, env: &ToolEnv<'_>) -> Result<String, ToolError> {
+    match tool {
+        "read" => files::read(parse(input)?, env),
+        "write" => files::write(parse(input)?, env),
+        "edit" => files::edit(parse(input)?, env),
+        "bash" => bash::run(parse(input)?, env),
+        "glob" => search::glob(parse(input)?, env),
+        "grep" => search::grep(parse(input)?, env),
+        "repo_map" => search::repo_map(env),
+        _ => Err(ToolError::new(format!("unknown tool `{tool}`"))),
+    }
+}
+
+fn parse<T: DeserializeOwned>(input: &Value) -> Result<T, ToolError> {
+    // `repo_map` and friends may be called with `null` input by a model without the constraint.
+    let input = if input.is_null() { Value::Object(Default::default()) } else { input.clone() };
+    serde_json::from_value(input).map_err(|e| ToolError::new(format!("bad input: {e}")))
+}
+
+/// A path from the model: absolute, or relative to the working directory (`..` allowed).
+fn resolve(env: &ToolEnv<'_>, path: &str) -> PathBuf {
+    let path = Path::new(path);
+    if path.is_absolute() { path.to_owned() } else { env.cwd.join(path) }
+}

@@ -1,0 +1,199 @@
+//! `aerix -p`: one request, run in place, ending with the diff it made.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use aerix_config::{Env, Settings};
+use aerix_core::{Prompts, Request, Runtime, run_request};
+use aerix_session::{Event, Outcome, Store, read_log, rebuild};
+use aerix_tools::Cancel;
+use anyhow::Context as _;
+
+use crate::exit::Exit;
+use crate::pool;
+use crate::sink::HeadlessSink;
+
+pub struct Options {
+    pub prompt: String,
+    pub cwd: PathBuf,
+    pub max_turns: Option<u32>,
+    pub resume: Option<String>,
+    pub continue_latest: bool,
+    pub quiet: bool,
+    /// When the process started (for `AERIX_TIMING`).
+    pub started: Instant,
+}
+
+/// What the start of a request saw of the working tree.
+struct Snapshot {
+    repo: gitstore::Repo,
+    base: Option<String>,
+    untracked: BTreeSet<String>,
+}
+
+fn snapshot(root: &Path) -> Option<Snapshot> {
+    let top = gitstore::Repo::toplevel(root)?;
+    let repo = gitstore::Repo::at(&top);
+    let base = repo.snapshot().ok().flatten();
+    let untracked = repo.untracked().unwrap_or_default().into_iter().collect();
+    Some(Snapshot { repo, base, untracked })
+}
+
+/// The diff of what the request changed, then `untracked: <path>` for new files git does not
+/// know.
+fn print_changes(snapshot: &Snapshot) -> anyhow::Result<()> {
+    if let Some(base) = &snapshot.base {
+        let diff = snapshot.repo.diff_against(base).context("the diff of the request's changes")?;
+        print!("{diff}");
+    }
+    for path in snapshot.repo.untracked().context("listing untracked files")? {
+        if !snapshot.untracked.contains(&path) {
+            println!("untracked: {path}");
+        }
+    }
+    Ok(())
+}
+
+pub async fn run(settings: &Settings, env: &Env, options: Options) -> anyhow::Result<Exit> {
+    let root = aerix_config::project_root(&options.cwd);
+    let instructions = aerix_config::instruction_files(&root, &options.cwd)?;
+    let data = env.data_home().context("no data directory: set HOME or XDG_DATA_HOME")?;
+    let store = Store::new(&data);
+    let project = aerix_session::project_key(&root);
+
+    // The session first: a bad --resume is a usage error before any pool is started.
+    let resume_id = match (&options.resume, options.continue_latest) {
+        (Some(id), _) => Some(id.clone()),
+        (None, true) => Some(store.latest(&project)?.ok_or_else(|| {
+            anyhow::anyhow!(Exit::Usage.with("no session to continue in this project"))
+        })?),
+        (None, false) => None,
+    };
+    let (log, rebuilt) = match &resume_id {
+        Some(id) => {
+            let path = store
+                .existing(&project, id)
+                .map_err(|e| anyhow::anyhow!(Exit::Usage.with(e.to_string())))?;
+            let read = read_log(&path)?;
+            if !read.skipped.is_empty() {
+                eprintln!(
+                    "note: {} line(s) of {} were not complete events and are skipped",
+                    read.skipped.len(),
+                    path.display()
+                );
+            }
+            (store.open(&project, id)?, Some(rebuild(&read.events, "a1")))
+        }
+        None => {
+            (store.create(&project, &options.cwd, &settings.main.model, &options.prompt)?, None)
+        }
+    };
+    let session_id = log.id().to_owned();
+    let mut sink = HeadlessSink { log, failed: None, quiet: options.quiet };
+    use aerix_core::Sink as _;
+    sink.event(Event::SessionStart {
+        session: session_id.clone(),
+        project: project.clone(),
+        cwd: options.cwd.display().to_string(),
+        model: settings.main.model.clone(),
+        decision: settings.decision.as_ref().map(|d| d.model.clone()),
+        prompt: options.prompt.clone(),
+        resumed: rebuilt.is_some(),
+        version: env!("CARGO_PKG_VERSION").to_owned(),
+    });
+    eprintln!("session {session_id}{}", if rebuilt.is_some() { " (resumed)" } else { "" });
+
+    let mut notes = Vec::new();
+    let connected = pool::connect(settings, env, &mut notes).await;
+    for note in &notes {
+        eprintln!("{note}");
+    }
+    let mut client = match connected {
+        Ok(client) => client,
+        Err(e) => return finish(&store, &project, &mut sink, Outcome::Failed, Err(e)),
+    };
+    let load_timeout = Duration::from_secs(settings.pool.start_timeout_secs);
+    let main = match pool::bind(&mut client, &settings.main, "main", load_timeout).await {
+        Ok(main) => main,
+        Err(e) => return finish(&store, &project, &mut sink, Outcome::Failed, Err(e)),
+    };
+    let decision = match &settings.decision {
+        Some(member) => match pool::bind(&mut client, member, "decision", load_timeout).await {
+            Ok(bound) => Some(bound.alias),
+            Err(e) => return finish(&store, &project, &mut sink, Outcome::Failed, Err(e)),
+        },
+        None => None,
+    };
+
+    let snapshot = snapshot(&root);
+    let prompts = Prompts::embedded();
+    let request = Request {
+        prompt: options.prompt.clone(),
+        instructions,
+        main: main.alias.clone(),
+        window: main.window,
+        json: main.json,
+        decision,
+        max_turns: options.max_turns.unwrap_or(settings.max_turns),
+        resume: rebuilt,
+        cancel: Cancel::default(),
+    };
+    let mut runtime = Runtime::new(&mut client, &mut sink, settings, &prompts, &options.cwd);
+    let request_start = Instant::now();
+    let result = run_request(&mut runtime, request).await;
+    let stats = runtime.stats.clone();
+    if std::env::var_os("AERIX_TIMING").is_some() {
+        // For scripts/bench-aerix: the runtime's own cost, apart from the pool's generations.
+        let wall = request_start.elapsed();
+        let overhead = wall.saturating_sub(stats.generating);
+        let first = stats.first_generate.map(|t| t.duration_since(options.started));
+        eprintln!(
+            "timing: first_generate_ms={:.2} turns={} generations={} wall_ms={:.2} generating_ms={:.2} overhead_per_turn_ms={:.3}",
+            first.map(|d| d.as_secs_f64() * 1e3).unwrap_or(f64::NAN),
+            stats.turns,
+            stats.generations,
+            wall.as_secs_f64() * 1e3,
+            stats.generating.as_secs_f64() * 1e3,
+            overhead.as_secs_f64() * 1e3 / f64::from(stats.turns.max(1)),
+        );
+    }
+    let (outcome, result) = match result {
+        Ok(end) => {
+            if let Some(text) = &end.end.final_text {
+                println!("{text}");
+            }
+            let outcome = end.end.outcome;
+            let reason = end.end.reason.clone();
+            (outcome, Ok(reason))
+        }
+        Err(e) => (Outcome::Failed, Err(anyhow::Error::from(e))),
+    };
+    if let Some(snapshot) = &snapshot
+        && let Err(e) = print_changes(snapshot)
+    {
+        eprintln!("aerix: {e:#}");
+    }
+    finish(&store, &project, &mut sink, outcome, result.map(|_| ()))
+}
+
+/// `session.end`, the index, and the exit status.
+fn finish(
+    store: &Store,
+    project: &str,
+    sink: &mut HeadlessSink,
+    outcome: Outcome,
+    result: anyhow::Result<()>,
+) -> anyhow::Result<Exit> {
+    use aerix_core::Sink as _;
+    let exit = Exit::of(outcome);
+    if let Err(e) = &result {
+        eprintln!("aerix: {e:#}");
+    }
+    sink.event(Event::SessionEnd { outcome, exit_code: exit.code() });
+    let _ = store.finish(project, sink.log.id(), outcome.as_str());
+    if let Some(failed) = &sink.failed {
+        eprintln!("aerix: the session log could not be written: {failed}");
+    }
+    Ok(exit)
+}

@@ -1,0 +1,152 @@
+//! `aerix`: the coding agent. `aerix -p PROMPT` runs one request headless; `aerix sessions`
+//! lists and removes sessions. The interactive screen comes with later work.
+
+mod exit;
+mod headless;
+mod pool;
+mod sessions;
+mod sink;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use aerix_config::{Env, SettingsPaths};
+use clap::{Parser, Subcommand};
+
+use crate::exit::{Exit, ExitError};
+
+#[derive(Parser)]
+#[command(name = "aerix", version, about = "A local-first coding agent")]
+struct Cli {
+    /// Run one request headless and exit.
+    #[arg(short = 'p', long = "print", value_name = "PROMPT")]
+    prompt: Option<String>,
+    /// The main member's model for this run (a GGUF path or a Hugging Face reference).
+    #[arg(long, value_name = "REF")]
+    model: Option<String>,
+    /// The root agent's turn budget.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    max_turns: Option<u32>,
+    /// Resume a session of this project: rebuild its root context and plan, then run the prompt.
+    #[arg(long, value_name = "ID", conflicts_with = "continue_latest")]
+    resume: Option<String>,
+    /// Resume the project's latest session.
+    #[arg(long = "continue", short = 'c')]
+    continue_latest: bool,
+    /// Accepted for compatibility: headless runs always work in place.
+    #[arg(long)]
+    in_place: bool,
+    /// Work in this directory instead of the current one.
+    #[arg(long, value_name = "DIR")]
+    cwd: Option<PathBuf>,
+    /// No progress lines on stderr.
+    #[arg(long, short = 'q')]
+    quiet: bool,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// The project's sessions.
+    Sessions {
+        #[command(subcommand)]
+        command: SessionsCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum SessionsCommand {
+    /// List the project's sessions, oldest first.
+    List,
+    /// Delete a session: its log, spool files and index entry.
+    Rm { id: String },
+}
+
+fn main() -> ExitCode {
+    let started = std::time::Instant::now();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("AERIX_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return match e.kind() {
+                clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => {
+                    ExitCode::SUCCESS
+                }
+                _ => ExitCode::from(Exit::Usage.code() as u8),
+            };
+        }
+    };
+    let code = match run(cli, started) {
+        Ok(exit) => exit.code(),
+        Err(e) => {
+            eprintln!("aerix: {e:#}");
+            match e.downcast_ref::<ExitError>() {
+                Some(exit) => exit.exit.code(),
+                None if e.downcast_ref::<aerix_config::ConfigError>().is_some() => {
+                    Exit::Config.code()
+                }
+                None => Exit::Failed.code(),
+            }
+        }
+    };
+    ExitCode::from(u8::try_from(code).unwrap_or(1))
+}
+
+fn run(cli: Cli, started: std::time::Instant) -> anyhow::Result<Exit> {
+    let env = Env::from_process();
+    let cwd = match &cli.cwd {
+        Some(dir) => dir
+            .canonicalize()
+            .map_err(|e| Exit::Usage.with(format!("--cwd {}: {e}", dir.display())))?,
+        None => std::env::current_dir()?,
+    };
+    let root = aerix_config::project_root(&cwd);
+    if let Some(Command::Sessions { command }) = &cli.command {
+        let data =
+            env.data_home().ok_or_else(|| Exit::Usage.with("no data directory: set HOME"))?;
+        return sessions::run(&data, &root, command);
+    }
+    let mut settings = aerix_config::load(&SettingsPaths::standard(&env, &root), &env)?;
+    if let Some(model) = cli.model {
+        settings.main.model = model;
+    }
+    // Installed side by side (cargo install, a release archive), `caldrix` is found beside
+    // `aerix` before the PATH.
+    if settings.pool.caldrix == Path::new("caldrix")
+        && let Some(sibling) = std::env::current_exe().ok().map(|exe| exe.with_file_name("caldrix"))
+        && sibling.is_file()
+    {
+        settings.pool.caldrix = sibling;
+    }
+    let Some(prompt) = cli.prompt else {
+        return Err(Exit::Usage
+            .with("the interactive screen is not built yet: run one request with `aerix -p PROMPT`")
+            .into());
+    };
+    if prompt.trim().is_empty() {
+        return Err(Exit::Usage.with("the prompt is empty").into());
+    }
+    let _ = cli.in_place;
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(headless::run(
+        &settings,
+        &env,
+        headless::Options {
+            prompt,
+            cwd,
+            max_turns: cli.max_turns,
+            resume: cli.resume,
+            continue_latest: cli.continue_latest,
+            quiet: cli.quiet,
+            started,
+        },
+    ))
+}

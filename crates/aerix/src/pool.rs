@@ -1,0 +1,180 @@
+//! Finding the pool, starting it when nothing answers (the spec's "Autostart"), and binding the
+//! members a run needs.
+
+use std::fs::OpenOptions;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use aerix_config::{Env, Member, Settings};
+use anyhow::{Context as _, bail};
+use caldrix_client::{Client, ClientError};
+use caldrix_proto::{FrameFormat, MemberInfo, ServingFlags};
+
+/// How often the socket is tried while the pool starts.
+const POLL: Duration = Duration::from_millis(500);
+
+/// A member a run uses: its alias in the pool, window, and whether it takes `Json`.
+#[derive(Clone, Debug)]
+pub struct Bound {
+    pub alias: String,
+    pub window: u32,
+    pub json: bool,
+}
+
+/// A connection to the pool, started if needed.
+pub async fn connect(
+    settings: &Settings,
+    env: &Env,
+    notes: &mut Vec<String>,
+) -> anyhow::Result<Client> {
+    let socket = &settings.pool.socket;
+    match Client::connect(socket, FrameFormat::Cbor, "aerix").await {
+        Ok(client) => return Ok(client),
+        Err(ClientError::Connect { .. }) => {}
+        Err(e) => return Err(e).context(format!("the pool at {}", socket.display())),
+    }
+    autostart(settings, env, notes).await
+}
+
+async fn autostart(
+    settings: &Settings,
+    env: &Env,
+    notes: &mut Vec<String>,
+) -> anyhow::Result<Client> {
+    let socket = &settings.pool.socket;
+    let log_path = env
+        .state_home()
+        .map(|s| s.join("aerix/pool-start.log"))
+        .context("no state directory: set HOME or XDG_STATE_HOME")?;
+    if let Some(dir) = log_path.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let log = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log_path)
+        .with_context(|| format!("opening {}", log_path.display()))?;
+    let mut command = Command::new(&settings.pool.caldrix);
+    command
+        .arg("pool")
+        .arg("--socket")
+        .arg(socket)
+        .arg("--max-connections")
+        .arg(settings.pool.max_connections.to_string())
+        .arg("--load")
+        .arg(&settings.main.model)
+        .args(member_flags(&settings.main))
+        // Its own process group: the pool outlives this run and ignores its terminal's signals.
+        .process_group(0)
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().context("pool-start.log")?)
+        .stderr(log);
+    let mut child = command.spawn().with_context(|| {
+        format!("cannot start the pool `{}` (pool.caldrix)", settings.pool.caldrix.display())
+    })?;
+    notes.push(format!(
+        "started the pool (pid {}) on {}; its output goes to {}",
+        child.id(),
+        socket.display(),
+        log_path.display()
+    ));
+    let timeout = Duration::from_secs(settings.pool.start_timeout_secs);
+    let started = Instant::now();
+    loop {
+        if let Ok(client) = Client::connect(socket, FrameFormat::Cbor, "aerix").await {
+            // The pool is left running for every aerix process; reap it in the background so
+            // this process does not hold a zombie if it lives on.
+            std::thread::spawn(move || child.wait());
+            return Ok(client);
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            bail!(
+                "the pool exited ({status}) before opening its socket: {}",
+                tail(&log_path).unwrap_or_else(|| format!("see {}", log_path.display()))
+            );
+        }
+        if started.elapsed() >= timeout {
+            bail!(
+                "the pool did not open {} within pool.start_timeout_secs ({}s); it is still starting (pid {}), see {}",
+                socket.display(),
+                timeout.as_secs(),
+                child.id(),
+                log_path.display()
+            );
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// The serving flags of a member as `caldrix pool` takes them.
+fn member_flags(member: &Member) -> Vec<String> {
+    let mut flags = Vec::new();
+    for (flag, value) in [
+        ("--ctx", member.ctx),
+        ("--threads", member.threads),
+        ("--batch", member.batch),
+        ("--gpu-layers", member.gpu_layers),
+    ] {
+        if let Some(value) = value {
+            flags.push(flag.to_owned());
+            flags.push(value.to_string());
+        }
+    }
+    flags
+}
+
+/// The last lines of the start log, for an error.
+fn tail(path: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    let last = lines.len().saturating_sub(3);
+    Some(lines[last..].join(" | ")).filter(|s| !s.is_empty())
+}
+
+/// The member serving `member`'s model, loading it (as `alias`) when the pool has none.
+pub async fn bind(
+    client: &mut Client,
+    member: &Member,
+    alias: &str,
+    timeout: Duration,
+) -> anyhow::Result<Bound> {
+    let members = client.members().await.context("listing the pool's members")?;
+    if let Some(found) = find(&members, member) {
+        return Ok(found);
+    }
+    // The alias may be taken by another model (another run's `--model`): use a fresh one.
+    let taken = members.iter().any(|m| m.alias == alias);
+    let alias =
+        if taken { format!("{alias}-{}", short_hash(&member.model)) } else { alias.to_owned() };
+    let flags = ServingFlags {
+        ctx: member.ctx,
+        threads: member.threads,
+        batch: member.batch,
+        gpu_layers: member.gpu_layers,
+    };
+    client
+        .load_member_within(&alias, &member.model, flags, timeout)
+        .await
+        .with_context(|| format!("loading `{}` into the pool", member.model))?;
+    let members = client.members().await.context("listing the pool's members")?;
+    find(&members, member).context("the pool loaded the member but does not list it")
+}
+
+fn find(members: &[MemberInfo], member: &Member) -> Option<Bound> {
+    members.iter().find(|m| m.reference == member.model).map(|m| Bound {
+        alias: m.alias.clone(),
+        window: m.context_window,
+        json: m.json_constraint,
+    })
+}
+
+fn short_hash(text: &str) -> String {
+    // FNV-1a: an alias suffix, not a security boundary.
+    let mut hash: u32 = 0x811c_9dc5;
+    for b in text.bytes() {
+        hash = (hash ^ u32::from(b)).wrapping_mul(0x0100_0193);
+    }
+    format!("{hash:08x}")
+}

@@ -1,0 +1,61 @@
+//! The headless run's sink: every event to the session log, a line per tool call to stderr.
+
+use std::path::PathBuf;
+
+use aerix_core::Sink;
+use aerix_session::{Event, Log};
+
+pub struct HeadlessSink {
+    pub log: Log,
+    /// The first write failure, reported once at the end.
+    pub failed: Option<String>,
+    pub quiet: bool,
+}
+
+impl Sink for HeadlessSink {
+    fn event(&mut self, event: Event) {
+        if !self.quiet {
+            progress(&event);
+        }
+        if let Err(e) = self.log.append(&event)
+            && self.failed.is_none()
+        {
+            self.failed = Some(e.to_string());
+        }
+    }
+
+    fn spool(&mut self, name: &str, text: &str) -> Option<PathBuf> {
+        match self.log.spool(name, text) {
+            Ok(path) => Some(path),
+            Err(e) => {
+                if self.failed.is_none() {
+                    self.failed = Some(e.to_string());
+                }
+                None
+            }
+        }
+    }
+}
+
+/// One line on stderr for what a reader of a headless run wants to follow.
+fn progress(event: &Event) {
+    match event {
+        Event::Route { route, raw, .. } => match raw {
+            Some(raw) => eprintln!("route: {route} (the member answered {raw:?})"),
+            None => eprintln!("route: {route}"),
+        },
+        Event::Message {
+            agent, role, tool: Some(tool), call: Some(call), input, error, ..
+        } if role == "tool" => {
+            let input = input.as_ref().map(|i| i.to_string()).unwrap_or_default();
+            let input: String = input.chars().take(100).collect();
+            let mark = if *error == Some(true) { " (error)" } else { "" };
+            eprintln!("{agent} {call} {tool} {input}{mark}");
+        }
+        Event::AgentEnd { agent, outcome, reason, turns, .. } => {
+            let reason = reason.as_ref().map(|r| format!(": {r}")).unwrap_or_default();
+            eprintln!("{agent} {} after {turns} turns{reason}", outcome.as_str());
+        }
+        _ => {}
+    }
+}

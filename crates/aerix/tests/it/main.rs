@@ -1,0 +1,189 @@
+//! `aerix` end to end: the binary, a real pool it starts itself, and either the scripted member
+//! (deterministic replies through the real protocol, checked against the turn schema) or
+//! SmolLM2 through the real engine.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "a failed unwrap is a failed test")]
+
+mod cli;
+mod parse;
+mod real;
+mod request;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+pub fn smollm2() -> PathBuf {
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .expect("HOME or XDG_CACHE_HOME is set");
+    let path = cache.join("aerix/models/SmolLM2-135M-Instruct.Q4_1.gguf");
+    assert!(path.is_file(), "{} is missing: run scripts/fetch-models", path.display());
+    path
+}
+
+/// The `caldrix` binary beside `aerix` (built by `cargo test --workspace`; built here when a
+/// test runs this package alone).
+pub fn caldrix() -> PathBuf {
+    let aerix = PathBuf::from(env!("CARGO_BIN_EXE_aerix"));
+    let caldrix = aerix.with_file_name("caldrix");
+    if !caldrix.is_file() {
+        let status = Command::new(env!("CARGO"))
+            .args(["build", "-p", "caldrix", "--bin", "caldrix"])
+            .status()
+            .expect("cargo runs");
+        assert!(status.success(), "building caldrix failed");
+    }
+    caldrix
+}
+
+/// A home of its own (XDG directories, a pool socket) and a git repository to work in.
+pub struct World {
+    pub home: PathBuf,
+    pub repo: PathBuf,
+    pub socket: PathBuf,
+}
+
+impl World {
+    /// `main_model` is the main member's reference; `extra` more settings lines.
+    pub fn new(name: &str, main_model: &str, extra: &str) -> World {
+        let home = std::env::temp_dir().join(format!("aerix-e2e-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&home);
+        let repo = home.join("repo");
+        std::fs::create_dir_all(&repo).unwrap();
+        let socket = home.join("run/pool.sock");
+        let world = World { home, repo, socket };
+        world.write_settings(main_model, extra);
+        world.git(&["init", "-q"]);
+        world.git(&["config", "user.email", "t@example.com"]);
+        world.git(&["config", "user.name", "t"]);
+        world.write("calc.sh", "add() { echo $(($1 - $2)); }\n");
+        world.write(
+            "test.sh",
+            ". ./calc.sh\n[ \"$(add 2 3)\" = 5 ] && echo ok || { echo FAIL; exit 1; }\n",
+        );
+        world.git(&["add", "."]);
+        world.git(&["commit", "-qm", "init"]);
+        world
+    }
+
+    pub fn write_settings(&self, main_model: &str, extra: &str) {
+        let settings = format!(
+            "[members.main]\nmodel = {}\nthreads = 2\n[pool]\ncaldrix = {}\nsocket = {}\nstart_timeout_secs = 120\n{extra}",
+            toml_str(main_model),
+            toml_str(&caldrix().display().to_string()),
+            toml_str(&self.socket.display().to_string()),
+        );
+        self.write_file(&self.home.join("config/aerix/settings.toml"), &settings);
+    }
+
+    /// A scripted main member: `replies` in order, `json` whether it takes the constraint.
+    pub fn script(&self, name: &str, replies: &[String], json: bool) -> String {
+        let path = self.home.join(format!("{name}.json"));
+        let body = if json {
+            serde_json::to_string(replies).unwrap()
+        } else {
+            serde_json::json!({"json": false, "replies": replies}).to_string()
+        };
+        std::fs::write(&path, body).unwrap();
+        format!("script:{}@{}", path.display(), smollm2().display())
+    }
+
+    pub fn write(&self, path: &str, text: &str) {
+        self.write_file(&self.repo.join(path), text);
+    }
+
+    fn write_file(&self, path: &Path, text: &str) {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+
+    pub fn git(&self, args: &[&str]) -> String {
+        let out = Command::new("git").args(args).current_dir(&self.repo).output().unwrap();
+        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    pub fn aerix(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_aerix"))
+            .args(args)
+            .current_dir(&self.repo)
+            .env("HOME", &self.home)
+            .env("XDG_CONFIG_HOME", self.home.join("config"))
+            .env("XDG_DATA_HOME", self.home.join("data"))
+            .env("XDG_STATE_HOME", self.home.join("state"))
+            .env("XDG_RUNTIME_DIR", self.home.join("run"))
+            .env_remove("AERIX_LOG")
+            .output()
+            .unwrap()
+    }
+
+    /// The events of the project's only (or latest) session.
+    pub fn events(&self) -> Vec<Value> {
+        let sessions = self.home.join("data/aerix/sessions");
+        let project = std::fs::read_dir(&sessions).unwrap().next().unwrap().unwrap().path();
+        let mut logs: Vec<PathBuf> = std::fs::read_dir(&project)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
+            .collect();
+        logs.sort();
+        let text = std::fs::read_to_string(logs.last().unwrap()).unwrap();
+        text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
+    }
+
+    pub fn log_path(&self) -> PathBuf {
+        let sessions = self.home.join("data/aerix/sessions");
+        let project = std::fs::read_dir(&sessions).unwrap().next().unwrap().unwrap().path();
+        let mut logs: Vec<PathBuf> = std::fs::read_dir(&project)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
+            .collect();
+        logs.sort();
+        logs.pop().unwrap()
+    }
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        if self.socket.exists() {
+            let _ = Command::new(caldrix())
+                .args(["pool", "stop", "--socket", self.socket.to_str().unwrap()])
+                .output();
+        }
+        let _ = std::fs::remove_dir_all(&self.home);
+    }
+}
+
+fn toml_str(text: &str) -> String {
+    serde_json::to_string(text).unwrap()
+}
+
+/// A tool call in the turn format.
+pub fn call(tool: &str, input: Value) -> Value {
+    serde_json::json!({"tool": tool, "input": input})
+}
+
+pub fn calls(thought: &str, calls: Vec<Value>) -> String {
+    serde_json::json!({"thought": thought, "calls": calls}).to_string()
+}
+
+pub fn final_turn(thought: &str, text: &str) -> String {
+    serde_json::json!({"thought": thought, "final": text}).to_string()
+}
+
+pub fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Events of one type.
+pub fn of_type<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    events.iter().filter(|e| e["type"] == kind).collect()
+}
