@@ -152,12 +152,20 @@ impl Agent {
                     return Ok(self.end(Outcome::Done, None, Some(text)));
                 }
                 Body::Calls(calls) => {
+                    // Results go to the pool together (one request), in call order; a
+                    // `context` call first sees every earlier result of its turn.
+                    let mut results = Vec::new();
                     for call in calls {
                         if self.cancel.is_cancelled() {
                             return Err(CoreError::Cancelled);
                         }
-                        self.run_call(rt, call).await?;
+                        if call.tool == "context" {
+                            let earlier = std::mem::take(&mut results);
+                            self.context.append_all(rt.client, rt.sink, earlier).await?;
+                        }
+                        results.push(self.run_call(rt, call).await);
                     }
+                    self.context.append_all(rt.client, rt.sink, results).await?;
                 }
             }
         }
@@ -265,7 +273,8 @@ impl Agent {
         Ok(room)
     }
 
-    async fn run_call(&mut self, rt: &mut Runtime<'_>, call: Call) -> Result<(), CoreError> {
+    /// Runs a call and returns its result segment (`[<tool> <id>]` and the text).
+    async fn run_call(&mut self, rt: &mut Runtime<'_>, call: Call) -> Segment {
         let result = calls::run(self, rt, &call).await;
         let (text, error) = match result {
             Ok(text) => (text, false),
@@ -284,15 +293,14 @@ impl Agent {
             usage: None,
             stop: None,
         });
-        let segment = Segment {
+        Segment {
             id: call.id.clone(),
             role: Role::User,
             label: Label::Result,
             text: format!("[{} {}]\n{text}", call.tool, call.id),
             pinned: false,
             tokens: 0,
-        };
-        self.context.append(rt.client, rt.sink, segment).await
+        }
     }
 
     /// Appends the output of every job that ended.

@@ -135,11 +135,25 @@ impl Context {
         sink: &mut dyn Sink,
         segment: Segment,
     ) -> Result<(), CoreError> {
-        let edit = proto::Edit::Append { segment: to_wire(&segment) };
-        let counts = client.edit_context(self.id, vec![edit]).await?;
-        self.segments.push(segment);
+        self.append_all(client, sink, vec![segment]).await
+    }
+
+    /// Appends several segments in one request (one round trip, one count of the new text).
+    pub async fn append_all(
+        &mut self,
+        client: &mut Client,
+        sink: &mut dyn Sink,
+        segments: Vec<Segment>,
+    ) -> Result<(), CoreError> {
+        if segments.is_empty() {
+            return Ok(());
+        }
+        let edits = segments.iter().map(|s| proto::Edit::Append { segment: to_wire(s) }).collect();
+        let counts = client.edit_context(self.id, edits).await?;
+        let first = self.segments.len();
+        self.segments.extend(segments);
         self.take_counts(&counts);
-        if let Some(segment) = self.segments.last() {
+        for segment in &self.segments[first..] {
             sink.event(append_event(&self.agent, segment, None));
         }
         Ok(())

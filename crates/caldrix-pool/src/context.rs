@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use caldrix_engine::{EngineError, GenerationPrompt, Message, Model, Token};
+use caldrix_engine::{EngineError, GenerationPrompt, Message, Model, Special, Token};
 use caldrix_proto::{ContextId, Edit, ErrorKind, Segment, SegmentCount};
 
 use crate::PoolError;
@@ -12,36 +12,106 @@ use crate::PoolError;
 pub struct Context {
     pub member: String,
     pub segments: Vec<Segment>,
+    /// Renders and tokens of the segments counted so far (edits truncate it).
+    counted: Counted,
+}
+
+/// The render of `segments[..ends.len()]` and its tokens, with where each segment ends in both.
+/// An append renders the conversation once and tokenizes only the new text when the template
+/// kept the earlier text as it was and the new text starts with a special token: llama.cpp's
+/// tokenizer splits at special tokens before anything else, so the tokens are exactly those of
+/// the whole render. Otherwise the whole render is tokenized.
+#[derive(Debug, Clone, Default)]
+struct Counted {
+    text: String,
+    tokens: Vec<Token>,
+    /// Per counted segment: its end in `text` (bytes) and in `tokens`; `None` once a render
+    /// did not extend the previous one (then an edit recounts from the start).
+    ends: Vec<(Option<usize>, usize)>,
 }
 
 impl Context {
+    pub fn new(member: String) -> Context {
+        Context { member, segments: Vec::new(), counted: Counted::default() }
+    }
+
     fn messages(segments: &[Segment]) -> Vec<Message> {
         segments.iter().map(|s| Message::new(s.role.as_str(), s.text.as_str())).collect()
     }
 
-    /// The prompt's tokens: every segment, then the header of the assistant turn to generate.
-    pub fn prompt(&self, model: &Model) -> Result<Vec<Token>, PoolError> {
-        let text =
-            model.render(&Self::messages(&self.segments), GenerationPrompt::Add).map_err(engine)?;
-        Ok(model.tokenize_prompt(&text))
+    /// Counts the segments not counted yet.
+    fn count(&mut self, model: &Model) -> Result<(), PoolError> {
+        let messages = Self::messages(&self.segments);
+        for i in self.counted.ends.len()..messages.len() {
+            let text = model.render(&messages[..=i], GenerationPrompt::Omit).map_err(engine)?;
+            let chained = self.counted.ends.last().is_none_or(|(end, _)| end.is_some());
+            match text.strip_prefix(self.counted.text.as_str()) {
+                Some(delta) if i > 0 && chained && starts_with_special(model, delta) => {
+                    let tokens = model.tokenize(delta, Special::Parse);
+                    self.counted.tokens.extend(tokens);
+                    self.counted.ends.push((Some(text.len()), self.counted.tokens.len()));
+                }
+                extends => {
+                    self.counted.tokens = model.tokenize_prompt(&text);
+                    let end = (i == 0 || (extends.is_some() && chained)).then_some(text.len());
+                    self.counted.ends.push((end, self.counted.tokens.len()));
+                }
+            }
+            self.counted.text = text;
+        }
+        Ok(())
     }
 
-    /// Each segment's tokens: the whole conversation is rendered once per prefix and the token
-    /// counts are differences, so tokens that merge across a boundary are counted once (summing
-    /// separately tokenized segments would not be).
-    pub fn counts(&self, model: &Model) -> Result<(Vec<SegmentCount>, u32), PoolError> {
-        let messages = Self::messages(&self.segments);
-        let mut counts = Vec::with_capacity(messages.len());
-        let mut before = 0usize;
-        for (i, segment) in self.segments.iter().enumerate() {
-            let text = model.render(&messages[..=i], GenerationPrompt::Omit).map_err(engine)?;
-            let n = model.tokenize_prompt(&text).len();
-            counts.push(SegmentCount {
-                id: segment.id.clone(),
-                tokens: n.saturating_sub(before) as u32,
-            });
-            before = n;
+    /// Forgets the counts from segment `i` on.
+    fn uncount_from(&mut self, i: usize) {
+        let counted = &mut self.counted;
+        if i >= counted.ends.len() {
+            return;
         }
+        match i.checked_sub(1).map(|j| counted.ends[j]) {
+            Some((Some(bytes), tokens)) if counted.ends[..i].iter().all(|(e, _)| e.is_some()) => {
+                counted.text.truncate(bytes);
+                counted.tokens.truncate(tokens);
+                counted.ends.truncate(i);
+            }
+            _ => *counted = Counted::default(),
+        }
+    }
+
+    /// The prompt's tokens: every segment, then the header of the assistant turn to generate.
+    pub fn prompt(&mut self, model: &Model) -> Result<Vec<Token>, PoolError> {
+        self.count(model)?;
+        let text =
+            model.render(&Self::messages(&self.segments), GenerationPrompt::Add).map_err(engine)?;
+        let chained = self.counted.ends.last().is_none_or(|(end, _)| end.is_some());
+        match text.strip_prefix(self.counted.text.as_str()) {
+            Some(delta)
+                if chained && !self.segments.is_empty() && starts_with_special(model, delta) =>
+            {
+                let mut tokens = self.counted.tokens.clone();
+                tokens.extend(model.tokenize(delta, Special::Parse));
+                Ok(tokens)
+            }
+            _ => Ok(model.tokenize_prompt(&text)),
+        }
+    }
+
+    /// Each segment's tokens: counts are differences between renders of successive prefixes,
+    /// so tokens that merge across a boundary are counted once (summing separately tokenized
+    /// segments would not be). Only segments not counted since the last edit cost a render.
+    pub fn counts(&mut self, model: &Model) -> Result<(Vec<SegmentCount>, u32), PoolError> {
+        self.count(model)?;
+        let mut before = 0usize;
+        let counts = self
+            .segments
+            .iter()
+            .zip(&self.counted.ends)
+            .map(|(segment, (_, end))| {
+                let tokens = end.saturating_sub(before) as u32;
+                before = *end;
+                SegmentCount { id: segment.id.clone(), tokens }
+            })
+            .collect();
         let total = self.prompt(model)?.len() as u32;
         Ok((counts, total))
     }
@@ -49,6 +119,7 @@ impl Context {
     pub fn apply(&mut self, edits: &[Edit]) -> Result<(), PoolError> {
         // All or nothing: edits apply to a copy that replaces the segments at the end.
         let mut segments = self.segments.clone();
+        let mut first_changed = segments.len();
         for edit in edits {
             match edit {
                 Edit::Append { segment } => {
@@ -61,6 +132,7 @@ impl Context {
                     segments.push(segment.clone());
                 }
                 Edit::Replace { id, text, pinned } => {
+                    first_changed = first_changed.min(position(&segments, id)?);
                     let s = find(&mut segments, id)?;
                     s.text.clone_from(text);
                     if let Some(p) = pinned {
@@ -68,14 +140,41 @@ impl Context {
                     }
                 }
                 Edit::Remove { id } => {
-                    find(&mut segments, id)?;
+                    first_changed = first_changed.min(position(&segments, id)?);
                     segments.retain(|s| &s.id != id);
                 }
             }
         }
         self.segments = segments;
+        self.uncount_from(first_changed);
         Ok(())
     }
+}
+
+fn position(segments: &[Segment], id: &str) -> Result<usize, PoolError> {
+    segments
+        .iter()
+        .position(|s| s.id == id)
+        .ok_or_else(|| PoolError::new(ErrorKind::UnknownSegment, format!("no segment `{id}`")))
+}
+
+/// Whether `text` starts with a special token (one that exists only when special tokens are
+/// parsed: its text tokenized as plain text gives something else).
+fn starts_with_special(model: &Model, text: &str) -> bool {
+    // A special token's text is short: tokenizing the start of `text` is enough.
+    let mut cut = text.len().min(64);
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let Some(first) = model.tokenize(&text[..cut], Special::Parse).first().copied() else {
+        return false;
+    };
+    let piece = model.token_bytes(first);
+    if !text.as_bytes().starts_with(&piece) {
+        return false;
+    }
+    let Ok(piece) = std::str::from_utf8(&piece) else { return false };
+    model.tokenize(piece, Special::Plain) != [first]
 }
 
 fn find<'a>(segments: &'a mut [Segment], id: &str) -> Result<&'a mut Segment, PoolError> {
@@ -139,7 +238,8 @@ mod tests {
 
     #[test]
     fn edits_apply_all_or_nothing() {
-        let mut c = Context { member: "m".into(), segments: vec![seg("a", "1")] };
+        let mut c = Context::new("m".into());
+        c.segments.push(seg("a", "1"));
         c.apply(&[
             Edit::Append { segment: seg("b", "2") },
             Edit::Replace { id: "a".into(), text: "x".into(), pinned: Some(true) },

@@ -309,9 +309,11 @@ impl Connection {
 type Prepared = (Arc<crate::member::Member>, GenerateParams, Vec<caldrix_engine::Token>);
 
 fn prepare(pool: &Pool, g: &proto::Generate) -> Result<Prepared, PoolError> {
-    let context = pool.contexts.lock().map_err(poisoned)?.get(g.context)?.clone();
-    let member = pool.member(&context.member)?;
-    let prompt = context.prompt(&member.model)?;
+    let name = pool.contexts.lock().map_err(poisoned)?.get(g.context)?.member.clone();
+    let member = pool.member(&name)?;
+    // Under the lock: the context keeps its counted tokens for the next request.
+    let prompt =
+        pool.contexts.lock().map_err(poisoned)?.get_mut(g.context)?.prompt(&member.model)?;
     if prompt.len() >= member.window as usize {
         return Err(PoolError::new(
             ErrorKind::TooLong,
@@ -366,9 +368,10 @@ fn append(pool: &Pool, context: proto::ContextId, id: &str, text: &str) -> Resul
 /// Requests answered without the engine thread (tokenizing and rendering use the shared model).
 fn control(pool: &Pool, request: Request) -> Result<Reply, PoolError> {
     let counts = |id: proto::ContextId| -> Result<Reply, PoolError> {
-        let context = pool.contexts.lock().map_err(poisoned)?.get(id)?.clone();
-        let member = pool.member(&context.member)?;
-        let (segments, total_tokens) = context.counts(&member.model)?;
+        let name = pool.contexts.lock().map_err(poisoned)?.get(id)?.member.clone();
+        let member = pool.member(&name)?;
+        let (segments, total_tokens) =
+            pool.contexts.lock().map_err(poisoned)?.get_mut(id)?.counts(&member.model)?;
         Ok(Reply::Context { context: id, segments, total_tokens })
     };
     match request {
@@ -391,7 +394,7 @@ fn control(pool: &Pool, request: Request) -> Result<Reply, PoolError> {
         Request::MemberList {} => Ok(Reply::Members { members: pool.member_infos()? }),
         Request::ContextCreate { member, segments } => {
             pool.member(&member)?;
-            let mut context = Context { member, segments: Vec::new() };
+            let mut context = Context::new(member);
             let edits: Vec<_> =
                 segments.into_iter().map(|segment| proto::Edit::Append { segment }).collect();
             context.apply(&edits)?;

@@ -122,14 +122,13 @@ impl Repo {
     /// A snapshot of the working tree that touches nothing: `git stash create`'s commit, or
     /// `HEAD` when the tree is clean. `None` in a repository without a commit.
     pub fn snapshot(&self) -> Result<Option<String>, GitError> {
+        let head = match self.text(&["rev-parse", "--verify", "--quiet", "HEAD"], GIT_TIMEOUT) {
+            Ok(head) if !head.is_empty() => head,
+            // No commit yet: nothing to diff against (`stash create` refuses too).
+            _ => return Ok(None),
+        };
         let stash = self.text(&["stash", "create"], GIT_TIMEOUT)?;
-        if !stash.is_empty() {
-            return Ok(Some(stash));
-        }
-        match self.text(&["rev-parse", "--verify", "--quiet", "HEAD"], GIT_TIMEOUT) {
-            Ok(head) if !head.is_empty() => Ok(Some(head)),
-            _ => Ok(None),
-        }
+        Ok(Some(if stash.is_empty() { head } else { stash }))
     }
 
     /// The unified diff of the working tree against `base` (tracked files).

@@ -17,6 +17,10 @@ fn model(file: &str) -> PathBuf {
     path
 }
 
+pub fn gemma3() -> PathBuf {
+    model("gemma-3-270m-q4_k_m.gguf")
+}
+
 pub fn smollm2() -> PathBuf {
     model("SmolLM2-135M-Instruct.Q4_1.gguf")
 }

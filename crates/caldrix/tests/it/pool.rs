@@ -481,7 +481,123 @@ fn a_scripted_member_replays_checked_replies_through_the_protocol() {
 
         let err = client.load_member("broken", "script:/nonexistent.json@x.gguf", Default::default()).await.unwrap_err();
         assert_eq!(err.kind(), Some(ErrorKind::LoadRefused), "{err}");
+
+        // A scripted member declared without the json constraint: refuses it, replays free text.
+        let free = dir.join("free.json");
+        std::fs::write(&free, r#"{"json": false, "replies": ["not json at all"]}"#).unwrap();
+        let free_ref = format!("script:{}@{}", free.display(), smollm2().display());
+        client.load_member("free", &free_ref, Default::default()).await.unwrap();
+        let members = client.members().await.unwrap();
+        let info = |alias: &str| members.iter().find(|m| m.alias == alias).unwrap().clone();
+        assert_eq!((info("free").reference, info("free").json_constraint), (free_ref, false));
+        assert_eq!((info("scripted").reference, info("scripted").json_constraint), (reference.clone(), true));
+        let c = client.create_context("free", vec![seg("u", Role::User, "Hi.")]).await.unwrap();
+        let mut refused = generate(c.context, 20, None);
+        refused.constraint = Constraint::Json { schema: schema.into() };
+        let err = client.generate(refused, |_| {}).await.unwrap_err();
+        assert_eq!(err.kind(), Some(ErrorKind::BadConstraint), "{err}");
+        assert!(err.to_string().contains("does not take the json constraint"), "{err}");
+        let done = client.generate(generate(c.context, 20, None), |_| {}).await.unwrap();
+        assert_eq!(done.text, "not json at all");
+        let bad = dir.join("bad.json");
+        std::fs::write(&bad, r#"{"replies": "one"}"#).unwrap();
+        let err = client
+            .load_member("bad", &format!("script:{}@{}", bad.display(), smollm2().display()), Default::default())
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("neither a JSON array"), "{err}");
         client.stop().await.unwrap();
     });
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Counts are cached between edits (only new segments are rendered and tokenized): after every
+/// append, replace and remove they equal a fresh count through the engine, on both templates.
+#[test]
+fn cached_counts_equal_fresh_counts_through_every_kind_of_edit() {
+    let gemma = crate::gemma3();
+    let daemon = Daemon::start(
+        "counts",
+        FrameFormat::Cbor,
+        &["--load", gemma.to_str().unwrap(), "--alias", "gemma"],
+        None,
+    );
+    for (alias, path) in [("main", smollm2()), ("gemma", gemma)] {
+        let model = Model::load(&path, &ModelParams::default()).unwrap();
+        let fresh = |segments: &[(String, Role, String)]| -> (Vec<u32>, u32) {
+            let messages: Vec<Message> =
+                segments.iter().map(|(_, r, t)| Message::new(r.as_str(), t.as_str())).collect();
+            let mut before = 0;
+            let mut counts = Vec::new();
+            for i in 0..messages.len() {
+                let n = model
+                    .tokenize_prompt(
+                        &model.render(&messages[..=i], GenerationPrompt::Omit).unwrap(),
+                    )
+                    .len();
+                counts.push((n - before) as u32);
+                before = n;
+            }
+            let total = model
+                .tokenize_prompt(&model.render(&messages, GenerationPrompt::Add).unwrap())
+                .len();
+            (counts, total as u32)
+        };
+        runtime().block_on(async {
+            let mut client = daemon.client(FrameFormat::Cbor).await;
+            let mut mirror: Vec<(String, Role, String)> = Vec::new();
+            let text = |i: usize| {
+                format!("Turn {i}: the file src/lib.rs:{i} has `fn f{i}() {{}}` — déjà vu {i}.\n")
+            };
+            let role = |i: usize| if i.is_multiple_of(2) { Role::User } else { Role::Assistant };
+            let created =
+                client.create_context(alias, vec![seg("s0", Role::User, &text(0))]).await.unwrap();
+            mirror.push(("s0".into(), Role::User, text(0)));
+            let id = created.context;
+            let check = |counts: &caldrix_client::Counts,
+                         mirror: &[(String, Role, String)],
+                         step: &str| {
+                let (expected, total) = fresh(mirror);
+                let got: Vec<u32> = counts.segments.iter().map(|s| s.tokens).collect();
+                assert_eq!((got, counts.total_tokens), (expected, total), "{alias} after {step}");
+            };
+            check(&created, &mirror, "create");
+            for i in 1..8 {
+                let segment = seg(&format!("s{i}"), role(i), &text(i));
+                let counts = client.edit_context(id, vec![Edit::Append { segment }]).await.unwrap();
+                mirror.push((format!("s{i}"), role(i), text(i)));
+                check(&counts, &mirror, &format!("append {i}"));
+            }
+            let counts = client
+                .edit_context(
+                    id,
+                    vec![Edit::Replace { id: "s3".into(), text: "Changed.".into(), pinned: None }],
+                )
+                .await
+                .unwrap();
+            mirror[3].2 = "Changed.".into();
+            check(&counts, &mirror, "replace s3");
+            // Remove a user/assistant pair so Gemma's roles still alternate.
+            let counts = client
+                .edit_context(
+                    id,
+                    vec![Edit::Remove { id: "s4".into() }, Edit::Remove { id: "s5".into() }],
+                )
+                .await
+                .unwrap();
+            mirror.retain(|(i, _, _)| i != "s4" && i != "s5");
+            check(&counts, &mirror, "remove s4, s5");
+            let counts = client
+                .edit_context(id, vec![Edit::Append { segment: seg("s8", Role::User, &text(8)) }])
+                .await
+                .unwrap();
+            mirror.push(("s8".into(), Role::User, text(8)));
+            check(&counts, &mirror, "append after remove");
+            let done = client.generate(generate(id, 4, None), |_| {}).await.unwrap();
+            assert_eq!(
+                done.usage.prompt_tokens, counts.total_tokens,
+                "{alias}: the prompt is what was counted"
+            );
+        });
+    }
 }
