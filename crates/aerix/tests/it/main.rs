@@ -8,6 +8,7 @@ mod cli;
 mod parse;
 mod real;
 mod request;
+mod tools;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -70,8 +71,13 @@ impl World {
     }
 
     pub fn write_settings(&self, main_model: &str, extra: &str) {
+        self.write_settings_with(main_model, "", extra);
+    }
+
+    /// `main_lines` go in `[members.main]`, `extra` after the `[pool]` table.
+    pub fn write_settings_with(&self, main_model: &str, main_lines: &str, extra: &str) {
         let settings = format!(
-            "[members.main]\nmodel = {}\nthreads = 2\n[pool]\ncaldrix = {}\nsocket = {}\nstart_timeout_secs = 120\n{extra}",
+            "[members.main]\nmodel = {}\nthreads = 2\n{main_lines}[pool]\ncaldrix = {}\nsocket = {}\nstart_timeout_secs = 120\n{extra}",
             toml_str(main_model),
             toml_str(&caldrix().display().to_string()),
             toml_str(&self.socket.display().to_string()),

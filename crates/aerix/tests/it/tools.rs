@@ -1,0 +1,151 @@
+//! The agent's own tools through a whole request: `context`, `plan`, `skill`, and the refusals.
+
+use serde_json::json;
+
+use crate::{World, call, calls, final_turn, of_type, stderr};
+
+#[test]
+fn context_tool_ops_and_their_refusals() {
+    let replies = vec![
+        "answer".to_owned(),
+        calls(
+            "Look, then manage my context.",
+            vec![
+                call("read", json!({"path": "calc.sh"})),
+                call("context", json!({"op": "status"})),
+                call("context", json!({"op": "note", "text": "add subtracts"})),
+                call("context", json!({"op": "note", "text": "test.sh checks 2+3"})),
+                call("context", json!({"op": "drop", "ids": ["system"]})),
+                call("context", json!({"op": "pin", "ids": ["c1"]})),
+                call("context", json!({"op": "unpin", "ids": ["c1"]})),
+                call(
+                    "context",
+                    json!({"op": "summarize", "ids": ["c1", "c2"], "text": "calc.sh: add subtracts"}),
+                ),
+            ],
+        ),
+        calls(
+            "More.",
+            vec![
+                call("context", json!({"op": "drop", "ids": ["c3"]})),
+                call("context", json!({"op": "drop", "ids": ["nope"]})),
+                call("context", json!({"op": "summarize", "ids": ["scratchpad"], "text": "x"})),
+                call("skill", json!({"list": true})),
+                call("skill", json!({"name": "deploy"})),
+                call("web_fetch", json!({})),
+                call("plan", json!({"op": "read"})),
+            ],
+        ),
+        final_turn("Done.", "done"),
+    ];
+    let world = World::new("context-tool", "", "");
+    let model = world.script("replies", &replies, false);
+    world.write_settings(&model, "");
+    let out = world.aerix(&["-p", "Tidy up."]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let events = world.events();
+    let result = |id: &str| -> String {
+        of_type(&events, "message").into_iter().find(|m| m["call"] == id).unwrap()["text"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let status = result("c2");
+    assert!(
+        status.contains("tokens used")
+            && status.contains("system  system")
+            && status.contains("c1  result"),
+        "{status}"
+    );
+    assert!(status.contains("pinned"), "{status}");
+    assert_eq!(result("c3"), "noted in the scratchpad");
+    let scratchpad =
+        of_type(&events, "segment").into_iter().rfind(|s| s["id"] == "scratchpad").unwrap();
+    assert_eq!(scratchpad["text"], "[scratchpad]\n- add subtracts\n- test.sh checks 2+3");
+    assert!(
+        result("c5").starts_with("error: refused: `system` is the system segment"),
+        "{}",
+        result("c5")
+    );
+    assert_eq!(result("c6"), "pinned c1");
+    assert_eq!(result("c7"), "unpinned c1");
+    assert!(
+        result("c8").starts_with("summarized c1, c2 into pinned segment c1"),
+        "{}",
+        result("c8")
+    );
+    let summary = of_type(&events, "segment").into_iter().rfind(|s| s["id"] == "c1").unwrap();
+    assert_eq!(
+        (summary["label"].as_str(), summary["pinned"].as_bool()),
+        (Some("summary"), Some(true))
+    );
+    assert!(result("c9").starts_with("dropped c3"), "{}", result("c9"));
+    assert_eq!(result("c10"), "error: no segment `nope`");
+    assert!(result("c11").contains("scratchpad segment, which cannot be dropped or summarized"));
+    assert_eq!(result("c12"), "no skills are installed");
+    assert!(result("c13").starts_with("error: no skill named `deploy`"));
+    assert!(result("c14").contains("`web_fetch` is a reserved name"), "{}", result("c14"));
+    assert_eq!(result("c15"), "(no plan yet)");
+    let ops: Vec<(&str, bool)> = of_type(&events, "context.op")
+        .iter()
+        .map(|e| (e["op"].as_str().unwrap(), e["ok"].as_bool().unwrap()))
+        .collect();
+    assert_eq!(
+        ops,
+        [
+            ("status", true),
+            ("note", true),
+            ("note", true),
+            ("drop", false),
+            ("pin", true),
+            ("unpin", true),
+            ("summarize", true),
+            ("drop", true),
+            ("drop", false),
+            ("summarize", false),
+        ]
+    );
+    // The context the pool holds matches the log: c2 and c3 are gone, c1 is the summary.
+    let rebuilt =
+        aerix_session::rebuild(&aerix_session::read_log(&world.log_path()).unwrap().events, "a1");
+    let ids: Vec<&str> = rebuilt.segments.iter().map(|s| s.id.as_str()).collect();
+    assert!(ids.contains(&"c1") && !ids.contains(&"c2") && !ids.contains(&"c3"), "{ids:?}");
+}
+
+#[test]
+fn a_decision_member_routes_and_main_runs_the_root() {
+    let world = World::new("decision", "", "");
+    let main = world.script("main", &[final_turn("Nothing to change.", "fine as it is")], true);
+    let decision = world.script("decision", &["answer".to_owned()], true);
+    world.write_settings(
+        &main,
+        &format!("[members.decision]\nmodel = {}\n", serde_json::to_string(&decision).unwrap()),
+    );
+    let out = world.aerix(&["-p", "Is calc.sh fine?"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let events = world.events();
+    assert_eq!(of_type(&events, "route")[0]["member"], "decision");
+    assert_eq!(of_type(&events, "agent.spawn")[0]["member"], "main");
+    // The decision member was loaded into the pool aerix started with main.
+    let status = std::process::Command::new(crate::caldrix())
+        .args(["pool", "status", "--json", "--socket", world.socket.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let status = String::from_utf8_lossy(&status.stdout);
+    assert!(status.contains("\"decision\"") && status.contains("\"main\""), "{status}");
+}
+
+#[test]
+fn no_room_left_in_the_window_kills_the_agent_with_exit_3() {
+    let big = calls("Read everything.", vec![call("bash", json!({"command": "seq 1 2000"}))]);
+    let replies = vec!["answer".to_owned(), big.clone(), big.clone(), big];
+    let world = World::new("floor", "", "");
+    let model = world.script("replies", &replies, true);
+    world.write_settings_with(&model, "ctx = 3072\n", "[context.tool_caps]\nbash = 100000\n");
+    let out = world.aerix(&["-p", "Count."]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let events = world.events();
+    let end = &of_type(&events, "agent.end")[0];
+    assert_eq!(end["outcome"], "killed");
+    assert!(end["reason"].as_str().unwrap().starts_with("context floor: no room"), "{end}");
+}
