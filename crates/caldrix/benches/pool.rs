@@ -3,7 +3,7 @@
 //! interleaved. Per request: prompt tokens, rows recomputed, time to first token. Prints JSON,
 //! with each prompt's token ids so that `scripts/bench-pool` can replay them on the peer.
 //!
-//!     cargo bench -p caldrix --bench pool -- MODEL --budget BYTES [--threads N]
+//!     cargo bench -p caldrix --bench pool -- MODEL --budget BYTES [--threads N] [--batch N]
 
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "a benchmark fails loudly")]
 
@@ -161,13 +161,14 @@ fn main() {
     let mut args = std::env::args().skip(1).filter(|a| a != "--bench");
     let model_path =
         PathBuf::from(args.next().expect("usage: pool MODEL --budget BYTES [--threads N]"));
-    let (mut budget, mut threads) = (256u64 << 20, 2u32);
+    let (mut budget, mut threads, mut batch) = (256u64 << 20, 2u32, None);
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--budget" => {
                 budget = args.next().and_then(|v| v.parse().ok()).expect("--budget BYTES")
             }
             "--threads" => threads = args.next().and_then(|v| v.parse().ok()).expect("--threads N"),
+            "--batch" => batch = Some(args.next().and_then(|v| v.parse().ok()).expect("--batch N")),
             other => panic!("unknown argument {other}"),
         }
     }
@@ -192,7 +193,7 @@ fn main() {
             model: model_path.clone(),
             window: Some(WINDOW),
             threads: Some(threads),
-            batch: None,
+            batch,
             gpu_layers: None,
             budget_bytes: budget,
             script: None,
