@@ -4,7 +4,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use aerix_session::{Event, Outcome, Usage};
-use aerix_tools::{Cancel, FileSet, Jobs};
+use aerix_tools::{Cancel, FileSet, JobEnd, Jobs};
 use caldrix_proto::{self as proto, Constraint, Generate, Role, StopReason};
 
 use crate::context::{Context, Label, Segment};
@@ -104,13 +104,7 @@ impl Agent {
             Err(e) => self.end(Outcome::Failed, Some(e.to_string()), None),
         };
         for job in self.jobs.kill_all() {
-            rt.sink.event(job_event(
-                &self.spec.id,
-                &job.id,
-                "ended",
-                &job.command,
-                Some(&job.text),
-            ));
+            rt.sink.event(job_ended(&self.spec.id, &job));
         }
         rt.sink.event(Event::AgentEnd {
             agent: self.spec.id.clone(),
@@ -308,13 +302,7 @@ impl Agent {
         let ended = self.jobs.take_finished();
         let n = ended.len();
         for job in ended {
-            rt.sink.event(job_event(
-                &self.spec.id,
-                &job.id,
-                "ended",
-                &job.command,
-                Some(&job.text),
-            ));
+            rt.sink.event(job_ended(&self.spec.id, &job));
             self.add_note(rt, Label::Job, job.text).await?;
         }
         Ok(n)
@@ -338,19 +326,23 @@ impl Agent {
     }
 }
 
-pub(crate) fn job_event(
-    agent: &str,
-    job: &str,
-    state: &str,
-    command: &str,
-    text: Option<&str>,
-) -> Event {
+pub(crate) fn job_started(agent: &str, job: &str, command: &str) -> Event {
     Event::Job {
         agent: agent.to_owned(),
         job: job.to_owned(),
-        state: state.to_owned(),
+        state: "started".to_owned(),
         command: command.to_owned(),
-        ending: text.and_then(|t| t.lines().next()).map(String::from),
+        ending: None,
+    }
+}
+
+fn job_ended(agent: &str, job: &JobEnd) -> Event {
+    Event::Job {
+        agent: agent.to_owned(),
+        job: job.id.clone(),
+        state: "ended".to_owned(),
+        command: job.command.clone(),
+        ending: job.text.lines().next().map(String::from),
     }
 }
 

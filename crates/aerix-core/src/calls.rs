@@ -7,7 +7,7 @@ use aerix_tools::{ToolEnv, ToolError};
 use caldrix_proto::Role;
 use serde_json::Value;
 
-use crate::agent::{Agent, job_event};
+use crate::agent::{Agent, job_started};
 use crate::context::{Label, Segment};
 use crate::turn::{Call, RESERVED_TOOLS};
 use crate::{CoreError, Runtime};
@@ -52,7 +52,7 @@ pub(crate) async fn run(
                     text.strip_prefix("started job ").and_then(|t| t.split_whitespace().next())
             {
                 let command = call.input.get("command").and_then(Value::as_str).unwrap_or_default();
-                rt.sink.event(job_event(&agent.spec.id, job, "started", command, None));
+                rt.sink.event(job_started(&agent.spec.id, job, command));
             }
             result
         }

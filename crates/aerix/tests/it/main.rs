@@ -128,15 +128,7 @@ impl World {
 
     /// The events of the project's only (or latest) session.
     pub fn events(&self) -> Vec<Value> {
-        let sessions = self.home.join("data/aerix/sessions");
-        let project = std::fs::read_dir(&sessions).unwrap().next().unwrap().unwrap().path();
-        let mut logs: Vec<PathBuf> = std::fs::read_dir(&project)
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
-            .collect();
-        logs.sort();
-        let text = std::fs::read_to_string(logs.last().unwrap()).unwrap();
+        let text = std::fs::read_to_string(self.log_path()).unwrap();
         text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
     }
 
