@@ -60,11 +60,14 @@ impl Store {
             path: dir.clone(),
             source,
         })?;
-        let mut id = crate::session_id();
-        while self.log_path(project, &id).exists() {
-            id = crate::session_id();
-        }
-        let log = Log::open(&id, &self.log_path(project, &id))?;
+        // Ids carry the second and 16 random bits: a clash is taken as a retry, atomically.
+        let log = loop {
+            let id = crate::session_id();
+            if let Some(log) = Log::create_new(&id, &self.log_path(project, &id))? {
+                break log;
+            }
+        };
+        let id = log.id().to_owned();
         let now = now_rfc3339();
         let title: String = prompt.lines().next().unwrap_or("").chars().take(80).collect();
         self.update_index(project, |index| {
@@ -214,9 +217,19 @@ impl Store {
         project: &str,
         change: impl FnOnce(&mut Index),
     ) -> Result<(), SessionError> {
+        let path = self.index_path(project);
+        // Every aerix process of the project updates this file: one at a time (an advisory lock
+        // on a file beside it, released when `_lock` drops), so no update is lost.
+        let lock_path = path.with_extension("lock");
+        let _lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .and_then(|file| file.lock().map(|()| file))
+            .map_err(|source| SessionError::Io { what: "cannot lock", path: lock_path, source })?;
         let mut index = self.read_index(project)?;
         change(&mut index);
-        let path = self.index_path(project);
         let tmp = path.with_extension(format!("json.{}", std::process::id()));
         let text = serde_json::to_string_pretty(&index).unwrap_or_default();
         let io = |source| SessionError::Io { what: "cannot write", path: path.clone(), source };

@@ -15,6 +15,19 @@ pub struct Log {
 }
 
 impl Log {
+    /// A new log; `None` when a file of that name exists (another process took the id).
+    pub(crate) fn create_new(id: &str, path: &Path) -> Result<Option<Log>, SessionError> {
+        match OpenOptions::new().create_new(true).append(true).open(path) {
+            Ok(file) => Ok(Some(Log { id: id.to_owned(), path: path.to_owned(), file })),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(None),
+            Err(source) => Err(SessionError::Io {
+                what: "cannot create the session log",
+                path: path.to_owned(),
+                source,
+            }),
+        }
+    }
+
     pub(crate) fn open(id: &str, path: &Path) -> Result<Log, SessionError> {
         let file = OpenOptions::new().create(true).append(true).open(path).map_err(|source| {
             SessionError::Io { what: "cannot open the session log", path: path.to_owned(), source }

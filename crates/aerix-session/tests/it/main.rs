@@ -117,3 +117,29 @@ fn the_project_key_is_stable_per_repository() {
     assert_ne!(project_key(&lone), a);
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+#[test]
+fn concurrent_sessions_all_reach_the_index() {
+    let dir = temp("concurrent");
+    let store = Store::new(&dir);
+    std::fs::create_dir_all(store.project_dir("p")).unwrap();
+    let threads: Vec<_> = (0..16)
+        .map(|i| {
+            let (store, dir) = (store.clone(), dir.clone());
+            std::thread::spawn(move || {
+                let log = store.create("p", &dir, "m", &format!("request {i}")).unwrap();
+                store.finish("p", log.id(), "done").unwrap();
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let list = store.list("p").unwrap();
+    assert_eq!(list.len(), 16, "{list:?}");
+    assert!(list.iter().all(|e| e.outcome.as_deref() == Some("done")));
+    let mut ids: Vec<&str> = list.iter().map(|e| e.id.as_str()).collect();
+    ids.dedup();
+    assert_eq!(ids.len(), 16, "every session has its own id and log");
+    std::fs::remove_dir_all(dir).unwrap();
+}
