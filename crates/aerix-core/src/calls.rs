@@ -46,13 +46,8 @@ pub(crate) async fn run(
             };
             // Tools block (a command may run for minutes): keep the runtime's other tasks going.
             let result = tokio::task::block_in_place(|| aerix_tools::run(tool, &call.input, &env));
-            if tool == "bash"
-                && let Ok(text) = &result
-                && let Some(job) =
-                    text.strip_prefix("started job ").and_then(|t| t.split_whitespace().next())
-            {
-                let command = call.input.get("command").and_then(Value::as_str).unwrap_or_default();
-                rt.sink.event(job_started(&agent.spec.id, job, command));
+            for (job, command) in agent.jobs.take_started() {
+                rt.sink.event(job_started(&agent.spec.id, &job, &command));
             }
             result
         }
@@ -155,9 +150,7 @@ async fn context_op(
         "drop" => {
             check_ids(agent, true)?;
             let before = agent.context.total_tokens;
-            for id in ids {
-                agent.context.remove(rt.client, rt.sink, id).await.map_err(fail)?;
-            }
+            agent.context.remove_all(rt.client, rt.sink, ids).await.map_err(fail)?;
             Ok(format!(
                 "dropped {} ({} tokens freed)",
                 ids.join(", "),
@@ -177,9 +170,7 @@ async fn context_op(
                 .replace(rt.client, rt.sink, first, summary, Some(true), Some(Label::Summary))
                 .await
                 .map_err(fail)?;
-            for id in rest {
-                agent.context.remove(rt.client, rt.sink, id).await.map_err(fail)?;
-            }
+            agent.context.remove_all(rt.client, rt.sink, rest).await.map_err(fail)?;
             Ok(format!(
                 "summarized {} into pinned segment {first} ({} tokens freed)",
                 ids.join(", "),

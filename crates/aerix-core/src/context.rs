@@ -219,22 +219,37 @@ impl Context {
         sink: &mut dyn Sink,
         id: &str,
     ) -> Result<(), CoreError> {
-        let edit = proto::Edit::Remove { id: id.to_owned() };
-        let counts = client.edit_context(self.id, vec![edit]).await?;
-        self.segments.retain(|s| s.id != id);
+        self.remove_all(client, sink, &[id.to_owned()]).await
+    }
+
+    /// Removes several segments in one request.
+    pub async fn remove_all(
+        &mut self,
+        client: &mut Client,
+        sink: &mut dyn Sink,
+        ids: &[String],
+    ) -> Result<(), CoreError> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let edits = ids.iter().map(|id| proto::Edit::Remove { id: id.clone() }).collect();
+        let counts = client.edit_context(self.id, edits).await?;
+        self.segments.retain(|s| !ids.contains(&s.id));
         self.take_counts(&counts);
-        sink.event(Event::Segment {
-            agent: self.agent.clone(),
-            op: SegmentOp::Remove,
-            id: id.to_owned(),
-            role: None,
-            label: None,
-            text: None,
-            tokens: None,
-            pinned: None,
-            recomputed_from: None,
-            prompt_tokens: None,
-        });
+        for id in ids {
+            sink.event(Event::Segment {
+                agent: self.agent.clone(),
+                op: SegmentOp::Remove,
+                id: id.clone(),
+                role: None,
+                label: None,
+                text: None,
+                tokens: None,
+                pinned: None,
+                recomputed_from: None,
+                prompt_tokens: None,
+            });
+        }
         Ok(())
     }
 }

@@ -228,6 +228,8 @@ pub struct Jobs {
 struct JobsInner {
     next: u32,
     running: Vec<Job>,
+    /// Jobs started since the last `take_started`: (id, command).
+    started: Vec<(String, String)>,
 }
 
 impl Jobs {
@@ -262,6 +264,7 @@ impl Jobs {
                 text: finished.render(Some(&job_id)),
             }
         });
+        inner.started.push((id.clone(), command.to_owned()));
         inner.running.push(Job {
             id: id.clone(),
             command: command.to_owned(),
@@ -270,6 +273,11 @@ impl Jobs {
             handle: Some(handle),
         });
         Ok(id)
+    }
+
+    /// The jobs started since the last call: (id, command).
+    pub fn take_started(&self) -> Vec<(String, String)> {
+        self.inner.lock().map(|mut i| std::mem::take(&mut i.started)).unwrap_or_default()
     }
 
     /// The jobs that ended since the last call, in the order they were started.

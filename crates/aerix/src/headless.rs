@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use aerix_config::{Env, Settings};
-use aerix_core::{Prompts, Request, Runtime, run_request};
+use aerix_core::{Prompts, Request, Runtime, Sink as _, run_request};
 use aerix_session::{Event, Outcome, Store, read_log, rebuild};
 use aerix_tools::Cancel;
 use anyhow::Context as _;
@@ -91,7 +91,6 @@ pub async fn run(settings: &Settings, env: &Env, options: Options) -> anyhow::Re
     };
     let session_id = log.id().to_owned();
     let mut sink = HeadlessSink { log, failed: None, quiet: options.quiet };
-    use aerix_core::Sink as _;
     sink.event(Event::SessionStart {
         session: session_id.clone(),
         project: project.clone(),
@@ -185,7 +184,6 @@ fn finish(
     outcome: Outcome,
     result: anyhow::Result<()>,
 ) -> anyhow::Result<Exit> {
-    use aerix_core::Sink as _;
     let exit = Exit::of(outcome);
     if let Err(e) = &result {
         eprintln!("aerix: {e:#}");

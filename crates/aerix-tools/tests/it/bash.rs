@@ -69,6 +69,9 @@ fn background_jobs_report_when_they_exit_and_die_with_the_agent() {
     let slow = s.ok("bash", json!({"command": "sleep 30", "background": true}));
     assert!(slow.starts_with("started job j2"), "{slow}");
     assert_eq!(s.jobs.running(), 2);
+    let started: Vec<String> = s.jobs.take_started().into_iter().map(|(id, _)| id).collect();
+    assert_eq!(started, ["j1", "j2"]);
+    assert!(s.jobs.take_started().is_empty(), "each start is reported once");
     let deadline = Instant::now() + Duration::from_secs(5);
     let mut ended = Vec::new();
     while ended.is_empty() && Instant::now() < deadline {
