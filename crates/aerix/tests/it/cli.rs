@@ -31,9 +31,7 @@ fn usage_and_settings_errors_have_their_own_exit_codes() {
 #[test]
 fn sessions_are_listed_and_removed() {
     let replies = vec!["answer".to_owned(), final_turn("Nothing to do.", "hello")];
-    let world = World::new("sessions", "", "");
-    let model = world.script("replies", &replies, true);
-    world.write_settings(&model, "");
+    let world = World::scripted("sessions", &replies, true);
     let out = world.aerix(&["-p", "Say hello"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let list = stdout(&world.aerix(&["sessions", "list"]));

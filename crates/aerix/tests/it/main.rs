@@ -70,6 +70,20 @@ impl World {
         world
     }
 
+    /// A world whose main member is scripted with `replies` (`json`: whether it takes the
+    /// constraint).
+    pub fn scripted(name: &str, replies: &[String], json: bool) -> World {
+        World::scripted_with(name, replies, json, "")
+    }
+
+    /// As `scripted`, with `extra` settings after the `[pool]` table.
+    pub fn scripted_with(name: &str, replies: &[String], json: bool, extra: &str) -> World {
+        let world = World::new(name, "", "");
+        let model = world.script("replies", replies, json);
+        world.write_settings(&model, extra);
+        world
+    }
+
     pub fn write_settings(&self, main_model: &str, extra: &str) {
         self.write_settings_with(main_model, "", extra);
     }

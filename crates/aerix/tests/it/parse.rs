@@ -8,9 +8,7 @@ use crate::{World, call, calls, final_turn, of_type, stderr, stdout};
 fn a_long_thought_is_cut_and_ten_calls_become_eight() {
     let ten: Vec<_> = (0..10).map(|_| call("glob", json!({"pattern": "*.sh"}))).collect();
     let replies = vec!["answer".to_owned(), calls(&"x".repeat(700), ten), final_turn("ok", "done")];
-    let world = World::new("cut-thought", "", "");
-    let model = world.script("replies", &replies, false);
-    world.write_settings(&model, "");
+    let world = World::scripted("cut-thought", &replies, false);
     let out = world.aerix(&["-p", "List the scripts."]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let events = world.events();
@@ -36,9 +34,7 @@ fn invalid_json_twice_then_valid_is_accepted_a_third_time_fails() {
         "{\"thought\": \"oops\"".to_owned(),
         final_turn("Third time.", "parsed at last"),
     ];
-    let world = World::new("reparse", "", "");
-    let model = world.script("replies", &replies, false);
-    world.write_settings(&model, "");
+    let world = World::scripted("reparse", &replies, false);
     let out = world.aerix(&["-p", "Say something."]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(stdout(&out).starts_with("parsed at last"));
@@ -55,9 +51,7 @@ fn invalid_json_twice_then_valid_is_accepted_a_third_time_fails() {
     );
 
     let bad = vec!["answer".to_owned(), "no".into(), "still no".into(), "never".into()];
-    let world = World::new("reparse-fail", "", "");
-    let model = world.script("replies", &bad, false);
-    world.write_settings(&model, "");
+    let world = World::scripted("reparse-fail", &bad, false);
     let out = world.aerix(&["-p", "Say something."]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let events = world.events();
@@ -75,9 +69,8 @@ fn a_turn_cut_by_the_token_limit_is_removed_and_asked_again_shorter() {
     // Under the constraint: the cut reply is a valid prefix of a turn, cut at 64 tokens.
     let long = calls(&"word ".repeat(100), vec![call("repo_map", json!({}))]);
     let replies = vec!["answer".to_owned(), long, final_turn("Short now.", "short answer")];
-    let world = World::new("cut-turn", "", "[context]\nmax_new_tokens = 64\n");
-    let model = world.script("replies", &replies, true);
-    world.write_settings(&model, "[context]\nmax_new_tokens = 64\n");
+    let world =
+        World::scripted_with("cut-turn", &replies, true, "[context]\nmax_new_tokens = 64\n");
     let out = world.aerix(&["-p", "Answer briefly."]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let events = world.events();

@@ -28,9 +28,7 @@ fn reads_edits_and_runs_the_test_then_prints_the_diff() {
             "Fixed add in calc.sh: it subtracted. sh test.sh prints ok.",
         ),
     ];
-    let world = World::new("request", "", "");
-    let model = world.script("replies", &replies, true);
-    world.write_settings(&model, "");
+    let world = World::scripted("request", &replies, true);
     let out = world.aerix(&["-p", "The test in test.sh fails. Fix it."]);
     let text = stdout(&out);
     assert_eq!(out.status.code(), Some(0), "{text}\n{}", stderr(&out));
@@ -102,9 +100,7 @@ fn an_edit_route_gives_the_root_only_the_planner_tools() {
         ),
         final_turn("Delegation is not available.", "Planned; nothing changed."),
     ];
-    let world = World::new("planner", "", "");
-    let model = world.script("replies", &replies, true);
-    world.write_settings(&model, "");
+    let world = World::scripted("planner", &replies, true);
     let out = world.aerix(&["-p", "Fix add."]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let events = world.events();
@@ -126,9 +122,7 @@ fn an_edit_route_gives_the_root_only_the_planner_tools() {
 fn a_turn_budget_that_runs_out_exits_2() {
     let look = calls("Look around.", vec![call("repo_map", json!({}))]);
     let replies = vec!["answer".to_owned(), look.clone(), look];
-    let world = World::new("budget", "", "");
-    let model = world.script("replies", &replies, true);
-    world.write_settings(&model, "");
+    let world = World::scripted("budget", &replies, true);
     let out = world.aerix(&["-p", "What is in this repository?", "--max-turns", "2"]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     let events = world.events();
@@ -147,9 +141,7 @@ fn resume_after_a_cut_last_line_rebuilds_the_context_and_plan() {
         calls("Read my plan back.", vec![call("plan", json!({"op": "read"}))]),
         final_turn("Done.", "second answer"),
     ];
-    let world = World::new("resume", "", "");
-    let model = world.script("replies", &replies, true);
-    world.write_settings(&model, "");
+    let world = World::scripted("resume", &replies, true);
     let out = world.aerix(&["-p", "First question."]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let first_events = world.events().len();

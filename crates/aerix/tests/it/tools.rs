@@ -38,9 +38,7 @@ fn context_tool_ops_and_their_refusals() {
         ),
         final_turn("Done.", "done"),
     ];
-    let world = World::new("context-tool", "", "");
-    let model = world.script("replies", &replies, false);
-    world.write_settings(&model, "");
+    let world = World::scripted("context-tool", &replies, false);
     let out = world.aerix(&["-p", "Tidy up."]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let events = world.events();
