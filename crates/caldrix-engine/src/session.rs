@@ -18,8 +18,11 @@ pub const SCRATCH_SEQUENCES: u32 = 4;
 /// and `evaluate` use.
 pub type Seq = u32;
 
-/// The KV rows of a token prefix, taken out of a session, to be put back later.
+/// KV rows taken out of a session into host memory, to be put back later: a prefix
+/// (`snapshot`), or the rows of a sequence from a position on (`park`).
 pub struct Snapshot {
+    /// Position of the first row.
+    start: usize,
     tokens: Vec<Token>,
     state: SeqState,
 }
@@ -27,6 +30,7 @@ pub struct Snapshot {
 impl std::fmt::Debug for Snapshot {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Snapshot")
+            .field("start", &self.start)
             .field("tokens", &self.tokens.len())
             .field("bytes", &self.byte_len())
             .finish()
@@ -34,6 +38,10 @@ impl std::fmt::Debug for Snapshot {
 }
 
 impl Snapshot {
+    /// Position of the first row (0 for a prefix).
+    pub fn start(&self) -> usize {
+        self.start
+    }
     pub fn tokens(&self) -> &[Token] {
         &self.tokens
     }
@@ -186,17 +194,70 @@ impl<'m> Session<'m> {
         self.ctx.kv_cache_seq_rm(scratch, None, None).map_err(|e| decode_error(&e))?;
         self.held[scratch as usize].clear();
         let state = state.map_err(|e| EngineError::Snapshot(e.to_string()))?;
-        Ok(Snapshot { tokens: self.held[0][..n].to_vec(), state })
+        Ok(Snapshot { start: 0, tokens: self.held[0][..n].to_vec(), state })
     }
 
-    /// Replaces sequence 0's rows with a snapshot's; the next call continues from them.
+    /// Replaces sequence 0's rows with a prefix snapshot's; the next call continues from them.
     pub fn restore(&mut self, snapshot: &Snapshot) -> Result<(), EngineError> {
+        if snapshot.start != 0 {
+            return Err(EngineError::Snapshot(format!(
+                "the snapshot starts at row {}, not at the start of a prompt",
+                snapshot.start
+            )));
+        }
         self.ctx.kv_cache_seq_rm(0, None, None).map_err(|e| decode_error(&e))?;
         self.held[0].clear();
         self.ctx.state_seq_set(&snapshot.state, 0).map_err(|e| {
             EngineError::Snapshot(format!("the snapshot does not fit this context: {e}"))
         })?;
         self.held[0] = snapshot.tokens.clone();
+        Ok(())
+    }
+
+    /// Moves the rows of `seq` from position `from` on into host memory; `seq` keeps the rows
+    /// before `from`. Cells this frees stop costing attention: every prefill and decode of
+    /// the session attends over all used cells, other sequences' included.
+    pub fn park(&mut self, seq: Seq, from: usize) -> Result<Snapshot, EngineError> {
+        self.check_seq(seq)?;
+        let held = self.held[seq as usize].len();
+        if from >= held {
+            return Err(EngineError::Snapshot(format!(
+                "cannot park sequence {seq} from row {from}: it holds {held}"
+            )));
+        }
+        let (s, scratch) = (seq as i32, self.sequences as i32);
+        self.ctx.kv_cache_seq_rm(scratch, None, None).map_err(|e| decode_error(&e))?;
+        self.ctx
+            .kv_cache_seq_cp(s, scratch, Some(from as u32), None)
+            .map_err(|e| decode_error(&e))?;
+        let state = self.ctx.state_seq_get(scratch, LlamaStateSeqFlags::empty());
+        self.ctx.kv_cache_seq_rm(scratch, None, None).map_err(|e| decode_error(&e))?;
+        let state = state.map_err(|e| EngineError::Snapshot(e.to_string()))?;
+        self.ctx.kv_cache_seq_rm(s, Some(from as u32), None).map_err(|e| decode_error(&e))?;
+        let tokens = self.held[seq as usize].split_off(from);
+        Ok(Snapshot { start: from, tokens, state })
+    }
+
+    /// Puts parked rows back at the end of `seq`, which must hold exactly the rows before them.
+    /// Fails with `CellsFull` when the cells are taken; `seq` is then unchanged.
+    pub fn unpark(&mut self, seq: Seq, parked: &Snapshot) -> Result<(), EngineError> {
+        self.check_seq(seq)?;
+        let held = self.held[seq as usize].len();
+        if held != parked.start {
+            return Err(EngineError::Snapshot(format!(
+                "rows parked from {} cannot follow the {held} rows sequence {seq} holds",
+                parked.start
+            )));
+        }
+        let (s, scratch) = (seq as i32, self.sequences as i32);
+        if self.ctx.state_seq_set(&parked.state, scratch).is_err() {
+            let _ = self.ctx.kv_cache_seq_rm(scratch, None, None);
+            return Err(EngineError::CellsFull);
+        }
+        let joined = self.ctx.kv_cache_seq_cp(scratch, s, Some(parked.start as u32), None);
+        self.ctx.kv_cache_seq_rm(scratch, None, None).map_err(|e| decode_error(&e))?;
+        joined.map_err(|e| decode_error(&e))?;
+        self.held[seq as usize].extend_from_slice(&parked.tokens);
         Ok(())
     }
 

@@ -19,6 +19,10 @@ use crate::store::Store;
 /// Sequences of a member's session: stored prefixes plus the one being generated on.
 const SEQUENCES: u32 = 64;
 
+/// Fewest own rows an unused entry must hold to be parked in host memory before a generation:
+/// below a cache padding step (256 cells), parking rarely shortens the cells attended over.
+const MIN_PARKED_ROWS: usize = 256;
+
 /// The most a member's store keeps, in windows of rows.
 const MAX_STORED_WINDOWS: u64 = 16;
 
@@ -116,6 +120,7 @@ impl Member {
             bytes_per_row: 0,
             hits: 0,
             misses: 0,
+            parked_rows: 0,
         }));
         let alias = config.alias.clone();
         let reference = config.reference.clone();
@@ -236,6 +241,7 @@ fn engine_thread(
                 bytes_per_row,
                 hits: store.hits,
                 misses: store.misses,
+                parked_rows: store.parked_rows(),
             };
         }
     };
@@ -355,8 +361,22 @@ fn try_job(
             seq
         }
     };
-    match store.longest_prefix(&job.prompt) {
-        Some((source, stored)) if rates.resume_pays(stored) => {
+    let found = store.longest_prefix(&job.prompt).filter(|&(_, n)| rates.resume_pays(n));
+    for (seq, from) in store.to_park(found, MIN_PARKED_ROWS) {
+        let snapshot = session.park(seq, from)?;
+        store.park(seq, snapshot);
+    }
+    if let Some((source, stored)) = found
+        && stored > store.resident(source)
+        && let Some(snapshot) = store.unpark(source)
+        && let Err(e) = session.unpark(source, &snapshot)
+    {
+        // No cells for it now: back to the host; `run_job` evicts and retries on CellsFull.
+        store.park(source, snapshot);
+        return Err(e);
+    }
+    match found {
+        Some((source, stored)) => {
             let started = Instant::now();
             session.copy_prefix(source, work, stored)?;
             Rates::record(&mut rates.resume_ms, started.elapsed().as_secs_f64() * 1e3);

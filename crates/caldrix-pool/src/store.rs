@@ -2,20 +2,48 @@
 //! tokens, used when. The rows themselves live in the member's llama.cpp context, where an entry
 //! made from another shares its cells: a stored prefix costs its unique rows only.
 //!
-//! Pure data: the member thread asks it what to reuse, keep and evict, and does the KV work.
+//! Pure data: the member thread asks it what to reuse, keep, park and evict, and does the KV
+//! work.
+//!
+//! Parking: llama.cpp attends over every used cell of the context, other sequences' included
+//! (masked, yet not free), so rows of entries a request does not use slow its prefill and
+//! decode. Before a generation, the rows only an unused entry holds are moved to host memory
+//! (a snapshot) and put back when a request needs them. Rows several entries share stay in
+//! the cells, so each row is still held once, in cells or on the host.
 
-use caldrix_engine::{Seq, Token};
+use caldrix_engine::{Seq, Snapshot, Token};
 
-#[derive(Debug, Clone)]
-pub struct Entry {
-    pub seq: Seq,
-    pub tokens: Vec<Token>,
-    last_used: u64,
+/// Rows parked in host memory (the engine's snapshot; a stand-in in unit tests).
+pub trait Parked {
+    /// Position of the first parked row.
+    fn start(&self) -> usize;
+}
+
+impl Parked for Snapshot {
+    fn start(&self) -> usize {
+        Snapshot::start(self)
+    }
 }
 
 #[derive(Debug)]
-pub struct Store {
-    entries: Vec<Entry>,
+pub struct Entry<P = Snapshot> {
+    pub seq: Seq,
+    pub tokens: Vec<Token>,
+    last_used: u64,
+    /// The rows from `parked.start()` on, in host memory; the cells hold the rows before.
+    parked: Option<P>,
+}
+
+impl<P: Parked> Entry<P> {
+    /// Rows of this entry in the context's cells.
+    pub fn resident(&self) -> usize {
+        self.parked.as_ref().map_or(self.tokens.len(), P::start)
+    }
+}
+
+#[derive(Debug)]
+pub struct Store<P = Snapshot> {
+    entries: Vec<Entry<P>>,
     /// Distinct rows the store may hold; 0 keeps none.
     budget_rows: u64,
     tick: u64,
@@ -23,8 +51,8 @@ pub struct Store {
     pub misses: u64,
 }
 
-impl Store {
-    pub fn new(budget_rows: u64) -> Store {
+impl<P: Parked> Store<P> {
+    pub fn new(budget_rows: u64) -> Store<P> {
         Store { entries: Vec::new(), budget_rows, tick: 0, hits: 0, misses: 0 }
     }
 
@@ -32,7 +60,7 @@ impl Store {
         self.budget_rows
     }
 
-    pub fn entries(&self) -> &[Entry] {
+    pub fn entries(&self) -> &[Entry<P>] {
         &self.entries
     }
 
@@ -51,6 +79,47 @@ impl Store {
         if let Some(e) = self.entries.iter_mut().find(|e| e.seq == seq) {
             e.last_used = tick;
         }
+    }
+
+    /// Resident entries whose own rows (rows no other entry shares, and for `active`, the
+    /// entry a generation resumes from, rows past the prefix it uses) number at least
+    /// `min_rows`, with the position those rows start at: what to park before the generation.
+    pub fn to_park(&self, active: Option<(Seq, usize)>, min_rows: usize) -> Vec<(Seq, usize)> {
+        self.entries
+            .iter()
+            .filter(|e| e.parked.is_none())
+            .filter_map(|e| {
+                let used = active.filter(|&(seq, _)| seq == e.seq).map_or(0, |(_, n)| n);
+                let shared = self
+                    .entries
+                    .iter()
+                    .filter(|o| o.seq != e.seq)
+                    .map(|o| common_prefix(&e.tokens, &o.tokens).min(o.resident()))
+                    .fold(used, usize::max);
+                (e.tokens.len() >= shared + min_rows).then_some((e.seq, shared))
+            })
+            .collect()
+    }
+
+    pub fn park(&mut self, seq: Seq, snapshot: P) {
+        if let Some(e) = self.entries.iter_mut().find(|e| e.seq == seq) {
+            e.parked = Some(snapshot);
+        }
+    }
+
+    /// The parked rows of `seq`, taken back to be put in the cells.
+    pub fn unpark(&mut self, seq: Seq) -> Option<P> {
+        self.entries.iter_mut().find(|e| e.seq == seq)?.parked.take()
+    }
+
+    /// Rows held in host memory.
+    pub fn parked_rows(&self) -> u64 {
+        self.entries.iter().map(|e| (e.tokens.len() - e.resident()) as u64).sum()
+    }
+
+    /// Rows of `seq` in the cells.
+    pub fn resident(&self, seq: Seq) -> usize {
+        self.entries.iter().find(|e| e.seq == seq).map_or(0, Entry::resident)
     }
 
     /// A sequence below `total` that no entry uses.
@@ -89,7 +158,7 @@ impl Store {
             }
             !redundant
         });
-        self.entries.push(Entry { seq, tokens, last_used: self.tick });
+        self.entries.push(Entry { seq, tokens, last_used: self.tick, parked: None });
         dropped
     }
 
@@ -127,8 +196,49 @@ fn common_prefix(a: &[Token], b: &[Token]) -> usize {
 mod tests {
     use super::*;
 
+    /// Parked rows from a position on, without an engine.
+    #[derive(Debug)]
+    struct From(usize);
+
+    impl Parked for From {
+        fn start(&self) -> usize {
+            self.0
+        }
+    }
+
+    type Store = super::Store<From>;
+
     fn t(ids: &[u32]) -> Vec<Token> {
         ids.iter().map(|&i| Token(i)).collect()
+    }
+
+    #[test]
+    fn only_rows_no_other_entry_shares_are_parked() {
+        let mut store = Store::new(100);
+        store.insert(0, t(&[1, 2, 3, 4, 5, 6]));
+        store.insert(1, t(&[1, 2, 7, 8, 9]));
+        store.insert(2, t(&[1, 2, 7, 6]));
+        store.insert(3, t(&[4]));
+        // Entry 1 shares 3 rows with entry 2: its own rows are 8, 9. Entry 2 has one own row,
+        // entry 3 one.
+        assert_eq!(store.to_park(Some((0, 6)), 2), vec![(1, 3)]);
+        assert_eq!(store.to_park(Some((1, 5)), 2), vec![(0, 2)]);
+        assert_eq!(store.to_park(Some((1, 5)), 1), vec![(0, 2), (2, 3), (3, 0)]);
+        // A generation resuming from the first 3 rows of entry 0 leaves its last 3 unused.
+        assert_eq!(store.to_park(Some((0, 3)), 3), vec![(0, 3)]);
+
+        store.park(0, From(2));
+        assert_eq!(store.resident(0), 2);
+        assert_eq!(store.parked_rows(), 4);
+        assert_eq!(store.rows(), 11, "parked rows still count against the budget");
+        assert_eq!(store.to_park(None, 1), vec![(1, 3), (2, 3), (3, 0)], "parked once");
+        // Sharing with a parked entry counts only its rows still in the cells: 1, 2 of entry 0.
+        store.insert(4, t(&[1, 2, 3, 4, 9]));
+        assert_eq!(store.to_park(Some((1, 5)), 1), vec![(2, 3), (3, 0), (4, 2)]);
+
+        assert_eq!(store.unpark(0).map(|p| p.0), Some(2));
+        assert_eq!((store.resident(0), store.parked_rows()), (6, 0));
+        assert!(store.unpark(0).is_none());
     }
 
     #[test]

@@ -308,6 +308,10 @@ pub struct StoreStatus {
     pub bytes_per_row: u64,
     pub hits: u64,
     pub misses: u64,
+    /// Of `rows`, those parked in host memory: rows only an entry a generation did not use
+    /// holds, moved out of the model's cells so attention does not run over them.
+    #[serde(default)]
+    pub parked_rows: u64,
 }
 
 /// What went wrong, as a client would branch on it.

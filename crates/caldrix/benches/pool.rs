@@ -103,6 +103,7 @@ impl Bench {
             "prompt_tokens": prompt.len(),
             "recomputed": done.usage.prompt_tokens - done.usage.recomputed_from,
             "ttft_ms": ttft.as_secs_f64() * 1e3,
+            "prefill_ms": done.usage.prefill_ms,
             "prompt_ids": prompt.iter().map(|t| t.0).collect::<Vec<_>>(),
         }));
     }

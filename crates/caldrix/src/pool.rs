@@ -253,11 +253,12 @@ fn print_status(socket: &Path, status: &caldrix_proto::PoolStatus) {
             m.contexts
         );
         println!(
-            "    prefix store: {} of {} MiB, {} entries, {} rows, {} bytes/row, {} hits, {} misses",
+            "    prefix store: {} of {} MiB, {} entries, {} rows ({} parked), {} bytes/row, {} hits, {} misses",
             s.bytes >> 20,
             s.budget_bytes >> 20,
             s.entries,
             s.rows,
+            s.parked_rows,
             s.bytes_per_row,
             s.hits,
             s.misses

@@ -40,6 +40,56 @@ fn a_copied_prefix_resumes_like_its_source() {
     assert!(err.to_string().contains("sequence 9 does not exist"), "{err}");
 }
 
+/// Rows parked in host memory leave the cells (another sequence can take them) and, put back,
+/// resume exactly as if they had never left; the rows before the parked ones never moved.
+#[test]
+fn parked_rows_leave_the_cells_and_resume_exactly() {
+    let model = support::smollm2();
+    let prompt = support::chat(model, "You are terse.", "Name the largest planet and one moon.");
+    let params = GenerateParams { max_new_tokens: 8, ..GenerateParams::default() };
+    let _guard = support::lock();
+    let mut session = model
+        .session(&SessionParams {
+            n_ctx: Some(256),
+            threads: Some(2),
+            sequences: 3,
+            ..SessionParams::default()
+        })
+        .unwrap();
+    let first = session.generate_on(0, &prompt, &params, &mut |_| true).unwrap();
+    let held = session.held(0).to_vec();
+    let from = 10;
+    session.copy_prefix(0, 1, from).unwrap();
+
+    let parked = session.park(0, from).unwrap();
+    assert_eq!((parked.start(), parked.tokens()), (from, &held[from..]));
+    assert_eq!(session.held(0), &held[..from], "the rows before `from` stay");
+    // The freed cells take another prompt that leaves too few for the parked rows (256 cells:
+    // 10 shared, 8 fewer than the parked rows left free once it and its output are in).
+    let room = 256 - from - (held.len() - from) + 8;
+    let text = "one two three four five six seven eight nine ten ".repeat(60);
+    let other = model.tokenize(&text, caldrix_engine::Special::Plain)[..room].to_vec();
+    session.generate_on(2, &other, &params, &mut |_| true).unwrap();
+    assert_eq!(
+        session.unpark(0, &parked).unwrap_err().to_string(),
+        caldrix_engine::EngineError::CellsFull.to_string(),
+        "no room while the other prompt holds the cells"
+    );
+    assert_eq!(session.held(0), &held[..from], "a failed unpark changes nothing");
+    session.drop_sequence(2).unwrap();
+
+    session.unpark(0, &parked).unwrap();
+    assert_eq!(session.held(0), &held[..]);
+    let again = session.generate_on(0, &prompt, &params, &mut |_| true).unwrap();
+    assert_eq!(again.reused_tokens, prompt.len() - 1, "every parked row came back");
+    assert_eq!(again.text, first.text);
+
+    let err = session.unpark(2, &parked).unwrap_err();
+    assert!(err.to_string().contains("cannot follow"), "{err}");
+    let err = session.park(0, held.len() + 5).unwrap_err();
+    assert!(err.to_string().contains("cannot park"), "{err}");
+}
+
 #[test]
 fn events_report_progress_and_tokens_and_a_callback_cancels() {
     let model = support::smollm2();

@@ -189,6 +189,42 @@ fn contexts_counts_and_prefix_reuse_over_json() {
     check_contexts_and_reuse(FrameFormat::Json);
 }
 
+/// Rows only an unused context holds are parked in host memory before another context's
+/// generation, and come back when their own context generates again: every row found, the
+/// same greedy answer.
+#[test]
+fn an_unused_context_is_parked_and_resumes_from_every_row() {
+    let daemon = Daemon::start("park", FrameFormat::Cbor, &["--context-budget", "64M"], None);
+    runtime().block_on(async {
+        let mut client = daemon.client(FrameFormat::Cbor).await;
+        let mut contexts = Vec::new();
+        for topic in ["rivers", "mountains"] {
+            let long: Vec<String> = (1..=120).map(|i| format!("{topic} {i}")).collect();
+            let text = format!("Which of these is largest? {}", long.join(", "));
+            let c = client.create_context("main", vec![seg("u", Role::User, &text)]).await.unwrap();
+            assert!(c.total_tokens > 300, "{} tokens: too few to be parked", c.total_tokens);
+            contexts.push(c.context);
+        }
+        client.generate(generate(contexts[0], 6, None), |_| {}).await.unwrap();
+        // Resumed from its own rows, nothing parked yet (the answer of a resume, whose last
+        // row is computed alone, may differ from a cold prefill's in a near tie).
+        let rivers = client.generate(generate(contexts[0], 6, None), |_| {}).await.unwrap();
+        let status = client.status().await.unwrap();
+        assert_eq!(status.members[0].store.parked_rows, 0, "nothing else to park yet");
+
+        client.generate(generate(contexts[1], 6, None), |_| {}).await.unwrap();
+        let store = client.status().await.unwrap().members[0].store.clone();
+        assert!(store.parked_rows >= 256, "the rivers rows are parked: {store:?}");
+        assert!(store.parked_rows < store.rows, "{store:?}");
+
+        let again = client.generate(generate(contexts[0], 6, None), |_| {}).await.unwrap();
+        assert_eq!(again.usage.recomputed_from + 1, again.usage.prompt_tokens, "every row found");
+        assert_eq!(again.text, rivers.text);
+        let store = client.status().await.unwrap().members[0].store.clone();
+        assert!(store.parked_rows >= 256, "now the mountains rows are: {store:?}");
+    });
+}
+
 #[test]
 fn a_tiny_budget_evicts_and_still_answers() {
     let daemon = Daemon::start("tiny", FrameFormat::Cbor, &["--context-budget", "512K"], None);
