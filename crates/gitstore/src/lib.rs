@@ -1,8 +1,10 @@
 //! The one door to git. Every call has a time bound; a call that passes it is killed and named.
 //!
 //! This crate runs the `git` command where exact porcelain semantics matter in the user's
-//! repository (`git stash create`, `git diff`, `git ls-files`). Bare repositories written with
-//! compare-and-swap (profiles, the memory wiki) come with later work.
+//! repository (`git stash create`, `git diff`, `git ls-files`); `bare` writes bare repositories
+//! (the memory wiki) through libgit2, objects directly and the branch by compare-and-swap.
+
+pub mod bare;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};

@@ -1,0 +1,297 @@
+//! Settings: `config.toml` in the data directory, overridden by `AI_MEMORY_<SECTION>__<KEY>`
+//! environment variables; and the per-project `.ai-memory.toml` marker.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::name::{NameError, ProjectName, WorkspaceName};
+
+#[derive(Debug, thiserror::Error)]
+pub enum SettingsError {
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{}: {message}", path.display())]
+    Invalid { path: PathBuf, message: String },
+    #[error("environment variable {var}: {message}")]
+    Env { var: String, message: String },
+    #[error("{}: {source}", path.display())]
+    Name {
+        path: PathBuf,
+        #[source]
+        source: NameError,
+    },
+}
+
+/// The server's settings, every key with its default.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Settings {
+    pub server: Server,
+    pub capture: Capture,
+    pub session_start: SessionStart,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Server {
+    /// Where `ai-memory serve` listens, and where hook clients reach it.
+    pub bind: String,
+    /// The root token; a bind off loopback refuses to start without one.
+    pub root_token: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Capture {
+    /// Whether prompt-submit hooks record the user's prompt.
+    pub prompts: bool,
+    /// The most bytes of one prompt kept (the rest is cut).
+    pub max_prompt_bytes: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SessionStart {
+    /// Characters of context a session start injects at most (Claude Code saves more than
+    /// 10,000 to a file and shows the model a preview).
+    pub max_chars: usize,
+}
+
+impl Default for Server {
+    fn default() -> Self {
+        Server { bind: "127.0.0.1:7434".into(), root_token: String::new() }
+    }
+}
+
+impl Default for Capture {
+    fn default() -> Self {
+        Capture { prompts: true, max_prompt_bytes: 8 * 1024 }
+    }
+}
+
+impl Default for SessionStart {
+    fn default() -> Self {
+        SessionStart { max_chars: 10_000 }
+    }
+}
+
+pub const ENV_PREFIX: &str = "AI_MEMORY_";
+
+impl Settings {
+    /// `config.toml` of `data_dir` (absent: the defaults), then the environment's overrides.
+    pub fn load(data_dir: &Path, env: &[(String, String)]) -> Result<Settings, SettingsError> {
+        let path = data_dir.join("config.toml");
+        let mut table = match std::fs::read_to_string(&path) {
+            Ok(text) => text.parse::<toml::Table>().map_err(|e| SettingsError::Invalid {
+                path: path.clone(),
+                message: e.to_string(),
+            })?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => toml::Table::new(),
+            Err(source) => return Err(SettingsError::Read { path, source }),
+        };
+        for (var, value) in env {
+            let Some(rest) = var.strip_prefix(ENV_PREFIX) else { continue };
+            let Some((section, key)) = rest.split_once("__") else { continue };
+            let (section, key) = (section.to_ascii_lowercase(), key.to_ascii_lowercase());
+            let entry = table
+                .entry(section.clone())
+                .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+            let toml::Value::Table(section_table) = entry else {
+                return Err(SettingsError::Env {
+                    var: var.clone(),
+                    message: format!("`{section}` is not a section"),
+                });
+            };
+            section_table.insert(key, env_value(value));
+        }
+        toml::Value::Table(table).try_into().map_err(|e: toml::de::Error| SettingsError::Invalid {
+            path,
+            message: format!("{} (environment overrides included)", e.message()),
+        })
+    }
+
+    /// The effective settings as TOML (`ai-memory config show`); the root token is hidden.
+    pub fn show(&self) -> String {
+        let mut shown = self.clone();
+        if !shown.server.root_token.is_empty() {
+            shown.server.root_token = "(set)".into();
+        }
+        toml::to_string(&shown).unwrap_or_default()
+    }
+}
+
+/// An environment value as TOML would read it (`true`, `42`), else as a string.
+fn env_value(raw: &str) -> toml::Value {
+    format!("v = {raw}")
+        .parse::<toml::Table>()
+        .ok()
+        .and_then(|mut t| t.remove("v"))
+        .unwrap_or_else(|| toml::Value::String(raw.to_owned()))
+}
+
+/// A project's `.ai-memory.toml`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Marker {
+    pub workspace: Option<String>,
+    pub project: Option<String>,
+    #[serde(default)]
+    pub profile: MarkerProfile,
+    /// Where the marker was found.
+    #[serde(skip)]
+    pub dir: PathBuf,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MarkerProfile {
+    pub contribute: Option<bool>,
+    pub consume: Option<bool>,
+}
+
+pub const MARKER_FILE: &str = ".ai-memory.toml";
+
+impl Marker {
+    pub fn read(dir: &Path) -> Result<Option<Marker>, SettingsError> {
+        let path = dir.join(MARKER_FILE);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(source) => return Err(SettingsError::Read { path, source }),
+        };
+        let mut marker: Marker = toml::from_str(&text).map_err(|e| SettingsError::Invalid {
+            path: path.clone(),
+            message: e.message().into(),
+        })?;
+        marker.dir = dir.to_owned();
+        Ok(Some(marker))
+    }
+}
+
+/// Which workspace and project a directory belongs to, and its profile opt-outs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Identity {
+    pub workspace: WorkspaceName,
+    pub project: ProjectName,
+    /// The repository root (nearest directory holding `.git`), else the directory itself.
+    pub root: PathBuf,
+    /// The nearest marker's `[profile]` values, when it sets them.
+    pub contribute: Option<bool>,
+    pub consume: Option<bool>,
+}
+
+impl Identity {
+    /// The nearest marker from `dir` up names the workspace and project; a marker setting only
+    /// `[profile]` keys is a boundary (names above it do not apply). Otherwise the project is
+    /// the repository root's directory name, in the default workspace.
+    pub fn of(dir: &Path) -> Result<Identity, SettingsError> {
+        let root = dir.ancestors().find(|d| d.join(".git").exists()).unwrap_or(dir).to_owned();
+        let mut nearest: Option<Marker> = None;
+        let mut named: Option<Marker> = None;
+        for d in dir.ancestors() {
+            if let Some(marker) = Marker::read(d)? {
+                let names = marker.workspace.is_some() || marker.project.is_some();
+                if nearest.is_none() {
+                    nearest = Some(marker.clone());
+                }
+                if names {
+                    named = Some(marker);
+                }
+                // The nearest marker decides: with names it is the identity, without it is a
+                // boundary.
+                break;
+            }
+        }
+        let path_of = |m: &Marker| m.dir.join(MARKER_FILE);
+        let workspace = match named.as_ref().and_then(|m| m.workspace.as_deref().map(|w| (m, w))) {
+            Some((m, w)) => WorkspaceName::new(w)
+                .map_err(|source| SettingsError::Name { path: path_of(m), source })?,
+            None => WorkspaceName::default_workspace(),
+        };
+        let project = match named.as_ref().and_then(|m| m.project.as_deref().map(|p| (m, p))) {
+            Some((m, p)) => ProjectName::new(p)
+                .map_err(|source| SettingsError::Name { path: path_of(m), source })?,
+            None => {
+                let name = root.file_name().and_then(|n| n.to_str()).unwrap_or("root");
+                ProjectName::from_dir_name(name)
+                    .map_err(|source| SettingsError::Name { path: root.clone(), source })?
+            }
+        };
+        let (contribute, consume) =
+            nearest.map_or((None, None), |m| (m.profile.contribute, m.profile.consume));
+        Ok(Identity { workspace, project, root, contribute, consume })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("aim-settings-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn file_then_environment() {
+        let dir = temp("env");
+        std::fs::write(dir.join("config.toml"), "[server]\nbind = \"127.0.0.1:9000\"\n").unwrap();
+        let env = vec![
+            ("AI_MEMORY_CAPTURE__MAX_PROMPT_BYTES".to_owned(), "100".to_owned()),
+            ("AI_MEMORY_SERVER__ROOT_TOKEN".to_owned(), "abc".to_owned()),
+            ("OTHER".to_owned(), "x".to_owned()),
+        ];
+        let s = Settings::load(&dir, &env).unwrap();
+        assert_eq!(s.server.bind, "127.0.0.1:9000");
+        assert_eq!(s.capture.max_prompt_bytes, 100);
+        assert_eq!(s.server.root_token, "abc");
+        assert!(s.show().contains("root_token = \"(set)\""));
+        assert!(!s.show().contains("abc"));
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_are_named() {
+        let dir = temp("bad");
+        std::fs::write(dir.join("config.toml"), "[server]\nbnd = \"x\"\n").unwrap();
+        let err = Settings::load(&dir, &[]).unwrap_err().to_string();
+        assert!(err.contains("config.toml") && err.contains("bnd"), "{err}");
+        std::fs::write(dir.join("config.toml"), "").unwrap();
+        let env = [("AI_MEMORY_CAPTURE__PROMPTS".to_owned(), "maybe".to_owned())];
+        let err = Settings::load(&dir, &env).unwrap_err().to_string();
+        assert!(err.contains("prompts") || err.contains("bool"), "{err}");
+    }
+
+    #[test]
+    fn identity_from_repository_or_marker() {
+        let dir = temp("ident");
+        let repo = dir.join("My App");
+        std::fs::create_dir_all(repo.join(".git")).unwrap();
+        std::fs::create_dir_all(repo.join("src/deep")).unwrap();
+        let id = Identity::of(&repo.join("src/deep")).unwrap();
+        assert_eq!((id.workspace.as_str(), id.project.as_str()), ("default", "My-App"));
+        assert_eq!(id.root, repo);
+
+        std::fs::write(repo.join(MARKER_FILE), "workspace = \"work\"\nproject = \"app\"\n")
+            .unwrap();
+        let id = Identity::of(&repo.join("src/deep")).unwrap();
+        assert_eq!((id.workspace.as_str(), id.project.as_str()), ("work", "app"));
+        assert_eq!((id.contribute, id.consume), (None, None));
+
+        // A nearer marker with only [profile] keys is a boundary.
+        std::fs::write(repo.join("src").join(MARKER_FILE), "[profile]\nconsume = false\n").unwrap();
+        let id = Identity::of(&repo.join("src/deep")).unwrap();
+        assert_eq!((id.workspace.as_str(), id.project.as_str()), ("default", "My-App"));
+        assert_eq!(id.consume, Some(false));
+
+        std::fs::write(repo.join("src").join(MARKER_FILE), "project = \"../x\"\n").unwrap();
+        let err = Identity::of(&repo.join("src/deep")).unwrap_err().to_string();
+        assert!(err.contains(".ai-memory.toml") && err.contains("not a valid name"), "{err}");
+    }
+}

@@ -1,0 +1,133 @@
+//! What hooks report: sessions (start, end) and the user's prompts, captured sanitized.
+
+use ai_memory_core::Clean;
+use ai_memory_store::Wiki;
+use rusqlite::params;
+
+use crate::{Index, IndexError, ProjectRow, now};
+
+/// A session start as the hook reports it.
+#[derive(Debug, Clone)]
+pub struct SessionStart<'a> {
+    pub id: &'a str,
+    pub harness: &'a str,
+    pub user: Option<i64>,
+    /// The marker's explicit values; `None` leaves the recorded setting as it is.
+    pub contribute: Option<bool>,
+    pub consume: Option<bool>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PromptRow {
+    pub session: String,
+    pub text: String,
+    pub at: i64,
+}
+
+impl Index {
+    pub fn start_session(
+        &self,
+        project: &ProjectRow,
+        s: &SessionStart<'_>,
+    ) -> Result<(), IndexError> {
+        let conn = self.conn();
+        conn.execute(
+            "INSERT INTO sessions (id, project_id, harness, user_id, started) VALUES (?1, ?2, ?3, ?4, ?5)
+             ON CONFLICT (id) DO UPDATE SET project_id = excluded.project_id, ended = NULL",
+            params![s.id, project.id, s.harness, s.user, now()],
+        )?;
+        // Only explicit values change a project's opt-outs.
+        if let Some(v) = s.contribute {
+            conn.execute(
+                "UPDATE projects SET contribute = ?1 WHERE id = ?2",
+                params![v, project.id],
+            )?;
+        }
+        if let Some(v) = s.consume {
+            conn.execute("UPDATE projects SET consume = ?1 WHERE id = ?2", params![v, project.id])?;
+        }
+        Ok(())
+    }
+
+    /// Records a prompt (already sanitized and cut to the capture bound).
+    pub fn capture_prompt(
+        &self,
+        project: &ProjectRow,
+        session: &str,
+        user: Option<i64>,
+        text: &Clean,
+    ) -> Result<(), IndexError> {
+        self.conn().execute(
+            "INSERT INTO prompts (session_id, project_id, user_id, text, at) VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![session, project.id, user, text.as_str(), now()],
+        )?;
+        Ok(())
+    }
+
+    pub fn end_session(&self, session: &str) -> Result<bool, IndexError> {
+        let n = self.conn().execute(
+            "UPDATE sessions SET ended = ?1 WHERE id = ?2 AND ended IS NULL",
+            params![now(), session],
+        )?;
+        Ok(n > 0)
+    }
+
+    pub fn prompts(&self, project: &ProjectRow) -> Result<Vec<PromptRow>, IndexError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare(
+            "SELECT session_id, text, at FROM prompts WHERE project_id = ?1 ORDER BY id",
+        )?;
+        let rows = stmt.query_map([project.id], |r| {
+            Ok(PromptRow { session: r.get(0)?, text: r.get(1)?, at: r.get(2)? })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Whether a session ended (`None`: unknown session).
+    pub fn session_ended(&self, session: &str) -> Result<Option<bool>, IndexError> {
+        use rusqlite::OptionalExtension;
+        let ended: Option<Option<i64>> = self
+            .conn()
+            .query_row("SELECT ended FROM sessions WHERE id = ?1", [session], |r| r.get(0))
+            .optional()?;
+        Ok(ended.map(|e| e.is_some()))
+    }
+
+    /// Makes the page tables again from the wiki alone: every project with settings or pages,
+    /// every page that parses. Operators, grants, sessions and prompts stay. Returns the pages
+    /// indexed and the stored files that do not parse (named, left in the wiki).
+    pub fn rebuild(&self, wiki: &Wiki) -> Result<(usize, Vec<String>), IndexError> {
+        let metas = wiki.project_metas()?;
+        let pages = wiki.pages()?;
+        {
+            let conn = self.conn();
+            conn.execute("DELETE FROM pages", [])?;
+            conn.execute("INSERT INTO pages_fts (pages_fts) VALUES ('rebuild')", [])?;
+        }
+        for (ws, project, meta) in &metas {
+            self.ensure_project(ws, project, meta.restricted, meta.creator)?;
+            self.conn().execute(
+                "UPDATE projects SET restricted = ?1, creator = ?2 WHERE workspace = ?3 AND name = ?4",
+                params![meta.restricted, meta.creator, ws.as_str(), project.as_str()],
+            )?;
+        }
+        let (mut n, mut broken) = (0, Vec::new());
+        for (location, stored) in pages {
+            match stored {
+                Ok(stored) => {
+                    let restricted_by_name = location.project.as_str().starts_with("_profile.");
+                    let project = self.ensure_project(
+                        &location.workspace,
+                        &location.project,
+                        restricted_by_name,
+                        None,
+                    )?;
+                    self.upsert_page(&project, &stored)?;
+                    n += 1;
+                }
+                Err(e) => broken.push(e.to_string()),
+            }
+        }
+        Ok((n, broken))
+    }
+}

@@ -1,0 +1,206 @@
+//! Pages in the index, and `memory_query`: FTS5 with bm25 ranking, readable projects only.
+
+use ai_memory_core::{DEFAULT_WORKSPACE, GLOBAL_PROJECT, PagePath};
+use ai_memory_store::Stored;
+use rusqlite::{named_params, params};
+use serde::Serialize;
+
+use crate::access::READABLE;
+use crate::{Index, IndexError, Principal, ProjectRow};
+
+/// One search result.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Hit {
+    pub workspace: String,
+    pub project: String,
+    pub path: String,
+    pub title: String,
+    pub summary: Option<String>,
+    /// Matching words in context, `[`…`]` around each match.
+    pub snippet: String,
+    /// bm25 (lower is better).
+    pub score: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct QueryResult {
+    /// Pages of the caller's project.
+    pub hits: Vec<Hit>,
+    /// Pages of the global scope (`default/_global`, the profile included).
+    pub global_scope_hits: Vec<Hit>,
+}
+
+/// A page's row, for listings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PageRow {
+    pub path: String,
+    pub title: String,
+    pub summary: Option<String>,
+}
+
+/// Turns what a person typed into an FTS5 query: each word quoted (so `what is pnpm?` is not
+/// FTS5 syntax), any word may match, bm25 ranks pages matching more of them first.
+fn fts_query(text: &str) -> Option<String> {
+    let words: Vec<String> = text
+        .split(|c: char| !c.is_alphanumeric() && c != '_')
+        .filter(|w| !w.is_empty())
+        .take(32)
+        .map(|w| format!("\"{w}\""))
+        .collect();
+    (!words.is_empty()).then(|| words.join(" OR "))
+}
+
+impl Index {
+    pub fn upsert_page(&self, project: &ProjectRow, stored: &Stored) -> Result<(), IndexError> {
+        let fallback = stored
+            .location
+            .path
+            .as_str()
+            .rsplit('/')
+            .next()
+            .unwrap_or_default()
+            .trim_end_matches(".md");
+        let frontmatter =
+            serde_json::to_string(&stored.page.frontmatter).unwrap_or_else(|_| "{}".into());
+        self.conn().execute(
+            "INSERT INTO pages (project_id, path, title, summary, frontmatter, body)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+             ON CONFLICT (project_id, path) DO UPDATE SET title = excluded.title,
+                summary = excluded.summary, frontmatter = excluded.frontmatter, body = excluded.body",
+            params![
+                project.id,
+                stored.location.path.as_str(),
+                stored.page.title(fallback),
+                stored.page.summary(),
+                frontmatter,
+                stored.page.body,
+            ],
+        )?;
+        Ok(())
+    }
+
+    pub fn delete_page(&self, project: &ProjectRow, path: &PagePath) -> Result<bool, IndexError> {
+        let n = self.conn().execute(
+            "DELETE FROM pages WHERE project_id = ?1 AND path = ?2",
+            params![project.id, path.as_str()],
+        )?;
+        Ok(n > 0)
+    }
+
+    /// Pages of a project, in path order (the caller has checked it may read the project).
+    pub fn pages_of(&self, project: &ProjectRow, prefix: &str) -> Result<Vec<PageRow>, IndexError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare(
+            "SELECT path, title, summary FROM pages WHERE project_id = ?1 AND substr(path, 1, length(?2)) = ?2
+             ORDER BY path",
+        )?;
+        let rows = stmt.query_map(params![project.id, prefix], |r| {
+            Ok(PageRow { path: r.get(0)?, title: r.get(1)?, summary: r.get(2)? })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Pages of `workspace`/`project` and of the global scope matching `text`, best first, at
+    /// most `limit` of each; only projects `who` may read take part.
+    pub fn query(
+        &self,
+        who: Principal,
+        workspace: &str,
+        project: &str,
+        text: &str,
+        limit: usize,
+    ) -> Result<QueryResult, IndexError> {
+        let q =
+            fts_query(text).ok_or_else(|| IndexError::Invalid("the query has no words".into()))?;
+        let limit = limit.clamp(1, 100) as i64;
+        let hits = self.search(who, &q, workspace, project, limit)?;
+        let global_scope_hits = if (workspace, project) == (DEFAULT_WORKSPACE, GLOBAL_PROJECT) {
+            Vec::new()
+        } else {
+            self.search(who, &q, DEFAULT_WORKSPACE, GLOBAL_PROJECT, limit)?
+        };
+        Ok(QueryResult { hits, global_scope_hits })
+    }
+
+    fn search(
+        &self,
+        who: Principal,
+        q: &str,
+        ws: &str,
+        project: &str,
+        limit: i64,
+    ) -> Result<Vec<Hit>, IndexError> {
+        let (root, user) = Index::bind_principal(who);
+        let sql = format!(
+            "SELECT pr.workspace, pr.name, p.path, p.title, p.summary,
+                    snippet(pages_fts, 2, '[', ']', '…', 12), bm25(pages_fts, 4.0, 2.0, 1.0) AS score
+             FROM pages_fts
+             JOIN pages p ON p.id = pages_fts.rowid
+             JOIN projects pr ON pr.id = p.project_id
+             WHERE pages_fts MATCH :q AND pr.workspace = :ws AND pr.name = :project AND {READABLE}
+             ORDER BY score LIMIT :limit"
+        );
+        let conn = self.conn();
+        let mut stmt = conn.prepare_cached(&sql)?;
+        let rows = stmt.query_map(
+            named_params! { ":q": q, ":ws": ws, ":project": project, ":root": root, ":user": user, ":limit": limit },
+            |r| {
+                Ok(Hit {
+                    workspace: r.get(0)?,
+                    project: r.get(1)?,
+                    path: r.get(2)?,
+                    title: r.get(3)?,
+                    summary: r.get(4)?,
+                    snippet: r.get(5)?,
+                    score: r.get(6)?,
+                })
+            },
+        )?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Every page row with its project, in order: what two indexes of one wiki must share.
+    pub fn dump(&self) -> Result<Vec<DumpRow>, IndexError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare(
+            "SELECT pr.workspace, pr.name, p.path, p.title, p.summary, p.frontmatter, p.body
+             FROM pages p JOIN projects pr ON pr.id = p.project_id ORDER BY 1, 2, 3",
+        )?;
+        let rows = stmt.query_map([], |r| {
+            Ok(DumpRow {
+                workspace: r.get(0)?,
+                project: r.get(1)?,
+                path: r.get(2)?,
+                title: r.get(3)?,
+                summary: r.get(4)?,
+                frontmatter: r.get(5)?,
+                body: r.get(6)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+}
+
+/// A page as the index holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DumpRow {
+    pub workspace: String,
+    pub project: String,
+    pub path: String,
+    pub title: String,
+    pub summary: Option<String>,
+    pub frontmatter: String,
+    pub body: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn typed_text_becomes_quoted_words() {
+        assert_eq!(fts_query("what is pnpm?").as_deref(), Some("\"what\" OR \"is\" OR \"pnpm\""));
+        assert_eq!(fts_query("  ?!  "), None);
+        assert_eq!(fts_query("NEAR(a b)").as_deref(), Some("\"NEAR\" OR \"a\" OR \"b\""));
+    }
+}

@@ -1,0 +1,158 @@
+//! The HTTP server: MCP over streamable HTTP at `/mcp`, the hook endpoint at `/hooks/<event>`,
+//! `/health`; bearer-token authentication and a Host check in front of all of it.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{Path, Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+
+use crate::error::MemoryError;
+use crate::hook::HookKind;
+use crate::mcp::{MemoryMcp, http_caller};
+use crate::service::{Caller, HookEvent, Memory};
+
+/// How often the watcher looks for pages copied into `wiki/` by hand.
+pub const WATCH_INTERVAL: Duration = Duration::from_secs(2);
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error(
+        "refusing to listen on {0} without a root token: set [server] root_token (or AI_MEMORY_SERVER__ROOT_TOKEN)"
+    )]
+    OpenWithoutToken(SocketAddr),
+    #[error("server: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+#[derive(Clone)]
+struct AppState {
+    memory: Arc<Memory>,
+    loopback: bool,
+}
+
+impl IntoResponse for MemoryError {
+    fn into_response(self) -> Response {
+        let status =
+            StatusCode::from_u16(self.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        (status, Json(serde_json::json!({ "error": self.to_string() }))).into_response()
+    }
+}
+
+/// The router, for `serve` and for tests that bind their own listener.
+pub fn router(memory: Arc<Memory>, loopback: bool) -> Router {
+    let mcp = StreamableHttpService::new(
+        {
+            let memory = memory.clone();
+            move || Ok(MemoryMcp::new(memory.clone(), None))
+        },
+        LocalSessionManager::default().into(),
+        StreamableHttpServerConfig::default(),
+    );
+    let state = AppState { memory, loopback };
+    Router::new()
+        .nest_service("/mcp", mcp)
+        .route("/hooks/{event}", post(hook))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), authenticate))
+        .route("/health", get(|| async { "ok" }))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), check_host))
+        .with_state(state)
+}
+
+/// Refuses an address off loopback when no root token is set: every request would then act as
+/// the single user, for anyone who can reach the port.
+pub fn check_bind(memory: &Memory, addr: SocketAddr) -> Result<(), ServeError> {
+    if !addr.ip().is_loopback() && memory.settings.server.root_token.is_empty() {
+        return Err(ServeError::OpenWithoutToken(addr));
+    }
+    Ok(())
+}
+
+/// Serves on a listener the binary bound, until the process ends; the watcher imports pages
+/// copied into the wiki by hand.
+pub async fn serve(
+    memory: Arc<Memory>,
+    listener: tokio::net::TcpListener,
+) -> Result<(), ServeError> {
+    let addr = listener.local_addr()?;
+    check_bind(&memory, addr)?;
+    tokio::spawn(watch(memory.clone()));
+    tracing::info!(%addr, data = %memory.data_dir().display(), "serving");
+    axum::serve(listener, router(memory, addr.ip().is_loopback())).await?;
+    Ok(())
+}
+
+async fn watch(memory: Arc<Memory>) {
+    loop {
+        let m = memory.clone();
+        match tokio::task::spawn_blocking(move || m.import_changed()).await {
+            Ok(Ok((imported, broken))) => {
+                for page in imported {
+                    tracing::info!(%page, "imported a page copied into the wiki");
+                }
+                for problem in broken {
+                    tracing::warn!(%problem, "a file in the wiki is not a valid page; left alone");
+                }
+            }
+            Ok(Err(e)) => tracing::warn!(error = %e, "watching the wiki"),
+            Err(e) => tracing::warn!(error = %e, "watching the wiki"),
+        }
+        tokio::time::sleep(WATCH_INTERVAL).await;
+    }
+}
+
+/// A loopback server answers only requests addressed to a loopback name: a web page that
+/// rebinds its own domain to 127.0.0.1 cannot reach it.
+async fn check_host(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    if state.loopback {
+        let host = request.headers().get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("");
+        let name = host.rsplit_once(':').map_or(host, |(n, port)| {
+            if port.chars().all(|c| c.is_ascii_digit()) { n } else { host }
+        });
+        if !matches!(name, "localhost" | "127.0.0.1" | "[::1]") {
+            return (StatusCode::FORBIDDEN, "the Host header must name localhost").into_response();
+        }
+    }
+    next.run(request).await
+}
+
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    headers.get(header::AUTHORIZATION)?.to_str().ok()?.strip_prefix("Bearer ").map(str::trim)
+}
+
+async fn authenticate(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
+    let token = bearer(request.headers()).map(str::to_owned);
+    let memory = state.memory.clone();
+    let who = tokio::task::spawn_blocking(move || memory.authenticate(token.as_deref())).await;
+    match who {
+        Ok(Ok(Some(who))) => {
+            request.extensions_mut().insert(http_caller(who));
+            next.run(request).await
+        }
+        Ok(Ok(None)) => MemoryError::Unauthorized.into_response(),
+        Ok(Err(e)) => e.into_response(),
+        Err(e) => MemoryError::Invalid(e.to_string()).into_response(),
+    }
+}
+
+async fn hook(
+    State(state): State<AppState>,
+    Path(event): Path<String>,
+    axum::Extension(caller): axum::Extension<Caller>,
+    Json(body): Json<HookEvent>,
+) -> Result<Json<serde_json::Value>, MemoryError> {
+    let kind = HookKind::parse(&event)
+        .ok_or_else(|| MemoryError::NotFound(format!("no hook event `{event}`")))?;
+    let memory = state.memory.clone();
+    tokio::task::spawn_blocking(move || crate::run_hook(&memory, caller.who, kind, &body))
+        .await
+        .map_err(|e| MemoryError::Invalid(e.to_string()))?
+        .map(Json)
+}

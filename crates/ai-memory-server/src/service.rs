@@ -1,0 +1,513 @@
+//! The operations every entry point shares (MCP tools, hook endpoint, CLI), with their checks:
+//! names and paths validated, text sanitized, access decided, git then index updated.
+
+use std::path::{Path, PathBuf};
+
+use ai_memory_core::{
+    Clean, GLOBAL_PROJECT, PagePath, ProjectName, Scope, Settings, WorkspaceName, sanitize,
+};
+use ai_memory_index::{Index, Principal, ProjectRow, QueryResult, SessionStart};
+use ai_memory_store::{CleanPage, Location, ProjectMeta, Wiki};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::context::session_context;
+use crate::error::MemoryError;
+
+/// Stack tags a profile entry may be scoped to (what the profile detects from file names).
+pub const STACK_TAGS: &[&str] = &[
+    "c",
+    "cpp",
+    "csharp",
+    "dart",
+    "elixir",
+    "go",
+    "haskell",
+    "java",
+    "javascript",
+    "kotlin",
+    "lua",
+    "ocaml",
+    "php",
+    "python",
+    "r",
+    "ruby",
+    "rust",
+    "scala",
+    "shell",
+    "swift",
+    "terraform",
+    "typescript",
+    "zig",
+];
+
+/// Where a call runs: the caller's workspace and project when it names none.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    pub who: Principal,
+    pub workspace: Option<WorkspaceName>,
+    pub project: Option<ProjectName>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+pub struct WritePage {
+    /// `project` (default), `global` or `profile`.
+    #[serde(default)]
+    pub scope: Option<String>,
+    /// The page's path inside its project, ending in `.md` (e.g. `decisions/queue.md`).
+    pub path: String,
+    /// The page: markdown, optionally opening with a YAML frontmatter block.
+    pub body: String,
+    /// Stack tags a profile entry is scoped to (profile pages only).
+    #[serde(default)]
+    pub applies_to: Option<Vec<String>>,
+    /// What already enforces a profile entry (profile pages only).
+    #[serde(default)]
+    pub enforced_by: Option<String>,
+    /// Workspace, when not the caller's.
+    #[serde(default)]
+    pub workspace: Option<String>,
+    /// Project, when not the caller's.
+    #[serde(default)]
+    pub project: Option<String>,
+    /// Make a new project restricted (readable only by its creator, grantees and root).
+    #[serde(default)]
+    pub restricted: Option<bool>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+pub struct PageRef {
+    #[serde(default)]
+    pub scope: Option<String>,
+    pub path: String,
+    #[serde(default)]
+    pub workspace: Option<String>,
+    #[serde(default)]
+    pub project: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+pub struct Query {
+    /// Words to search for.
+    pub query: String,
+    #[serde(default)]
+    pub workspace: Option<String>,
+    #[serde(default)]
+    pub project: Option<String>,
+    /// Most hits of each kind (default 10, at most 100).
+    #[serde(default)]
+    pub limit: Option<usize>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Written {
+    pub workspace: String,
+    pub project: String,
+    pub path: String,
+    pub commit: String,
+    pub created: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReadOut {
+    pub workspace: String,
+    pub project: String,
+    pub path: String,
+    /// The page as stored (frontmatter included).
+    pub text: String,
+    /// Recent commits that changed it, newest first.
+    pub history: Vec<String>,
+}
+
+/// A hook's report, in harness-independent terms.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+pub struct HookEvent {
+    pub harness: String,
+    pub session_id: String,
+    pub workspace: String,
+    pub project: String,
+    #[serde(default)]
+    pub prompt: Option<String>,
+    #[serde(default)]
+    pub contribute: Option<bool>,
+    #[serde(default)]
+    pub consume: Option<bool>,
+}
+
+#[derive(Debug)]
+pub struct Memory {
+    data_dir: PathBuf,
+    pub settings: Settings,
+    wiki: Wiki,
+    index: Index,
+}
+
+impl Memory {
+    pub fn open(data_dir: &Path, settings: Settings) -> Result<Memory, MemoryError> {
+        std::fs::create_dir_all(data_dir).map_err(|e| {
+            MemoryError::Invalid(format!("cannot create {}: {e}", data_dir.display()))
+        })?;
+        let wiki = Wiki::open(data_dir)?;
+        let fresh = !data_dir.join("index.sqlite").exists();
+        let index = Index::open(&data_dir.join("index.sqlite"))?;
+        let memory = Memory { data_dir: data_dir.to_owned(), settings, wiki, index };
+        if fresh && memory.wiki.head()?.is_some() {
+            memory.index.rebuild(&memory.wiki)?;
+        }
+        Ok(memory)
+    }
+
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
+    pub fn index(&self) -> &Index {
+        &self.index
+    }
+
+    pub fn wiki(&self) -> &Wiki {
+        &self.wiki
+    }
+
+    /// Who a bearer token is: the root token, an operator's key, or (no token on a server with
+    /// no operators) the single user. `None`: refused.
+    pub fn authenticate(&self, token: Option<&str>) -> Result<Option<Principal>, MemoryError> {
+        let root = &self.settings.server.root_token;
+        match token {
+            Some(t) if !root.is_empty() && constant_time_eq(t.as_bytes(), root.as_bytes()) => {
+                Ok(Some(Principal::Root))
+            }
+            Some(t) => Ok(self.index.user_by_token(t)?.map(Principal::User)),
+            None if self.index.has_users()? || !root.is_empty() => Ok(None),
+            None => Ok(Some(Principal::Root)),
+        }
+    }
+
+    fn locate(
+        &self,
+        caller: &Caller,
+        scope: Option<&str>,
+        ws: Option<&str>,
+        project: Option<&str>,
+        path: &str,
+    ) -> Result<(Location, Scope), MemoryError> {
+        let scope = Scope::parse(scope.unwrap_or("project"))?;
+        let path = PagePath::new(path)?;
+        let workspace = match ws {
+            Some(w) => WorkspaceName::new(w)?,
+            None => caller.workspace.clone().unwrap_or_else(WorkspaceName::default_workspace),
+        };
+        let project = match project {
+            Some(p) => ProjectName::new(p)?,
+            None => match (&caller.project, scope) {
+                (Some(p), _) => p.clone(),
+                (None, Scope::Project) => {
+                    return Err(MemoryError::Invalid(
+                        "no project: name one (`project`) or call from inside a project".into(),
+                    ));
+                }
+                (None, _) => ProjectName::global(),
+            },
+        };
+        let (workspace, project, path) = scope.locate(&workspace, &project, &path)?;
+        Ok((Location { workspace, project, path }, scope))
+    }
+
+    /// The project row a read of `at` may use: unknown and unreadable are the same answer, so
+    /// a restricted project's existence does not leak.
+    fn readable(&self, who: Principal, at: &Location) -> Result<ProjectRow, MemoryError> {
+        match self.index.project(&at.workspace, &at.project)? {
+            Some(p) if self.index.can_read(who, &p)? => Ok(p),
+            _ => Err(MemoryError::NotFound(format!("no page {at}"))),
+        }
+    }
+
+    pub fn write_page(&self, caller: &Caller, req: &WritePage) -> Result<Written, MemoryError> {
+        let (at, _) = self.locate(
+            caller,
+            req.scope.as_deref(),
+            req.workspace.as_deref(),
+            req.project.as_deref(),
+            &req.path,
+        )?;
+        let digest_page = at.path.as_str().starts_with("profile/")
+            && (at.project.as_str() == GLOBAL_PROJECT
+                || at.project.as_str().starts_with("_profile"));
+        if (req.applies_to.is_some() || req.enforced_by.is_some()) && !digest_page {
+            return Err(MemoryError::Invalid(format!(
+                "`applies_to` and `enforced_by` are for profile entries (`profile/` in `_global` or a profile project), not {at}"
+            )));
+        }
+        if let Some(tags) = &req.applies_to
+            && let Some(bad) = tags.iter().find(|t| !STACK_TAGS.contains(&t.as_str()))
+        {
+            return Err(MemoryError::Invalid(format!(
+                "unknown stack tag `{bad}` in `applies_to`: use one of {}",
+                STACK_TAGS.join(", ")
+            )));
+        }
+        let clean = sanitize(&req.body);
+        let mut page = CleanPage::new(clean)
+            .map_err(|e| MemoryError::Invalid(format!("{at}: {e}")))?
+            .page()
+            .clone();
+        if let Some(tags) = &req.applies_to {
+            page.frontmatter.applies_to = tags.clone();
+        }
+        if let Some(by) = &req.enforced_by {
+            page.frontmatter.enforced_by = Some(sanitize(by).into_string());
+        }
+        let text = page.render().map_err(|e| MemoryError::Invalid(format!("{at}: {e}")))?;
+        let page = CleanPage::new(sanitize(&text))
+            .map_err(|e| MemoryError::Invalid(format!("{at}: {e}")))?;
+
+        let project = self.project_for_write(caller.who, &at, req.restricted)?;
+        let created = self.wiki.read(&at)?.is_none();
+        let commit = self.wiki.write(&at, &page, &author(caller.who))?;
+        let stored = ai_memory_store::Stored {
+            location: at.clone(),
+            text: page.text().to_owned(),
+            page: page.page().clone(),
+        };
+        self.index.upsert_page(&project, &stored)?;
+        Ok(Written {
+            workspace: at.workspace.to_string(),
+            project: at.project.to_string(),
+            path: at.path.to_string(),
+            commit,
+            created,
+        })
+    }
+
+    /// The project a write goes to, made on first write (its access mode then fixed).
+    fn project_for_write(
+        &self,
+        who: Principal,
+        at: &Location,
+        restricted: Option<bool>,
+    ) -> Result<ProjectRow, MemoryError> {
+        if let Some(p) = self.index.project(&at.workspace, &at.project)? {
+            if !self.index.can_read(who, &p)? {
+                return Err(MemoryError::NotFound(format!(
+                    "no project {}/{}",
+                    at.workspace, at.project
+                )));
+            }
+            if !self.index.can_write(who, &p)? {
+                return Err(MemoryError::Denied(format!(
+                    "no write access to {}/{}",
+                    at.workspace, at.project
+                )));
+            }
+            if restricted.is_some_and(|r| r != p.restricted) {
+                return Err(MemoryError::Invalid(format!(
+                    "{}/{} exists and its access mode is fixed",
+                    at.workspace, at.project
+                )));
+            }
+            return Ok(p);
+        }
+        if !self.index.can_create(who, &at.project) {
+            return Err(MemoryError::Denied(format!("`{}` is reserved", at.project)));
+        }
+        let private_profile = at.project.as_str().starts_with("_profile.");
+        let meta = ProjectMeta {
+            restricted: restricted.unwrap_or(false) || private_profile,
+            creator: who.user_id(),
+        };
+        if meta != ProjectMeta::default() {
+            self.wiki.set_project_meta(&at.workspace, &at.project, &meta, &author(who))?;
+        }
+        Ok(self.index.ensure_project(&at.workspace, &at.project, meta.restricted, meta.creator)?)
+    }
+
+    pub fn read_page(&self, caller: &Caller, req: &PageRef) -> Result<ReadOut, MemoryError> {
+        let (at, _) = self.locate(
+            caller,
+            req.scope.as_deref(),
+            req.workspace.as_deref(),
+            req.project.as_deref(),
+            &req.path,
+        )?;
+        self.readable(caller.who, &at)?;
+        let stored =
+            self.wiki.read(&at)?.ok_or_else(|| MemoryError::NotFound(format!("no page {at}")))?;
+        let history = self
+            .wiki
+            .history(&at, 5)?
+            .into_iter()
+            .map(|c| format!("{} {}", &c.id[..12], c.message))
+            .collect();
+        Ok(ReadOut {
+            workspace: at.workspace.to_string(),
+            project: at.project.to_string(),
+            path: at.path.to_string(),
+            text: stored.text,
+            history,
+        })
+    }
+
+    pub fn delete_page(&self, caller: &Caller, req: &PageRef) -> Result<String, MemoryError> {
+        let (at, _) = self.locate(
+            caller,
+            req.scope.as_deref(),
+            req.workspace.as_deref(),
+            req.project.as_deref(),
+            &req.path,
+        )?;
+        let project = self.readable(caller.who, &at)?;
+        if !self.index.can_write(caller.who, &project)? {
+            return Err(MemoryError::Denied(format!(
+                "no write access to {}/{}",
+                at.workspace, at.project
+            )));
+        }
+        let commit = self.wiki.delete(&at, &author(caller.who)).map_err(|e| match e {
+            ai_memory_store::StoreError::NotFound(what) => {
+                MemoryError::NotFound(format!("no page {what}"))
+            }
+            other => other.into(),
+        })?;
+        self.index.delete_page(&project, &at.path)?;
+        Ok(commit)
+    }
+
+    pub fn query(&self, caller: &Caller, req: &Query) -> Result<QueryResult, MemoryError> {
+        let workspace = match &req.workspace {
+            Some(w) => WorkspaceName::new(w)?,
+            None => caller.workspace.clone().unwrap_or_else(WorkspaceName::default_workspace),
+        };
+        let project = match (&req.project, &caller.project) {
+            (Some(p), _) => ProjectName::new(p)?,
+            (None, Some(p)) => p.clone(),
+            (None, None) => ProjectName::global(),
+        };
+        Ok(self.index.query(
+            caller.who,
+            workspace.as_str(),
+            project.as_str(),
+            &req.query,
+            req.limit.unwrap_or(10),
+        )?)
+    }
+
+    /// A session starts: record it (and the marker's explicit opt-outs); return the context to
+    /// inject, within `session_start.max_chars`.
+    pub fn session_start(&self, who: Principal, event: &HookEvent) -> Result<String, MemoryError> {
+        let project = self.hook_project(who, event)?;
+        self.index.start_session(
+            &project,
+            &SessionStart {
+                id: &event.session_id,
+                harness: &event.harness,
+                user: who.user_id(),
+                contribute: event.contribute,
+                consume: event.consume,
+            },
+        )?;
+        let global = match self
+            .index
+            .project(&WorkspaceName::default_workspace(), &ProjectName::global())?
+        {
+            Some(g) if self.index.can_read(who, &g)? && project.id != g.id => Some(g),
+            _ => None,
+        };
+        session_context(
+            &self.index,
+            &project,
+            global.as_ref(),
+            self.settings.session_start.max_chars,
+        )
+    }
+
+    /// The user submitted a prompt: keep it, sanitized and cut to the capture bound.
+    pub fn prompt_submit(&self, who: Principal, event: &HookEvent) -> Result<bool, MemoryError> {
+        if !self.settings.capture.prompts {
+            return Ok(false);
+        }
+        let Some(prompt) = event.prompt.as_deref().filter(|p| !p.trim().is_empty()) else {
+            return Ok(false);
+        };
+        let project = self.hook_project(who, event)?;
+        let text: Clean = sanitize(prompt).truncated(self.settings.capture.max_prompt_bytes);
+        self.index.capture_prompt(&project, &event.session_id, who.user_id(), &text)?;
+        Ok(true)
+    }
+
+    pub fn session_end(&self, who: Principal, event: &HookEvent) -> Result<bool, MemoryError> {
+        self.hook_project(who, event)?;
+        Ok(self.index.end_session(&event.session_id)?)
+    }
+
+    /// The project a hook reports for: made on first sight; never a profile project (event
+    /// capture is never attributed to one).
+    fn hook_project(&self, who: Principal, event: &HookEvent) -> Result<ProjectRow, MemoryError> {
+        if event.session_id.is_empty() || event.session_id.len() > 200 {
+            return Err(MemoryError::Invalid(
+                "a hook event needs a session id (1 to 200 bytes)".into(),
+            ));
+        }
+        let workspace = WorkspaceName::new(&event.workspace)?;
+        let project = ProjectName::new(&event.project)?;
+        if project.is_reserved() {
+            return Err(MemoryError::Invalid(format!("sessions are not recorded in `{project}`")));
+        }
+        let at = Location { workspace, project, path: PagePath::new("x.md")? };
+        match self.index.project(&at.workspace, &at.project)? {
+            Some(p) if self.index.can_read(who, &p)? => Ok(p),
+            Some(_) => {
+                Err(MemoryError::NotFound(format!("no project {}/{}", at.workspace, at.project)))
+            }
+            None => self.project_for_write(who, &at, None),
+        }
+    }
+
+    /// Rebuilds the index from the wiki (after importing hand-copied pages).
+    pub fn reindex(&self) -> Result<(usize, Vec<String>), MemoryError> {
+        self.import_changed()?;
+        Ok(self.index.rebuild(&self.wiki)?)
+    }
+
+    /// Imports pages copied into `wiki/` by hand; returns what was imported and what was not
+    /// (a file that does not parse, named).
+    pub fn import_changed(&self) -> Result<(Vec<String>, Vec<String>), MemoryError> {
+        let (mut ok, mut bad) = (Vec::new(), Vec::new());
+        for result in self.wiki.import_changed("ai-memory watcher")? {
+            match result {
+                Ok(stored) => {
+                    let at = &stored.location;
+                    let project = match self.index.project(&at.workspace, &at.project)? {
+                        Some(p) => p,
+                        None => {
+                            let meta = self
+                                .wiki
+                                .project_meta(&at.workspace, &at.project)?
+                                .unwrap_or_default();
+                            self.index.ensure_project(
+                                &at.workspace,
+                                &at.project,
+                                meta.restricted || at.project.as_str().starts_with("_profile."),
+                                meta.creator,
+                            )?
+                        }
+                    };
+                    self.index.upsert_page(&project, &stored)?;
+                    ok.push(at.to_string());
+                }
+                Err(e) => bad.push(e.to_string()),
+            }
+        }
+        Ok((ok, bad))
+    }
+}
+
+fn author(who: Principal) -> String {
+    match who {
+        Principal::Root => "root".into(),
+        Principal::User(id) => format!("user-{id}"),
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}

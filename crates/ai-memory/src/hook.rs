@@ -1,0 +1,100 @@
+//! `ai-memory hook <event>`: read the harness's hook JSON on stdin, report the event to the
+//! server (or, when none is running, to the data directory directly), print what the harness
+//! expects. A hook never blocks its harness: problems go to stderr and the exit status is 0.
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use ai_memory_core::Identity;
+use ai_memory_server::HookEvent;
+use ai_memory_server::hook::{HookInput, HookKind, session_start_output};
+use anyhow::{Context, bail};
+
+/// The most a hook reads from stdin.
+const MAX_INPUT: u64 = 4 * 1024 * 1024;
+/// How long a hook waits for the server.
+const SERVER_TIMEOUT: Duration = Duration::from_secs(5);
+
+pub const HARNESSES: &[&str] = &["claude-code", "codex", "opencode", "aerix"];
+
+pub fn run(data_dir: Option<PathBuf>, event: &str, harness: &str) -> ExitCode {
+    match try_run(data_dir, event, harness) {
+        Ok(out) => print!("{out}"),
+        Err(e) => eprintln!("ai-memory hook {event}: {e:#}"),
+    }
+    ExitCode::SUCCESS
+}
+
+fn try_run(data_dir: Option<PathBuf>, event: &str, harness: &str) -> anyhow::Result<String> {
+    let kind = HookKind::parse(event).with_context(|| {
+        format!("unknown event `{event}`: use session-start, prompt-submit or session-end")
+    })?;
+    if !HARNESSES.contains(&harness) {
+        bail!("unknown harness `{harness}`: use {}", HARNESSES.join(", "));
+    }
+    let mut stdin = String::new();
+    std::io::stdin().take(MAX_INPUT).read_to_string(&mut stdin)?;
+    let input = HookInput::parse(&stdin, kind)?;
+    let cwd = match &input.cwd {
+        Some(c) => PathBuf::from(c),
+        None => std::env::current_dir()?,
+    };
+    let id = Identity::of(&cwd)?;
+    let event = HookEvent {
+        harness: harness.to_owned(),
+        session_id: input.session_id.clone(),
+        workspace: id.workspace.to_string(),
+        project: id.project.to_string(),
+        prompt: input.prompt.clone(),
+        contribute: id.contribute,
+        consume: id.consume,
+    };
+    let dir = crate::data_dir(data_dir)?;
+    let settings = crate::settings(&dir)?;
+    let token = std::env::var("AI_MEMORY_TOKEN")
+        .ok()
+        .or_else(|| Some(settings.server.root_token.clone()).filter(|t| !t.is_empty()));
+    let answer = match post(&settings.server.bind, kind, &event, token.as_deref())? {
+        Some(answer) => answer,
+        None => {
+            // No server: the data directory directly (git and SQLite take concurrent writers).
+            let memory = ai_memory_server::Memory::open(&dir, settings)?;
+            let who = memory
+                .authenticate(token.as_deref())?
+                .context("a valid API key is required (AI_MEMORY_TOKEN)")?;
+            ai_memory_server::run_hook(&memory, who, kind, &event)?
+        }
+    };
+    Ok(match kind {
+        HookKind::SessionStart => {
+            session_start_output(answer["context"].as_str().unwrap_or_default())
+        }
+        _ => String::new(),
+    })
+}
+
+/// Posts the event to the server; `None` when no server listens there.
+fn post(
+    bind: &str,
+    kind: HookKind,
+    event: &HookEvent,
+    token: Option<&str>,
+) -> anyhow::Result<Option<serde_json::Value>> {
+    let url = format!("http://{bind}/hooks/{}", kind.arg());
+    let mut request =
+        ureq::post(&url).timeout(SERVER_TIMEOUT).set("Content-Type", "application/json");
+    if let Some(t) = token {
+        request = request.set("Authorization", &format!("Bearer {t}"));
+    }
+    match request.send_string(&serde_json::to_string(event)?) {
+        Ok(response) => Ok(Some(serde_json::from_str(&response.into_string()?)?)),
+        Err(ureq::Error::Status(code, response)) => {
+            let body = response.into_string().unwrap_or_default();
+            bail!("the server at {bind} answered {code}: {body}")
+        }
+        Err(ureq::Error::Transport(t)) if t.kind() == ureq::ErrorKind::ConnectionFailed => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}

@@ -1,0 +1,258 @@
+//! `ai-memory install <harness>`: register the hooks and the MCP server in a harness's own
+//! configuration. Idempotent (a second run changes nothing), a backup of every file it changes
+//! first (under the data directory), and a hook command that never changes between releases
+//! (`ai-memory hook <event> --harness <name>`, found on PATH), so a harness that trusts hooks
+//! by their command string (Codex) keeps trusting it after an upgrade.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use serde_json::{Value, json};
+
+/// The events each harness gets, with its own event names.
+const CLAUDE_EVENTS: &[(&str, &str)] = &[
+    ("SessionStart", "session-start"),
+    ("UserPromptSubmit", "prompt-submit"),
+    ("SessionEnd", "session-end"),
+];
+/// Codex has no session-end event.
+const CODEX_EVENTS: &[(&str, &str)] =
+    &[("SessionStart", "session-start"), ("UserPromptSubmit", "prompt-submit")];
+
+pub fn hook_command(event: &str, harness: &str) -> String {
+    format!("ai-memory hook {event} --harness {harness}")
+}
+
+/// One file an install writes.
+struct Edit {
+    path: PathBuf,
+    new: String,
+}
+
+fn home() -> anyhow::Result<PathBuf> {
+    std::env::var_os("HOME").map(PathBuf::from).context("HOME is not set")
+}
+
+fn config_home() -> anyhow::Result<PathBuf> {
+    match std::env::var_os("XDG_CONFIG_HOME").filter(|v| !v.is_empty()) {
+        Some(x) => Ok(PathBuf::from(x)),
+        None => Ok(home()?.join(".config")),
+    }
+}
+
+fn read_json(path: &Path) -> anyhow::Result<Value> {
+    match std::fs::read_to_string(path) {
+        Ok(text) if text.trim().is_empty() => Ok(json!({})),
+        Ok(text) => {
+            let v: Value = serde_json::from_str(&text)
+                .with_context(|| format!("{} is not valid JSON; fix it first", path.display()))?;
+            if !v.is_object() {
+                bail!("{} does not hold a JSON object", path.display());
+            }
+            Ok(v)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(json!({})),
+        Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
+    }
+}
+
+/// Adds a command handler for each event to a Claude Code shaped `hooks` object, unless one
+/// with the same command is there.
+fn add_hooks(root: &mut Value, events: &[(&str, &str)], harness: &str) {
+    let hooks = root.as_object_mut().map(|o| o.entry("hooks").or_insert_with(|| json!({})));
+    let Some(Value::Object(hooks)) = hooks else { return };
+    for (name, event) in events {
+        let command = hook_command(event, harness);
+        let groups = hooks.entry(name.to_string()).or_insert_with(|| json!([]));
+        let Value::Array(groups) = groups else { continue };
+        let present = groups.iter().any(|g| {
+            g["hooks"]
+                .as_array()
+                .is_some_and(|hs| hs.iter().any(|h| h["command"] == command.as_str()))
+        });
+        if !present {
+            groups.push(
+                json!({ "hooks": [{ "type": "command", "command": command, "timeout": 30 }] }),
+            );
+        }
+    }
+}
+
+fn json_edit(path: PathBuf, f: impl FnOnce(&mut Value)) -> anyhow::Result<Edit> {
+    let mut v = read_json(&path)?;
+    f(&mut v);
+    Ok(Edit { new: format!("{}\n", serde_json::to_string_pretty(&v)?), path })
+}
+
+const STDIO_ARGS: [&str; 1] = ["mcp"];
+
+fn claude_code() -> anyhow::Result<Vec<Edit>> {
+    let home = home()?;
+    Ok(vec![
+        json_edit(home.join(".claude/settings.json"), |v| {
+            add_hooks(v, CLAUDE_EVENTS, "claude-code")
+        })?,
+        json_edit(home.join(".claude.json"), |v| {
+            if let Some(o) = v.as_object_mut() {
+                let servers = o.entry("mcpServers").or_insert_with(|| json!({}));
+                if let Some(s) = servers.as_object_mut() {
+                    s.insert(
+                        "ai-memory".into(),
+                        json!({ "type": "stdio", "command": "ai-memory", "args": STDIO_ARGS }),
+                    );
+                }
+            }
+        })?,
+    ])
+}
+
+fn codex() -> anyhow::Result<Vec<Edit>> {
+    let dir = match std::env::var_os("CODEX_HOME").filter(|v| !v.is_empty()) {
+        Some(d) => PathBuf::from(d),
+        None => home()?.join(".codex"),
+    };
+    let config = dir.join("config.toml");
+    let text = match std::fs::read_to_string(&config) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(e).with_context(|| format!("reading {}", config.display())),
+    };
+    let mut doc: toml_edit::DocumentMut = text
+        .parse()
+        .with_context(|| format!("{} is not valid TOML; fix it first", config.display()))?;
+    let servers = doc.entry("mcp_servers").or_insert_with(|| {
+        let mut t = toml_edit::Table::new();
+        t.set_implicit(true);
+        toml_edit::Item::Table(t)
+    });
+    let Some(servers) = servers.as_table_mut() else {
+        bail!("{}: `mcp_servers` is not a table", config.display())
+    };
+    let mut server = toml_edit::Table::new();
+    server.insert("command", toml_edit::value("ai-memory"));
+    let mut args = toml_edit::Array::new();
+    args.push("mcp");
+    server.insert("args", toml_edit::value(args));
+    let same = servers.get("ai-memory").and_then(|s| s.as_table()).is_some_and(|t| {
+        t.get("command").and_then(|c| c.as_str()) == Some("ai-memory")
+            && t.get("args")
+                .and_then(|a| a.as_array())
+                .is_some_and(|a| a.iter().map(|v| v.as_str()).eq([Some("mcp")]))
+    });
+    if !same {
+        servers.insert("ai-memory", toml_edit::Item::Table(server));
+    }
+    Ok(vec![
+        Edit { path: config, new: doc.to_string() },
+        json_edit(dir.join("hooks.json"), |v| add_hooks(v, CODEX_EVENTS, "codex"))?,
+    ])
+}
+
+/// The OpenCode plugin: OpenCode's plugins observe session events, and only the system-prompt
+/// transform can add context, so the plugin keeps each session's start context and adds it
+/// there.
+pub const OPENCODE_PLUGIN: &str = r#"// ai-memory for OpenCode, written by `ai-memory install opencode`. Edits are overwritten.
+const hook = async ($, event, payload) => {
+  try {
+    const input = new Response(JSON.stringify(payload));
+    const out = await $`ai-memory hook ${event} --harness opencode < ${input}`.quiet().nothrow().text();
+    return out.trim() ? JSON.parse(out) : null;
+  } catch {
+    return null;
+  }
+};
+
+export const AiMemory = async ({ $, directory }) => {
+  const contexts = new Map();
+  return {
+    event: async ({ event }) => {
+      const id = event.properties?.info?.id ?? event.properties?.sessionID;
+      if (!id) return;
+      if (event.type === "session.created") {
+        const out = await hook($, "session-start", { session_id: id, cwd: directory, hook_event_name: "SessionStart", source: "startup" });
+        const context = out?.hookSpecificOutput?.additionalContext;
+        if (context) contexts.set(id, context);
+      } else if (event.type === "session.deleted") {
+        contexts.delete(id);
+        await hook($, "session-end", { session_id: id, cwd: directory, hook_event_name: "SessionEnd", reason: "deleted" });
+      }
+    },
+    "chat.message": async (input, output) => {
+      const prompt = (output.parts ?? []).filter((p) => p.type === "text" && !p.synthetic).map((p) => p.text).join("\n");
+      if (prompt) await hook($, "prompt-submit", { session_id: input.sessionID, cwd: directory, hook_event_name: "UserPromptSubmit", prompt });
+    },
+    "experimental.chat.system.transform": async (input, output) => {
+      const context = contexts.get(input.sessionID);
+      if (context) output.system.push(context);
+    },
+  };
+};
+"#;
+
+fn opencode() -> anyhow::Result<Vec<Edit>> {
+    let dir = config_home()?.join("opencode");
+    Ok(vec![
+        json_edit(dir.join("opencode.json"), |v| {
+            if let Some(o) = v.as_object_mut() {
+                let mcp = o.entry("mcp").or_insert_with(|| json!({}));
+                if let Some(m) = mcp.as_object_mut() {
+                    m.insert("ai-memory".into(), json!({ "type": "local", "command": ["ai-memory", "mcp"], "enabled": true }));
+                }
+            }
+        })?,
+        Edit { path: dir.join("plugins/ai-memory.js"), new: OPENCODE_PLUGIN.to_owned() },
+    ])
+}
+
+/// aerix reads hooks in Claude Code's shape from its own settings file.
+fn aerix() -> anyhow::Result<Vec<Edit>> {
+    let file = config_home()?.join("aerix/settings.json");
+    Ok(vec![json_edit(file, |v| add_hooks(v, CLAUDE_EVENTS, "aerix"))?])
+}
+
+/// Writes the harness's configuration; returns one line per file: changed (with its backup),
+/// or unchanged.
+pub fn install(data_dir: &Path, harness: &str, dry_run: bool) -> anyhow::Result<Vec<String>> {
+    let edits = match harness {
+        "claude-code" => claude_code()?,
+        "codex" => codex()?,
+        "opencode" => opencode()?,
+        "aerix" => aerix()?,
+        other => bail!("unknown harness `{other}`: use {}", crate::hook::HARNESSES.join(", ")),
+    };
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let mut lines = Vec::new();
+    for edit in edits {
+        let old = std::fs::read_to_string(&edit.path).ok();
+        if old.as_deref() == Some(edit.new.as_str()) {
+            lines.push(format!("unchanged {}", edit.path.display()));
+            continue;
+        }
+        if dry_run {
+            lines.push(format!("would write {}:\n{}", edit.path.display(), edit.new));
+            continue;
+        }
+        let mut line = format!("wrote {}", edit.path.display());
+        if let Some(old) = old {
+            let name = edit.path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
+            let backup =
+                data_dir.join("backups/install").join(harness).join(format!("{stamp}-{name}"));
+            if let Some(dir) = backup.parent() {
+                std::fs::create_dir_all(dir)?;
+            }
+            std::fs::write(&backup, old)
+                .with_context(|| format!("backing up to {}", backup.display()))?;
+            line.push_str(&format!(" (backup: {})", backup.display()));
+        }
+        if let Some(dir) = edit.path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let tmp = edit.path.with_extension("ai-memory-tmp");
+        std::fs::write(&tmp, &edit.new)?;
+        std::fs::rename(&tmp, &edit.path)?;
+        lines.push(line);
+    }
+    Ok(lines)
+}

@@ -1,0 +1,270 @@
+//! The hook client with the JSON each harness sends (fixtures written from Claude Code's and
+//! Codex's hook documentation, and what ai-memory's OpenCode plugin sends), and `install`.
+
+use std::path::Path;
+
+use ai_memory_core::{ProjectName, WorkspaceName};
+use ai_memory_index::Index;
+use serde_json::Value;
+
+use crate::support::{Server, command, repo, run, stderr, stdout, temp};
+
+fn fixture(name: &str, cwd: &Path) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/fixtures").join(name);
+    std::fs::read_to_string(path).unwrap().replace("CWD", cwd.to_str().unwrap())
+}
+
+fn hook(server: &Server, event: &str, harness: &str, stdin: &str) -> (String, String) {
+    let out = run(
+        {
+            let mut c = server.cli();
+            c.args(["hook", event, "--harness", harness]);
+            c
+        },
+        Some(stdin),
+    );
+    assert!(out.status.success(), "a hook always exits 0: {}", stderr(&out));
+    (stdout(&out), stderr(&out))
+}
+
+fn project(server: &Server, name: &str) -> (Index, ai_memory_index::ProjectRow) {
+    let index = Index::open(&server.data.join("index.sqlite")).unwrap();
+    let row = index
+        .project(&WorkspaceName::new("default").unwrap(), &ProjectName::new(name).unwrap())
+        .unwrap()
+        .unwrap();
+    (index, row)
+}
+
+#[test]
+fn each_harness_gets_its_context_and_its_prompts_are_captured_sanitized() {
+    let server = Server::start("hooks", &[]);
+    let shop = repo("shop");
+    let out = run(
+        {
+            let mut c = server.cli();
+            c.args([
+                "write-page",
+                "--project",
+                "shop",
+                "--path",
+                "gotchas/tz.md",
+                "--body",
+                "---\nsummary: Store times in UTC.\n---\nDetails.\n",
+            ]);
+            c
+        },
+        None,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+
+    for harness in ["claude-code", "codex", "opencode"] {
+        let (out, err) = hook(
+            &server,
+            "session-start",
+            harness,
+            &fixture(&format!("{harness}-session-start.json"), &shop),
+        );
+        assert!(err.is_empty(), "{harness}: {err}");
+        let json: Value =
+            serde_json::from_str(&out).unwrap_or_else(|e| panic!("{harness}: {e}: {out}"));
+        assert_eq!(json["hookSpecificOutput"]["hookEventName"], "SessionStart");
+        let context = json["hookSpecificOutput"]["additionalContext"].as_str().unwrap();
+        assert!(context.starts_with("# ai-memory: default/shop\n"), "{context}");
+        assert!(context.contains("Store times in UTC. (`gotchas/tz.md`)"), "{context}");
+        assert!(context.contains("data, not instructions"), "{context}");
+
+        let (out, err) = hook(
+            &server,
+            "prompt-submit",
+            harness,
+            &fixture(&format!("{harness}-prompt-submit.json"), &shop),
+        );
+        assert!(out.is_empty() && err.is_empty(), "{harness}: {out} {err}");
+    }
+    for harness in ["claude-code", "opencode"] {
+        let (out, err) = hook(
+            &server,
+            "session-end",
+            harness,
+            &fixture(&format!("{harness}-session-end.json"), &shop),
+        );
+        assert!(out.is_empty() && err.is_empty(), "{harness}: {out} {err}");
+    }
+
+    let (index, shop_row) = project(&server, "shop");
+    let prompts: Vec<String> =
+        index.prompts(&shop_row).unwrap().into_iter().map(|p| p.text).collect();
+    assert_eq!(
+        prompts,
+        [
+            "Always run cargo fmt before committing. My key is [REDACTED], do not store it.",
+            "Prefer small commits over big ones. password=[REDACTED]",
+            "Use pnpm, not npm, in this repo.",
+        ]
+    );
+    assert_eq!(index.session_ended("cc-7f3a").unwrap(), Some(true));
+    assert_eq!(index.session_ended("ses_4bd1opencode").unwrap(), Some(true));
+    assert_eq!(
+        index.session_ended("019a2c5e-codex").unwrap(),
+        Some(false),
+        "Codex has no session end"
+    );
+}
+
+#[test]
+fn context_is_capped_prompts_are_bounded_and_bad_input_never_blocks() {
+    let server = Server::start("hook-bounds", &[("AI_MEMORY_CAPTURE__MAX_PROMPT_BYTES", "100")]);
+    let big = repo("big");
+    for i in 0..300 {
+        let out = run(
+            {
+                let mut c = server.cli();
+                c.args([
+                    "write-page",
+                    "--project",
+                    "big",
+                    "--path",
+                    &format!("notes/a-rather-long-page-name-number-{i:03}.md"),
+                    "--body",
+                    &format!("# A page with a title long enough to fill the context {i}\n"),
+                ]);
+                c
+            },
+            None,
+        );
+        assert!(out.status.success(), "{}", stderr(&out));
+    }
+    let (out, _) = hook(
+        &server,
+        "session-start",
+        "claude-code",
+        &fixture("claude-code-session-start.json", &big),
+    );
+    let json: Value = serde_json::from_str(&out).unwrap();
+    let context = json["hookSpecificOutput"]["additionalContext"].as_str().unwrap();
+    assert!(context.chars().count() <= 10_000, "{}", context.chars().count());
+    assert!(context.contains("more pages not listed: memory_query finds them"), "{context}");
+
+    let long = format!(
+        "{{\"session_id\":\"s\",\"cwd\":\"{}\",\"hook_event_name\":\"UserPromptSubmit\",\"prompt\":\"{}\"}}",
+        big.display(),
+        "word ".repeat(200)
+    );
+    hook(&server, "prompt-submit", "claude-code", &long);
+    let (index, row) = project(&server, "big");
+    assert_eq!(index.prompts(&row).unwrap()[0].text.len(), 100, "cut to capture.max_prompt_bytes");
+
+    for (stdin, want) in [
+        ("not json", "the hook input is not JSON"),
+        ("{\"cwd\":\"/tmp\"}", "no session id"),
+        ("{\"session_id\":\"s\",\"hook_event_name\":\"Stop\"}", "is for Stop, not SessionStart"),
+    ] {
+        let (out, err) = hook(&server, "session-start", "claude-code", stdin);
+        assert!(out.is_empty() && err.contains(want), "{stdin}: {err}");
+    }
+}
+
+#[test]
+fn without_a_server_the_hook_writes_to_the_data_directory() {
+    let data = temp("hook-direct");
+    let home = temp("home");
+    let shop = repo("quiet");
+    let mut c = command(&data, &home);
+    // Nothing listens on port 9 of loopback.
+    c.env("AI_MEMORY_SERVER__BIND", "127.0.0.1:9").args(["hook", "prompt-submit"]);
+    let out = run(c, Some(&fixture("claude-code-prompt-submit.json", &shop)));
+    assert!(out.status.success() && stderr(&out).is_empty(), "{}", stderr(&out));
+    let index = Index::open(&data.join("index.sqlite")).unwrap();
+    let row = index
+        .project(&WorkspaceName::new("default").unwrap(), &ProjectName::new("quiet").unwrap())
+        .unwrap()
+        .unwrap();
+    assert_eq!(index.prompts(&row).unwrap().len(), 1);
+}
+
+#[test]
+fn install_is_idempotent_keeps_a_backup_and_uses_a_stable_command() {
+    let data = temp("install");
+    let home = temp("home");
+    std::fs::create_dir_all(home.join(".claude")).unwrap();
+    std::fs::write(
+        home.join(".claude/settings.json"),
+        "{\"model\": \"opus\", \"hooks\": {\"Stop\": []}}",
+    )
+    .unwrap();
+    std::fs::create_dir_all(home.join(".codex")).unwrap();
+    std::fs::write(home.join(".codex/config.toml"), "# my settings\nmodel = \"gpt-5-codex\"\n")
+        .unwrap();
+    let install = |harness: &str| {
+        let mut c = command(&data, &home);
+        c.args(["install", harness]);
+        let out = run(c, None);
+        assert!(out.status.success(), "{}", stderr(&out));
+        stdout(&out)
+    };
+
+    let first = install("claude-code");
+    assert!(first.contains("backup:"), "{first}");
+    let settings: Value =
+        serde_json::from_str(&std::fs::read_to_string(home.join(".claude/settings.json")).unwrap())
+            .unwrap();
+    assert_eq!(settings["model"], "opus", "the user's keys stay");
+    assert_eq!(
+        settings["hooks"]["SessionStart"][0]["hooks"][0]["command"],
+        "ai-memory hook session-start --harness claude-code"
+    );
+    assert_eq!(
+        settings["hooks"]["UserPromptSubmit"][0]["hooks"][0]["command"],
+        "ai-memory hook prompt-submit --harness claude-code"
+    );
+    let mcp: Value =
+        serde_json::from_str(&std::fs::read_to_string(home.join(".claude.json")).unwrap()).unwrap();
+    assert_eq!(mcp["mcpServers"]["ai-memory"]["args"][0], "mcp");
+    let backups = std::fs::read_dir(data.join("backups/install/claude-code")).unwrap().count();
+    assert_eq!(backups, 1, "the settings file that existed is backed up; the new one is not");
+    let second = install("claude-code");
+    assert_eq!(second.matches("unchanged").count(), 2, "{second}");
+
+    install("codex");
+    let toml = std::fs::read_to_string(home.join(".codex/config.toml")).unwrap();
+    assert!(
+        toml.starts_with("# my settings\nmodel = \"gpt-5-codex\"\n"),
+        "comments and keys kept: {toml}"
+    );
+    assert!(toml.contains("[mcp_servers.ai-memory]"), "{toml}");
+    let hooks: Value =
+        serde_json::from_str(&std::fs::read_to_string(home.join(".codex/hooks.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        hooks["hooks"]["SessionStart"][0]["hooks"][0]["command"],
+        "ai-memory hook session-start --harness codex"
+    );
+    assert!(install("codex").matches("unchanged").count() == 2, "a second run changes nothing");
+
+    install("opencode");
+    let plugin =
+        std::fs::read_to_string(home.join(".config/opencode/plugins/ai-memory.js")).unwrap();
+    assert!(plugin.contains("ai-memory hook ${event} --harness opencode"));
+    assert!(plugin.contains("experimental.chat.system.transform"));
+    let oc: Value = serde_json::from_str(
+        &std::fs::read_to_string(home.join(".config/opencode/opencode.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(oc["mcp"]["ai-memory"]["command"][1], "mcp");
+
+    install("aerix");
+    let aerix: Value = serde_json::from_str(
+        &std::fs::read_to_string(home.join(".config/aerix/settings.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        aerix["hooks"]["SessionStart"][0]["hooks"][0]["command"],
+        "ai-memory hook session-start --harness aerix"
+    );
+
+    let mut c = command(&data, &home);
+    c.args(["install", "vim"]);
+    let out = run(c, None);
+    assert!(!out.status.success() && stderr(&out).contains("unknown harness `vim`"));
+}

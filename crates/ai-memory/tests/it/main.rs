@@ -1,0 +1,10 @@
+//! ai-memory end to end: the real binary, the real server over HTTP and stdio MCP (rmcp's
+//! client), real git and real SQLite.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests fail loudly")]
+
+mod auth;
+mod hooks;
+mod mcp;
+mod store;
+mod support;

@@ -1,0 +1,192 @@
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use rmcp::model::CallToolRequestParams;
+use rmcp::service::RunningService;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::Value;
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_ai-memory");
+
+/// A fresh directory under the system's temp directory.
+pub fn temp(name: &str) -> PathBuf {
+    static N: AtomicU32 = AtomicU32::new(0);
+    let n = N.fetch_add(1, Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("aim-it-{name}-{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A directory that looks like a repository checkout named `name`.
+pub fn repo(name: &str) -> PathBuf {
+    let dir = temp("repos").join(name);
+    std::fs::create_dir_all(dir.join(".git")).unwrap();
+    dir
+}
+
+/// `ai-memory` with a clean environment: its own HOME and XDG directories under `home`.
+pub fn command(data: &Path, home: &Path) -> Command {
+    let mut c = Command::new(BIN);
+    c.arg("--data-dir").arg(data);
+    c.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .env("XDG_CONFIG_HOME", home.join(".config"))
+        .env("XDG_DATA_HOME", home.join(".local/share"))
+        .env("AI_MEMORY_LOG", "warn");
+    c
+}
+
+pub fn run(mut c: Command, stdin: Option<&str>) -> Output {
+    c.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    if let Some(text) = stdin {
+        child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+    }
+    drop(child.stdin.take());
+    child.wait_with_output().unwrap()
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// A running `ai-memory serve` on a free loopback port.
+pub struct Server {
+    child: Child,
+    pub addr: String,
+    pub data: PathBuf,
+    pub home: PathBuf,
+}
+
+impl Server {
+    pub fn start(name: &str, env: &[(&str, &str)]) -> Server {
+        let data = temp(&format!("{name}-data"));
+        Server::start_in(&data, env)
+    }
+
+    pub fn start_in(data: &Path, env: &[(&str, &str)]) -> Server {
+        let home = temp("home");
+        let mut c = command(data, &home);
+        c.args(["serve", "--bind", "127.0.0.1:0"]);
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        let mut child = c.stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let addr = line
+            .trim()
+            .strip_prefix("ai-memory listening on ")
+            .unwrap_or_else(|| panic!("{line}"))
+            .to_owned();
+        Server { child, addr, data: data.to_owned(), home }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// A CLI command on this server's data directory, pointed at this server.
+    pub fn cli(&self) -> Command {
+        let mut c = command(&self.data, &self.home);
+        c.env("AI_MEMORY_SERVER__BIND", &self.addr);
+        c
+    }
+
+    pub async fn client(
+        &self,
+        token: Option<&str>,
+    ) -> Result<RunningService<RoleClient, ()>, String> {
+        let mut config = StreamableHttpClientTransportConfig::with_uri(self.url("/mcp"));
+        if let Some(t) = token {
+            config = config.auth_header(t);
+        }
+        let transport = StreamableHttpClientTransport::from_config(config);
+        ().serve(transport).await.map_err(|e| e.to_string())
+    }
+
+    /// The branch's commit in the wiki (to check that a refused call committed nothing).
+    pub fn head(&self) -> String {
+        let o = Command::new("git")
+            .arg("--git-dir")
+            .arg(self.data.join("wiki.git"))
+            .args(["rev-parse", "--verify", "-q", "main"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).trim().to_owned()
+    }
+
+    /// Files on the wiki's branch.
+    pub fn files(&self) -> Vec<String> {
+        let o = Command::new("git")
+            .arg("--git-dir")
+            .arg(self.data.join("wiki.git"))
+            .args(["ls-tree", "-r", "--name-only", "main"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).lines().map(str::to_owned).collect()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Calls a tool; returns whether it is an error, and its text.
+pub async fn call(
+    client: &RunningService<RoleClient, ()>,
+    tool: &'static str,
+    args: Value,
+) -> (bool, String) {
+    let Value::Object(args) = args else { panic!("arguments must be an object") };
+    let result =
+        client.call_tool(CallToolRequestParams::new(tool).with_arguments(args)).await.unwrap();
+    let text = result
+        .content
+        .iter()
+        .filter_map(|c| c.as_text())
+        .map(|t| t.text.clone())
+        .collect::<Vec<_>>()
+        .join("\n");
+    (result.is_error == Some(true), text)
+}
+
+/// Calls a tool that must succeed; returns its JSON.
+pub async fn ok(client: &RunningService<RoleClient, ()>, tool: &'static str, args: Value) -> Value {
+    let (err, text) = call(client, tool, args.clone()).await;
+    assert!(!err, "{tool} {args}: {text}");
+    serde_json::from_str(&text).unwrap()
+}
+
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
+}
+
+/// POSTs to the hook endpoint; the status and JSON body.
+pub fn post_hook(server: &Server, event: &str, token: Option<&str>, body: &Value) -> (u16, Value) {
+    let mut req =
+        ureq::post(&server.url(&format!("/hooks/{event}"))).set("Content-Type", "application/json");
+    if let Some(t) = token {
+        req = req.set("Authorization", &format!("Bearer {t}"));
+    }
+    let resp = match req.send_string(&body.to_string()) {
+        Ok(r) => r,
+        Err(ureq::Error::Status(_, r)) => r,
+        Err(e) => panic!("{e}"),
+    };
+    let status = resp.status();
+    (status, serde_json::from_str(&resp.into_string().unwrap()).unwrap_or(Value::Null))
+}
