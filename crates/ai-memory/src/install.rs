@@ -204,9 +204,10 @@ fn opencode() -> anyhow::Result<Vec<Edit>> {
     ])
 }
 
-/// aerix reads hooks in Claude Code's shape from its own settings file.
+/// aerix takes hooks in Claude Code's shape; ai-memory's go in their own file beside aerix's
+/// `settings.toml` (whose keys are checked strictly).
 fn aerix() -> anyhow::Result<Vec<Edit>> {
-    let file = config_home()?.join("aerix/settings.json");
+    let file = config_home()?.join("aerix/hooks.json");
     Ok(vec![json_edit(file, |v| add_hooks(v, CLAUDE_EVENTS, "aerix"))?])
 }
 

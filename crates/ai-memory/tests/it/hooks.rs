@@ -255,7 +255,7 @@ fn install_is_idempotent_keeps_a_backup_and_uses_a_stable_command() {
 
     install("aerix");
     let aerix: Value = serde_json::from_str(
-        &std::fs::read_to_string(home.join(".config/aerix/settings.json")).unwrap(),
+        &std::fs::read_to_string(home.join(".config/aerix/hooks.json")).unwrap(),
     )
     .unwrap();
     assert_eq!(
