@@ -2,7 +2,7 @@
 
 use ai_memory_core::Clean;
 use ai_memory_store::Wiki;
-use rusqlite::params;
+use rusqlite::{OptionalExtension, params};
 
 use crate::{Index, IndexError, ProjectRow, now};
 
@@ -25,17 +25,36 @@ pub struct PromptRow {
 }
 
 impl Index {
+    /// Records a session start. A session id already known belongs to its project and
+    /// operator: reusing it from another is refused (a session cannot be taken over by id).
     pub fn start_session(
         &self,
         project: &ProjectRow,
         s: &SessionStart<'_>,
     ) -> Result<(), IndexError> {
         let conn = self.conn();
-        conn.execute(
-            "INSERT INTO sessions (id, project_id, harness, user_id, started) VALUES (?1, ?2, ?3, ?4, ?5)
-             ON CONFLICT (id) DO UPDATE SET project_id = excluded.project_id, ended = NULL",
-            params![s.id, project.id, s.harness, s.user, now()],
-        )?;
+        let owner: Option<(i64, Option<i64>)> = conn
+            .query_row("SELECT project_id, user_id FROM sessions WHERE id = ?1", [s.id], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .optional()?;
+        match owner {
+            Some(owner) if owner != (project.id, s.user) => {
+                return Err(IndexError::Denied(format!(
+                    "session `{}` belongs to another project or operator",
+                    s.id
+                )));
+            }
+            Some(_) => {
+                conn.execute("UPDATE sessions SET ended = NULL WHERE id = ?1", [s.id])?;
+            }
+            None => {
+                conn.execute(
+                    "INSERT INTO sessions (id, project_id, harness, user_id, started) VALUES (?1, ?2, ?3, ?4, ?5)",
+                    params![s.id, project.id, s.harness, s.user, now()],
+                )?;
+            }
+        }
         // Only explicit values change a project's opt-outs.
         if let Some(v) = s.contribute {
             conn.execute(
@@ -64,10 +83,16 @@ impl Index {
         Ok(())
     }
 
-    pub fn end_session(&self, session: &str) -> Result<bool, IndexError> {
+    /// Ends a session of `project` opened by `user`; `false` when there is none to end.
+    pub fn end_session(
+        &self,
+        project: &ProjectRow,
+        session: &str,
+        user: Option<i64>,
+    ) -> Result<bool, IndexError> {
         let n = self.conn().execute(
-            "UPDATE sessions SET ended = ?1 WHERE id = ?2 AND ended IS NULL",
-            params![now(), session],
+            "UPDATE sessions SET ended = ?1 WHERE id = ?2 AND project_id = ?3 AND user_id IS ?4 AND ended IS NULL",
+            params![now(), session, project.id, user],
         )?;
         Ok(n > 0)
     }
@@ -85,7 +110,6 @@ impl Index {
 
     /// Whether a session ended (`None`: unknown session).
     pub fn session_ended(&self, session: &str) -> Result<Option<bool>, IndexError> {
-        use rusqlite::OptionalExtension;
         let ended: Option<Option<i64>> = self
             .conn()
             .query_row("SELECT ended FROM sessions WHERE id = ?1", [session], |r| r.get(0))

@@ -435,8 +435,8 @@ impl Memory {
     }
 
     pub fn session_end(&self, who: Principal, event: &HookEvent) -> Result<bool, MemoryError> {
-        self.hook_project(who, event)?;
-        Ok(self.index.end_session(&event.session_id)?)
+        let project = self.hook_project(who, event)?;
+        Ok(self.index.end_session(&project, &event.session_id, who.user_id())?)
     }
 
     /// The project a hook reports for: made on first sight; never a profile project (event

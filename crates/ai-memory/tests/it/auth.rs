@@ -99,6 +99,13 @@ fn operators_see_only_what_they_may_and_restricted_projects_leak_nothing() {
         let (status, body) = post_hook(&server, "session-start", Some(&bob_key), &hook_event("bob-private", "sb"));
         assert_eq!(status, 200, "{body}");
         assert!(body["context"].as_str().unwrap().contains("p.md"), "{body}");
+        // A session id is its operator's: nobody else reopens or ends it.
+        let (status, body) = post_hook(&server, "session-start", Some(&alice_key), &hook_event("shared", "sb"));
+        assert_eq!(status, 403, "{body}");
+        let (status, body) = post_hook(&server, "session-end", Some(&alice_key), &hook_event("shared", "sb"));
+        assert_eq!((status, body["ended"].as_bool()), (200, Some(false)), "{body}");
+        let (status, body) = post_hook(&server, "session-end", Some(&bob_key), &hook_event("bob-private", "sb"));
+        assert_eq!((status, body["ended"].as_bool()), (200, Some(true)), "{body}");
         ok(&root, "memory_read_page", json!({ "project": "bob-private", "path": "p.md" })).await;
         let (err, text) = call(&root, "memory_write_page", json!({ "project": "bob-private", "path": "p.md", "body": "x", "restricted": false })).await;
         assert!(err && text.contains("access mode is fixed"), "{text}");
