@@ -62,6 +62,9 @@ CREATE TABLE IF NOT EXISTS pages (
     id INTEGER PRIMARY KEY,
     project_id INTEGER NOT NULL REFERENCES projects(id) ON DELETE CASCADE,
     path TEXT NOT NULL,
+    -- `p<project id>`, indexed by FTS5 so a search intersects with the project's pages
+    -- instead of ranking every match of the whole wiki and filtering afterwards.
+    project_key TEXT NOT NULL,
     title TEXT NOT NULL,
     summary TEXT,
     frontmatter TEXT NOT NULL,
@@ -69,19 +72,22 @@ CREATE TABLE IF NOT EXISTS pages (
     UNIQUE (project_id, path)
 );
 CREATE VIRTUAL TABLE IF NOT EXISTS pages_fts USING fts5(
-    title, path, body, content = 'pages', content_rowid = 'id', tokenize = 'porter unicode61'
+    title, path, body, project_key, content = 'pages', content_rowid = 'id',
+    tokenize = 'porter unicode61'
 );
 CREATE TRIGGER IF NOT EXISTS pages_ai AFTER INSERT ON pages BEGIN
-    INSERT INTO pages_fts (rowid, title, path, body) VALUES (new.id, new.title, new.path, new.body);
+    INSERT INTO pages_fts (rowid, title, path, body, project_key)
+        VALUES (new.id, new.title, new.path, new.body, new.project_key);
 END;
 CREATE TRIGGER IF NOT EXISTS pages_ad AFTER DELETE ON pages BEGIN
-    INSERT INTO pages_fts (pages_fts, rowid, title, path, body)
-        VALUES ('delete', old.id, old.title, old.path, old.body);
+    INSERT INTO pages_fts (pages_fts, rowid, title, path, body, project_key)
+        VALUES ('delete', old.id, old.title, old.path, old.body, old.project_key);
 END;
 CREATE TRIGGER IF NOT EXISTS pages_au AFTER UPDATE ON pages BEGIN
-    INSERT INTO pages_fts (pages_fts, rowid, title, path, body)
-        VALUES ('delete', old.id, old.title, old.path, old.body);
-    INSERT INTO pages_fts (rowid, title, path, body) VALUES (new.id, new.title, new.path, new.body);
+    INSERT INTO pages_fts (pages_fts, rowid, title, path, body, project_key)
+        VALUES ('delete', old.id, old.title, old.path, old.body, old.project_key);
+    INSERT INTO pages_fts (rowid, title, path, body, project_key)
+        VALUES (new.id, new.title, new.path, new.body, new.project_key);
 END;
 CREATE TABLE IF NOT EXISTS sessions (
     id TEXT PRIMARY KEY,
@@ -101,31 +107,62 @@ CREATE TABLE IF NOT EXISTS prompts (
 );
 "#;
 
+/// Bumped when the page tables change shape: an index of another version has its page tables
+/// made again (from the wiki, by the caller: see `Index::needs_rebuild`).
+const SCHEMA_VERSION: i64 = 2;
+
 /// The index database. One connection behind a lock: SQLite serializes writers anyway, and a
 /// query over 10k pages takes a few milliseconds.
 #[derive(Debug)]
 pub struct Index {
     conn: Mutex<Connection>,
+    /// The page tables were made empty on open (a new database, or another version's).
+    fresh: bool,
 }
 
 impl Index {
     pub fn open(path: &Path) -> Result<Index, IndexError> {
         let conn = Connection::open(path)?;
         conn.busy_timeout(std::time::Duration::from_secs(10))?;
-        conn.execute_batch(SCHEMA)?;
-        Ok(Index { conn: Mutex::new(conn) })
+        let fresh = prepare(&conn)?;
+        Ok(Index { conn: Mutex::new(conn), fresh })
     }
 
     /// An index in memory (tests, benchmarks).
     pub fn in_memory() -> Result<Index, IndexError> {
         let conn = Connection::open_in_memory()?;
-        conn.execute_batch(SCHEMA)?;
-        Ok(Index { conn: Mutex::new(conn) })
+        let fresh = prepare(&conn)?;
+        Ok(Index { conn: Mutex::new(conn), fresh })
+    }
+
+    /// Whether the page tables started empty: the caller rebuilds them from the wiki.
+    pub fn needs_rebuild(&self) -> bool {
+        self.fresh
     }
 
     fn conn(&self) -> MutexGuard<'_, Connection> {
         self.conn.lock().unwrap_or_else(|p| p.into_inner())
     }
+}
+
+/// Creates the tables; an index of another schema version loses its page tables first (they
+/// are a cache of the wiki). Returns whether the page tables start empty.
+fn prepare(conn: &Connection) -> Result<bool, IndexError> {
+    let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    let has_pages: bool = conn.query_row(
+        "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE name = 'pages')",
+        [],
+        |r| r.get(0),
+    )?;
+    if has_pages && version != SCHEMA_VERSION {
+        conn.execute_batch(
+            "DROP TRIGGER IF EXISTS pages_ai; DROP TRIGGER IF EXISTS pages_ad;
+             DROP TRIGGER IF EXISTS pages_au; DROP TABLE IF EXISTS pages_fts; DROP TABLE pages;",
+        )?;
+    }
+    conn.execute_batch(SCHEMA)?;
+    conn.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION}"))?;
+    Ok(!has_pages || version != SCHEMA_VERSION)
 }
 
 pub(crate) fn now() -> i64 {

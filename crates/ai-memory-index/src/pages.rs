@@ -63,8 +63,8 @@ impl Index {
         let frontmatter =
             serde_json::to_string(&stored.page.frontmatter).unwrap_or_else(|_| "{}".into());
         self.conn().execute(
-            "INSERT INTO pages (project_id, path, title, summary, frontmatter, body)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+            "INSERT INTO pages (project_id, path, project_key, title, summary, frontmatter, body)
+             VALUES (?1, ?2, 'p' || ?1, ?3, ?4, ?5, ?6)
              ON CONFLICT (project_id, path) DO UPDATE SET title = excluded.title,
                 summary = excluded.summary, frontmatter = excluded.frontmatter, body = excluded.body",
             params![
@@ -131,9 +131,12 @@ impl Index {
         limit: i64,
     ) -> Result<Vec<Hit>, IndexError> {
         let (root, user) = Index::bind_principal(who);
+        let Some(project_id) = self.project_id(ws, project)? else { return Ok(Vec::new()) };
+        // The project's pages only, inside FTS5: `project_key` is an indexed column.
+        let q = format!("project_key : p{project_id} AND {{title path body}} : ({q})");
         let sql = format!(
             "SELECT pr.workspace, pr.name, p.path, p.title, p.summary,
-                    snippet(pages_fts, 2, '[', ']', '…', 12), bm25(pages_fts, 4.0, 2.0, 1.0) AS score
+                    snippet(pages_fts, 2, '[', ']', '…', 12), bm25(pages_fts, 4.0, 2.0, 1.0, 0.0) AS score
              FROM pages_fts
              JOIN pages p ON p.id = pages_fts.rowid
              JOIN projects pr ON pr.id = p.project_id
@@ -143,7 +146,7 @@ impl Index {
         let conn = self.conn();
         let mut stmt = conn.prepare_cached(&sql)?;
         let rows = stmt.query_map(
-            named_params! { ":q": q, ":ws": ws, ":project": project, ":root": root, ":user": user, ":limit": limit },
+            named_params! { ":q": &q, ":ws": ws, ":project": project, ":root": root, ":user": user, ":limit": limit },
             |r| {
                 Ok(Hit {
                     workspace: r.get(0)?,
@@ -157,6 +160,18 @@ impl Index {
             },
         )?;
         Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    fn project_id(&self, ws: &str, project: &str) -> Result<Option<i64>, IndexError> {
+        use rusqlite::OptionalExtension;
+        Ok(self
+            .conn()
+            .query_row(
+                "SELECT id FROM projects WHERE workspace = ?1 AND name = ?2",
+                params![ws, project],
+                |r| r.get(0),
+            )
+            .optional()?)
     }
 
     /// Every page row with its project, in order: what two indexes of one wiki must share.

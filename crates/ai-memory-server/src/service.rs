@@ -148,8 +148,8 @@ impl Memory {
             MemoryError::Invalid(format!("cannot create {}: {e}", data_dir.display()))
         })?;
         let wiki = Wiki::open(data_dir)?;
-        let fresh = !data_dir.join("index.sqlite").exists();
         let index = Index::open(&data_dir.join("index.sqlite"))?;
+        let fresh = index.needs_rebuild();
         let memory = Memory { data_dir: data_dir.to_owned(), settings, wiki, index };
         if fresh && memory.wiki.head()?.is_some() {
             memory.index.rebuild(&memory.wiki)?;
