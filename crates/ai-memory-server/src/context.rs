@@ -62,12 +62,18 @@ pub fn session_context(
     }
     // Room for the overflow line.
     let budget = max_chars.saturating_sub(80);
+    let mut used = out.chars().count();
+    let mut full = false;
     for line in lines {
-        let len = out.chars().count() + line.chars().count() + 1;
-        if len > budget {
+        let len = line.chars().count() + 1;
+        // Once a line does not fit, the rest is counted, not shown: a shorter line further on
+        // would land under the wrong heading.
+        full |= used + len > budget;
+        if full {
             omitted += usize::from(line.starts_with("- "));
             continue;
         }
+        used += len;
         out.push_str(&line);
         out.push('\n');
     }

@@ -33,6 +33,17 @@ pub struct PageArgs {
     pub project: Option<String>,
 }
 
+impl From<PageArgs> for ai_memory_server::PageRef {
+    fn from(p: PageArgs) -> Self {
+        ai_memory_server::PageRef {
+            scope: p.scope,
+            path: p.path,
+            workspace: p.workspace,
+            project: p.project,
+        }
+    }
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Serve MCP over HTTP (`/mcp`) and the hook endpoint.

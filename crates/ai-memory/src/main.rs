@@ -125,22 +125,12 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             print_json(&open(cli.data_dir)?.write_page(&local_caller()?, &req)?)?;
         }
         Command::ReadPage { page } => {
-            let req = PageRef {
-                scope: page.scope,
-                path: page.path,
-                workspace: page.workspace,
-                project: page.project,
-            };
+            let req = PageRef::from(page);
             let out = open(cli.data_dir)?.read_page(&local_caller()?, &req)?;
             print!("{}", out.text);
         }
         Command::DeletePage { page } => {
-            let req = PageRef {
-                scope: page.scope,
-                path: page.path,
-                workspace: page.workspace,
-                project: page.project,
-            };
+            let req = PageRef::from(page);
             let commit = open(cli.data_dir)?.delete_page(&local_caller()?, &req)?;
             println!("deleted ({commit})");
         }
