@@ -155,3 +155,22 @@ fn a_server_off_loopback_refuses_to_start_without_a_token() {
         stderr(&out)
     );
 }
+
+/// A loopback server answers only requests addressed to a loopback name (a page that rebinds
+/// its own domain to 127.0.0.1 gets 403).
+#[test]
+fn a_loopback_server_refuses_other_host_names() {
+    use std::io::{Read, Write};
+    let server = Server::start("host", &[]);
+    let status = |host: &str| {
+        let mut s = std::net::TcpStream::connect(&server.addr).unwrap();
+        write!(s, "GET /health HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").unwrap();
+        let mut reply = String::new();
+        s.read_to_string(&mut reply).unwrap();
+        reply.lines().next().unwrap_or_default().to_owned()
+    };
+    assert!(status(&server.addr).contains(" 200 "), "{}", status(&server.addr));
+    assert!(status("localhost:7434").contains(" 200 "));
+    assert!(status("evil.example").contains(" 403 "), "{}", status("evil.example"));
+    assert!(status("evil.example:7434").contains(" 403 "));
+}
