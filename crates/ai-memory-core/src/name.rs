@@ -88,7 +88,12 @@ impl ProjectName {
 
     /// Names the server keeps for itself (`_global`, `_profile`, `_profile.<user>`).
     pub fn is_reserved(&self) -> bool {
-        self.0 == GLOBAL_PROJECT || self.0 == "_profile" || self.0.starts_with("_profile.")
+        self.0 == GLOBAL_PROJECT || self.0 == "_profile" || self.is_private_profile()
+    }
+
+    /// An operator's private profile (`_profile.<user id>`): restricted by its name.
+    pub fn is_private_profile(&self) -> bool {
+        self.0.starts_with("_profile.")
     }
 }
 
@@ -131,11 +136,6 @@ impl PagePath {
 
     pub fn as_str(&self) -> &str {
         &self.0
-    }
-
-    /// The first folder (`decisions` for `decisions/adr-1.md`), if any.
-    pub fn top_folder(&self) -> Option<&str> {
-        self.0.split_once('/').map(|(top, _)| top)
     }
 }
 
@@ -214,7 +214,6 @@ mod tests {
             let err = PagePath::new(bad).unwrap_err().to_string();
             assert!(err.contains(why), "{bad}: {err}");
         }
-        assert_eq!(PagePath::new("decisions/a.md").unwrap().top_folder(), Some("decisions"));
     }
 
     #[test]

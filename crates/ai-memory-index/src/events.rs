@@ -139,7 +139,7 @@ impl Index {
         for (location, stored) in pages {
             match stored {
                 Ok(stored) => {
-                    let restricted_by_name = location.project.as_str().starts_with("_profile.");
+                    let restricted_by_name = location.project.is_private_profile();
                     let project = self.ensure_project(
                         &location.workspace,
                         &location.project,

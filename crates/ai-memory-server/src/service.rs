@@ -246,22 +246,22 @@ impl Memory {
                 STACK_TAGS.join(", ")
             )));
         }
-        let clean = sanitize(&req.body);
-        let mut page = CleanPage::new(clean)
-            .map_err(|e| MemoryError::Invalid(format!("{at}: {e}")))?
-            .page()
-            .clone();
-        if let Some(tags) = &req.applies_to {
-            page.frontmatter.applies_to = tags.clone();
+        let invalid = |e: ai_memory_core::PageError| MemoryError::Invalid(format!("{at}: {e}"));
+        let mut page = CleanPage::new(sanitize(&req.body)).map_err(invalid)?;
+        // Frontmatter set by arguments: the page is rendered again (and parsed once more).
+        if req.applies_to.is_some() || req.enforced_by.is_some() {
+            let mut edited = page.page().clone();
+            if let Some(tags) = &req.applies_to {
+                edited.frontmatter.applies_to = tags.clone();
+            }
+            if let Some(by) = &req.enforced_by {
+                edited.frontmatter.enforced_by = Some(by.clone());
+            }
+            page = CleanPage::new(sanitize(&edited.render().map_err(invalid)?)).map_err(invalid)?;
         }
-        if let Some(by) = &req.enforced_by {
-            page.frontmatter.enforced_by = Some(sanitize(by).into_string());
-        }
-        let text = page.render().map_err(|e| MemoryError::Invalid(format!("{at}: {e}")))?;
-        let page = CleanPage::new(sanitize(&text))
-            .map_err(|e| MemoryError::Invalid(format!("{at}: {e}")))?;
 
-        let project = self.project_for_write(caller.who, &at, req.restricted)?;
+        let project =
+            self.project_for_write(caller.who, &at.workspace, &at.project, req.restricted)?;
         let created = self.wiki.read(&at)?.is_none();
         let commit = self.wiki.write(&at, &page, &author(caller.who))?;
         let stored = ai_memory_store::Stored {
@@ -283,42 +283,40 @@ impl Memory {
     fn project_for_write(
         &self,
         who: Principal,
-        at: &Location,
+        workspace: &WorkspaceName,
+        project: &ProjectName,
         restricted: Option<bool>,
     ) -> Result<ProjectRow, MemoryError> {
-        if let Some(p) = self.index.project(&at.workspace, &at.project)? {
+        if let Some(p) = self.index.project(workspace, project)? {
             if !self.index.can_read(who, &p)? {
-                return Err(MemoryError::NotFound(format!(
-                    "no project {}/{}",
-                    at.workspace, at.project
-                )));
+                return Err(MemoryError::NotFound(format!("no project {}/{}", workspace, project)));
             }
             if !self.index.can_write(who, &p)? {
                 return Err(MemoryError::Denied(format!(
                     "no write access to {}/{}",
-                    at.workspace, at.project
+                    workspace, project
                 )));
             }
             if restricted.is_some_and(|r| r != p.restricted) {
                 return Err(MemoryError::Invalid(format!(
                     "{}/{} exists and its access mode is fixed",
-                    at.workspace, at.project
+                    workspace, project
                 )));
             }
             return Ok(p);
         }
-        if !self.index.can_create(who, &at.project) {
-            return Err(MemoryError::Denied(format!("`{}` is reserved", at.project)));
+        if !self.index.can_create(who, project) {
+            return Err(MemoryError::Denied(format!("`{}` is reserved", project)));
         }
-        let private_profile = at.project.as_str().starts_with("_profile.");
+        let private_profile = project.is_private_profile();
         let meta = ProjectMeta {
             restricted: restricted.unwrap_or(false) || private_profile,
             creator: who.user_id(),
         };
         if meta != ProjectMeta::default() {
-            self.wiki.set_project_meta(&at.workspace, &at.project, &meta, &author(who))?;
+            self.wiki.set_project_meta(workspace, project, &meta, &author(who))?;
         }
-        Ok(self.index.ensure_project(&at.workspace, &at.project, meta.restricted, meta.creator)?)
+        Ok(self.index.ensure_project(workspace, project, meta.restricted, meta.creator)?)
     }
 
     pub fn read_page(&self, caller: &Caller, req: &PageRef) -> Result<ReadOut, MemoryError> {
@@ -452,13 +450,10 @@ impl Memory {
         if project.is_reserved() {
             return Err(MemoryError::Invalid(format!("sessions are not recorded in `{project}`")));
         }
-        let at = Location { workspace, project, path: PagePath::new("x.md")? };
-        match self.index.project(&at.workspace, &at.project)? {
+        match self.index.project(&workspace, &project)? {
             Some(p) if self.index.can_read(who, &p)? => Ok(p),
-            Some(_) => {
-                Err(MemoryError::NotFound(format!("no project {}/{}", at.workspace, at.project)))
-            }
-            None => self.project_for_write(who, &at, None),
+            Some(_) => Err(MemoryError::NotFound(format!("no project {workspace}/{project}"))),
+            None => self.project_for_write(who, &workspace, &project, None),
         }
     }
 
@@ -486,7 +481,7 @@ impl Memory {
                             self.index.ensure_project(
                                 &at.workspace,
                                 &at.project,
-                                meta.restricted || at.project.as_str().starts_with("_profile."),
+                                meta.restricted || at.project.is_private_profile(),
                                 meta.creator,
                             )?
                         }

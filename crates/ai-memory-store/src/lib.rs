@@ -135,10 +135,6 @@ impl Wiki {
         Ok(Wiki { git, mirror, writes: Mutex::new(()), seen: Mutex::new(HashMap::new()) })
     }
 
-    pub fn mirror(&self) -> &Path {
-        &self.mirror
-    }
-
     /// The branch's commit, if any page was ever written.
     pub fn head(&self) -> Result<Option<String>, StoreError> {
         Ok(self.git.head(BRANCH)?)
@@ -182,14 +178,6 @@ impl Wiki {
         let page = Page::parse(&text)
             .map_err(|source| StoreError::Page { path: at.to_string(), source })?;
         Ok(Some(Stored { location: at.clone(), text, page }))
-    }
-
-    /// The page as it was at `commit`.
-    pub fn read_at(&self, at: &Location, commit: &str) -> Result<Option<String>, StoreError> {
-        Ok(self
-            .git
-            .read_at(commit, &at.git_path())?
-            .map(|b| String::from_utf8_lossy(&b).into_owned()))
     }
 
     /// Commits that changed the page, newest first.
@@ -300,19 +288,6 @@ impl Wiki {
             }));
         }
         Ok(out)
-    }
-
-    /// Rewrites the mirror from the branch (after a restore, or when files were removed).
-    pub fn rebuild_mirror(&self) -> Result<usize, StoreError> {
-        let _serial = self.writes.lock().unwrap_or_else(|p| p.into_inner());
-        let mut n = 0;
-        for (path, bytes) in self.git.files(BRANCH, "")? {
-            if Location::from_git_path(&path).is_some() {
-                self.mirror_put(&path, &bytes)?;
-                n += 1;
-            }
-        }
-        Ok(n)
     }
 
     fn mirror_put(&self, rel: &str, bytes: &[u8]) -> Result<(), StoreError> {
