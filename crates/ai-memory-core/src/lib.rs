@@ -14,4 +14,7 @@ pub use name::{
 };
 pub use page::{Frontmatter, MAX_PAGE_BYTES, Page, PageError};
 pub use sanitize::{Clean, sanitize};
-pub use settings::{Identity, MARKER_FILE, Marker, Settings, SettingsError};
+pub use settings::{
+    BASELINE_BYTES, DIGEST_BYTES, Identity, Llm, MARKER_FILE, Marker, Profile, Settings,
+    SettingsError, Share, ShareMode, Toggle,
+};

@@ -34,6 +34,8 @@ pub struct Settings {
     pub server: Server,
     pub capture: Capture,
     pub session_start: SessionStart,
+    pub profile: Profile,
+    pub llm: Llm,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -60,6 +62,171 @@ pub struct SessionStart {
     /// Characters of context a session start injects at most (Claude Code saves more than
     /// 10,000 to a file and shows the model a preview).
     pub max_chars: usize,
+}
+
+/// `[profile]`: the cross-project profile. Raw values as written; the accessors clamp them and
+/// resolve `auto`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Profile {
+    /// `auto` (on for a single operator, off with database users), `true` or `false`.
+    pub enabled: Toggle,
+    /// `auto`, `global`, `workspace`, `user` or `off`.
+    pub share: Share,
+    /// Distinct projects a choice needs before it joins the profile on its own.
+    pub min_projects: usize,
+    pub inject_on_session_start: bool,
+    /// Digest budget in UTF-8 bytes (clamped 1,500..12,000).
+    pub digest_max_bytes: usize,
+    /// Digest budget for a project with no memory of its own (clamped 2,000..20,000).
+    pub baseline_max_bytes: usize,
+    /// Most lines `profile apply` writes into a rules file.
+    pub apply_max_lines: usize,
+    /// Classify and merge with the `[llm]` provider, when one is configured.
+    pub llm: bool,
+}
+
+/// `auto`, or a boolean (`true`/`false`, also accepted as strings).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Toggle {
+    Auto,
+    On,
+    Off,
+}
+
+impl Serialize for Toggle {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Toggle::Auto => s.serialize_str("auto"),
+            Toggle::On => s.serialize_bool(true),
+            Toggle::Off => s.serialize_bool(false),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Toggle {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Toggle, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Bool(bool),
+            Text(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Bool(true) => Ok(Toggle::On),
+            Raw::Bool(false) => Ok(Toggle::Off),
+            Raw::Text(t) => match t.as_str() {
+                "auto" => Ok(Toggle::Auto),
+                "true" => Ok(Toggle::On),
+                "false" => Ok(Toggle::Off),
+                other => {
+                    Err(serde::de::Error::custom(format!("`{other}`: use auto, true or false")))
+                }
+            },
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Share {
+    Auto,
+    Global,
+    Workspace,
+    User,
+    Off,
+}
+
+/// Where a profile lives, once `auto` is resolved for a deployment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShareMode {
+    Global,
+    Workspace,
+    User,
+}
+
+pub const DIGEST_BYTES: (usize, usize) = (1_500, 12_000);
+pub const BASELINE_BYTES: (usize, usize) = (2_000, 20_000);
+
+impl Default for Profile {
+    fn default() -> Self {
+        Profile {
+            enabled: Toggle::Auto,
+            share: Share::Auto,
+            min_projects: 2,
+            inject_on_session_start: true,
+            digest_max_bytes: 3_000,
+            baseline_max_bytes: 6_000,
+            apply_max_lines: 40,
+            llm: true,
+        }
+    }
+}
+
+impl Profile {
+    /// Where the profile lives on a deployment with (`multi_user`) or without database
+    /// users; `None`: no profile. A multi-user server keeps `auto` off whatever `share` says.
+    pub fn mode(&self, multi_user: bool) -> Option<ShareMode> {
+        let on = match self.enabled {
+            Toggle::On => true,
+            Toggle::Off => false,
+            Toggle::Auto => !multi_user,
+        };
+        if !on {
+            return None;
+        }
+        match self.share {
+            Share::Off => None,
+            Share::Global => Some(ShareMode::Global),
+            Share::Workspace => Some(ShareMode::Workspace),
+            // One operator: a private profile is the global one.
+            Share::User if !multi_user => Some(ShareMode::Global),
+            Share::User => Some(ShareMode::User),
+            Share::Auto if multi_user => Some(ShareMode::User),
+            Share::Auto => Some(ShareMode::Global),
+        }
+    }
+
+    pub fn digest_budget(&self) -> usize {
+        self.digest_max_bytes.clamp(DIGEST_BYTES.0, DIGEST_BYTES.1)
+    }
+
+    pub fn baseline_budget(&self) -> usize {
+        self.baseline_max_bytes.clamp(BASELINE_BYTES.0, BASELINE_BYTES.1)
+    }
+
+    /// At least one project: zero would admit every sentence.
+    pub fn min_projects(&self) -> usize {
+        self.min_projects.max(1)
+    }
+}
+
+/// `[llm]`: the model provider for the optional LLM steps (the profile's classify and merge).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Llm {
+    /// `none` (default), `pool` (a caldrix pool) or `openai` (an OpenAI-compatible endpoint).
+    pub provider: String,
+    /// The pool's socket (`pool`); empty: caldrix's default socket.
+    pub socket: String,
+    /// The pool member's alias (`pool`) or the model name (`openai`).
+    pub model: String,
+    /// The endpoint's base URL (`openai`), e.g. `http://127.0.0.1:8080/v1`.
+    pub endpoint: String,
+    /// Seconds one call may take before the pass falls back to zero-LLM.
+    pub timeout_secs: u64,
+}
+
+impl Default for Llm {
+    fn default() -> Self {
+        Llm {
+            provider: "none".into(),
+            socket: String::new(),
+            model: String::new(),
+            endpoint: String::new(),
+            timeout_secs: 60,
+        }
+    }
 }
 
 impl Default for Server {
@@ -254,6 +421,43 @@ mod tests {
         assert_eq!(s.server.root_token, "abc");
         assert!(s.show().contains("root_token = \"(set)\""));
         assert!(!s.show().contains("abc"));
+    }
+
+    #[test]
+    fn profile_keys_clamp_and_resolve_auto() {
+        let dir = temp("profile");
+        std::fs::write(
+            dir.join("config.toml"),
+            "[profile]\nenabled = \"auto\"\ndigest_max_bytes = 100\nbaseline_max_bytes = 99999\n",
+        )
+        .unwrap();
+        let p = Settings::load(&dir, &[]).unwrap().profile;
+        assert_eq!((p.digest_budget(), p.baseline_budget()), (1_500, 20_000));
+        assert_eq!(p.mode(false), Some(ShareMode::Global));
+        assert_eq!(p.mode(true), None, "a multi-user server keeps auto off");
+        let env = [
+            ("AI_MEMORY_PROFILE__ENABLED".to_owned(), "true".to_owned()),
+            ("AI_MEMORY_PROFILE__SHARE".to_owned(), "workspace".to_owned()),
+            ("AI_MEMORY_PROFILE__DIGEST_MAX_BYTES".to_owned(), "20000".to_owned()),
+        ];
+        let p = Settings::load(&dir, &env).unwrap().profile;
+        assert_eq!(p.digest_budget(), 12_000);
+        assert_eq!(p.mode(true), Some(ShareMode::Workspace));
+        let user = Profile { share: Share::User, enabled: Toggle::On, ..Profile::default() };
+        assert_eq!(user.mode(false), Some(ShareMode::Global), "one operator: user is global");
+        assert_eq!(user.mode(true), Some(ShareMode::User));
+        let auto_on = Profile { enabled: Toggle::On, ..Profile::default() };
+        assert_eq!(auto_on.mode(true), Some(ShareMode::User));
+        let off = Profile { share: Share::Off, ..Profile::default() };
+        assert_eq!(off.mode(false), None);
+        assert_eq!(Profile { min_projects: 0, ..Profile::default() }.min_projects(), 1);
+        std::fs::write(dir.join("config.toml"), "[profile]\nenabled = \"maybe\"\n").unwrap();
+        let err = Settings::load(&dir, &[]).unwrap_err().to_string();
+        assert!(err.contains("use auto, true or false"), "{err}");
+        std::fs::write(dir.join("config.toml"), "[profile]\nenabled = false\n").unwrap();
+        let s = Settings::load(&dir, &[]).unwrap();
+        assert_eq!(s.profile.enabled, Toggle::Off);
+        assert!(s.show().contains("enabled = false"), "{}", s.show());
     }
 
     #[test]

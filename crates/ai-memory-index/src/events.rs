@@ -68,17 +68,19 @@ impl Index {
         Ok(())
     }
 
-    /// Records a prompt (already sanitized and cut to the capture bound).
+    /// Records a prompt (already sanitized and cut to the capture bound), made at `at` (unix
+    /// seconds, from the caller's clock).
     pub fn capture_prompt(
         &self,
         project: &ProjectRow,
         session: &str,
         user: Option<i64>,
         text: &Clean,
+        at: i64,
     ) -> Result<(), IndexError> {
         self.conn().execute(
             "INSERT INTO prompts (session_id, project_id, user_id, text, at) VALUES (?1, ?2, ?3, ?4, ?5)",
-            params![session, project.id, user, text.as_str(), now()],
+            params![session, project.id, user, text.as_str(), at],
         )?;
         Ok(())
     }

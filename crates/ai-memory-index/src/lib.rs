@@ -7,6 +7,7 @@
 mod access;
 mod events;
 mod pages;
+mod profile;
 
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
@@ -16,6 +17,7 @@ use rusqlite::Connection;
 pub use access::{Level, Principal, ProjectRow};
 pub use events::{PromptRow, SessionStart};
 pub use pages::{DumpRow, Hit, PageRow, QueryResult};
+pub use profile::{CandidateRow, SourcePage, SourcePrompt, Sources};
 
 #[derive(Debug, thiserror::Error)]
 pub enum IndexError {
@@ -161,6 +163,7 @@ fn prepare(conn: &Connection) -> Result<bool, IndexError> {
         )?;
     }
     conn.execute_batch(SCHEMA)?;
+    conn.execute_batch(profile::PROFILE_SCHEMA)?;
     conn.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION}"))?;
     Ok(!has_pages || version != SCHEMA_VERSION)
 }

@@ -122,6 +122,20 @@ impl Index {
         Ok(QueryResult { hits, global_scope_hits })
     }
 
+    /// Pages of one project matching `text` (a profile home beside the global scope).
+    pub fn query_project(
+        &self,
+        who: Principal,
+        workspace: &str,
+        project: &str,
+        text: &str,
+        limit: usize,
+    ) -> Result<Vec<Hit>, IndexError> {
+        let q =
+            fts_query(text).ok_or_else(|| IndexError::Invalid("the query has no words".into()))?;
+        self.search(who, &q, workspace, project, limit.clamp(1, 100) as i64)
+    }
+
     fn search(
         &self,
         who: Principal,

@@ -21,6 +21,10 @@ use crate::service::{Caller, HookEvent, Memory};
 
 /// How often the watcher looks for pages copied into `wiki/` by hand.
 pub const WATCH_INTERVAL: Duration = Duration::from_secs(2);
+/// How long after a session ends the profile pass runs: a burst of session ends costs one.
+pub const PASS_DELAY: Duration = Duration::from_secs(3);
+/// The profile pass also runs this often.
+pub const PASS_INTERVAL: Duration = Duration::from_secs(3600);
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
@@ -84,6 +88,7 @@ pub async fn serve(
     let addr = listener.local_addr()?;
     check_bind(&memory, addr)?;
     tokio::spawn(watch(memory.clone()));
+    tokio::spawn(profile_passes(memory.clone()));
     tracing::info!(%addr, data = %memory.data_dir().display(), "serving");
     axum::serve(listener, router(memory, addr.ip().is_loopback())).await?;
     Ok(())
@@ -105,6 +110,28 @@ async fn watch(memory: Arc<Memory>) {
             Err(e) => tracing::warn!(error = %e, "watching the wiki"),
         }
         tokio::time::sleep(WATCH_INTERVAL).await;
+    }
+}
+
+/// The profile's harvest passes: once after startup, `PASS_DELAY` after a session ends (the
+/// ends that arrive meanwhile ride along), and every `PASS_INTERVAL`.
+async fn profile_passes(memory: Arc<Memory>) {
+    let wanted = memory.pass_wanted.clone();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    loop {
+        let m = memory.clone();
+        match tokio::task::spawn_blocking(move || m.profile_pass(false)).await {
+            Ok(Ok(report)) if !report.written.is_empty() || !report.removed.is_empty() => {
+                tracing::info!(written = ?report.written, removed = ?report.removed, "profile pass");
+            }
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "profile pass"),
+            Err(e) => tracing::warn!(error = %e, "profile pass"),
+        }
+        let _ = tokio::time::timeout(PASS_INTERVAL, wanted.notified()).await;
+        tokio::time::sleep(PASS_DELAY).await;
+        // Session ends during the delay are covered by the pass about to run.
+        let _ = tokio::time::timeout(Duration::ZERO, wanted.notified()).await;
     }
 }
 

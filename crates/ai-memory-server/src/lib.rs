@@ -6,13 +6,15 @@ mod error;
 pub mod hook;
 pub mod http;
 mod mcp;
+pub mod profile;
 mod service;
 
 pub use context::{PREAMBLE, session_context};
 pub use error::MemoryError;
 pub use mcp::MemoryMcp;
 pub use service::{
-    Caller, HookEvent, Memory, PageRef, Query, ReadOut, STACK_TAGS, WritePage, Written,
+    Caller, HookEvent, MAX_EVENT_FILES, Memory, PageRef, Query, ReadOut, STACK_TAGS, WritePage,
+    Written,
 };
 
 use ai_memory_index::Principal;

@@ -1,6 +1,7 @@
 //! The operations every entry point shares (MCP tools, hook endpoint, CLI), with their checks:
 //! names and paths validated, text sanitized, access decided, git then index updated.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use ai_memory_core::{
@@ -14,32 +15,7 @@ use serde::{Deserialize, Serialize};
 use crate::context::session_context;
 use crate::error::MemoryError;
 
-/// Stack tags a profile entry may be scoped to (what the profile detects from file names).
-pub const STACK_TAGS: &[&str] = &[
-    "c",
-    "cpp",
-    "csharp",
-    "dart",
-    "elixir",
-    "go",
-    "haskell",
-    "java",
-    "javascript",
-    "kotlin",
-    "lua",
-    "ocaml",
-    "php",
-    "python",
-    "r",
-    "ruby",
-    "rust",
-    "scala",
-    "shell",
-    "swift",
-    "terraform",
-    "typescript",
-    "zig",
-];
+pub use ai_memory_profile::STACK_TAGS;
 
 /// Where a call runs: the caller's workspace and project when it names none.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -132,14 +108,39 @@ pub struct HookEvent {
     pub contribute: Option<bool>,
     #[serde(default)]
     pub consume: Option<bool>,
+    /// File names at the project's root (session start): the stacks its activity shows.
+    #[serde(default)]
+    pub files: Vec<String>,
 }
 
-#[derive(Debug)]
+/// The most file names one session start reports.
+pub const MAX_EVENT_FILES: usize = 2_000;
+
 pub struct Memory {
     data_dir: PathBuf,
     pub settings: Settings,
     wiki: Wiki,
     index: Index,
+    /// One profile pass at a time.
+    pass: std::sync::Mutex<()>,
+    /// Set when a session ends: the server's profile task runs a pass a few seconds later.
+    pub(crate) pass_wanted: std::sync::Arc<tokio::sync::Notify>,
+    clock: Clock,
+}
+
+impl std::fmt::Debug for Memory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Memory").field("data_dir", &self.data_dir).finish_non_exhaustive()
+    }
+}
+
+/// Unix seconds now: the system's, or a test's.
+pub type Clock = Box<dyn Fn() -> i64 + Send + Sync>;
+
+fn system_clock() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
 }
 
 impl Memory {
@@ -150,7 +151,15 @@ impl Memory {
         let wiki = Wiki::open(data_dir)?;
         let index = Index::open(&data_dir.join("index.sqlite"))?;
         let fresh = index.needs_rebuild();
-        let memory = Memory { data_dir: data_dir.to_owned(), settings, wiki, index };
+        let memory = Memory {
+            data_dir: data_dir.to_owned(),
+            settings,
+            wiki,
+            index,
+            pass: std::sync::Mutex::new(()),
+            pass_wanted: std::sync::Arc::new(tokio::sync::Notify::new()),
+            clock: Box::new(system_clock),
+        };
         if fresh && memory.wiki.head()?.is_some() {
             memory.index.rebuild(&memory.wiki)?;
         }
@@ -167,6 +176,39 @@ impl Memory {
 
     pub fn wiki(&self) -> &Wiki {
         &self.wiki
+    }
+
+    /// The same memory with another clock (tests: prompts at chosen times).
+    pub fn with_clock(mut self, clock: Clock) -> Memory {
+        self.clock = clock;
+        self
+    }
+
+    /// Unix seconds now, by this memory's clock.
+    pub fn now(&self) -> i64 {
+        (self.clock)()
+    }
+
+    pub(crate) fn pass_lock(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.pass.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Commits a page and indexes it; returns the commit.
+    pub(crate) fn store_page(
+        &self,
+        project: &ProjectRow,
+        at: &Location,
+        page: &CleanPage,
+        author: &str,
+    ) -> Result<String, MemoryError> {
+        let commit = self.wiki.write(at, page, author)?;
+        let stored = ai_memory_store::Stored {
+            location: at.clone(),
+            text: page.text().to_owned(),
+            page: page.page().clone(),
+        };
+        self.index.upsert_page(project, &stored)?;
+        Ok(commit)
     }
 
     /// Who a bearer token is: the root token, an operator's key, or (no token on a server with
@@ -209,6 +251,16 @@ impl Memory {
                 (None, _) => ProjectName::global(),
             },
         };
+        if scope == Scope::Profile {
+            let path = crate::profile::entry_path(path.as_str())?;
+            let home = self.profile_home(caller.who, &workspace)?.ok_or_else(|| {
+                MemoryError::Invalid(match self.profile_mode() {
+                    Ok(Some(_)) => "the root token has no private profile (there is no operator behind it): name the project, or use an operator's key".into(),
+                    _ => "the profile is off on this server (`ai-memory profile status` says why)".into(),
+                })
+            })?;
+            return Ok((home.location(&path), scope));
+        }
         let (workspace, project, path) = scope.locate(&workspace, &project, &path)?;
         Ok((Location { workspace, project, path }, scope))
     }
@@ -230,7 +282,8 @@ impl Memory {
             req.project.as_deref(),
             &req.path,
         )?;
-        let digest_page = at.path.as_str().starts_with("profile/")
+        let digest_page = ai_memory_profile::Category::of_path(at.path.as_str()).is_some()
+            && at.path.as_str().starts_with("profile/")
             && (at.project.as_str() == GLOBAL_PROJECT
                 || at.project.as_str().starts_with("_profile"));
         if (req.applies_to.is_some() || req.enforced_by.is_some()) && !digest_page {
@@ -263,13 +316,7 @@ impl Memory {
         let project =
             self.project_for_write(caller.who, &at.workspace, &at.project, req.restricted)?;
         let created = self.wiki.read(&at)?.is_none();
-        let commit = self.wiki.write(&at, &page, &author(caller.who))?;
-        let stored = ai_memory_store::Stored {
-            location: at.clone(),
-            text: page.text().to_owned(),
-            page: page.page().clone(),
-        };
-        self.index.upsert_page(&project, &stored)?;
+        let commit = self.store_page(&project, &at, &page, &author(caller.who))?;
         Ok(Written {
             workspace: at.workspace.to_string(),
             project: at.project.to_string(),
@@ -380,19 +427,52 @@ impl Memory {
             (None, Some(p)) => p.clone(),
             (None, None) => ProjectName::global(),
         };
-        Ok(self.index.query(
+        let limit = req.limit.unwrap_or(10).clamp(1, 100);
+        let mut result = self.index.query(
             caller.who,
             workspace.as_str(),
             project.as_str(),
             &req.query,
-            req.limit.unwrap_or(10),
-        )?)
+            limit,
+        )?;
+        let consume = match self.index.project(&workspace, &project)? {
+            Some(row) => self.index.project_opt_outs(&row)?.1,
+            None => None,
+        };
+        if consume == Some(false) {
+            // `consume = false`: no profile in this project's queries either.
+            result.global_scope_hits.retain(|h| !h.path.starts_with("profile/"));
+        } else if let Some(home) = self.profile_home(caller.who, &workspace)?
+            && home.project.as_str() != GLOBAL_PROJECT
+            && (&home.workspace, &home.project) != (&workspace, &project)
+        {
+            // A workspace or private profile travels with retrieval like the global scope.
+            let entries = self.index.query_project(
+                caller.who,
+                home.workspace.as_str(),
+                home.project.as_str(),
+                &req.query,
+                limit,
+            )?;
+            let hits = &mut result.global_scope_hits;
+            hits.extend(entries.into_iter().filter(|h| h.path.starts_with("profile/")));
+            hits.sort_by(|a, b| a.score.total_cmp(&b.score));
+            hits.truncate(limit);
+        }
+        Ok(result)
     }
 
     /// A session starts: record it (and the marker's explicit opt-outs); return the context to
     /// inject, within `session_start.max_chars`.
     pub fn session_start(&self, who: Principal, event: &HookEvent) -> Result<String, MemoryError> {
         let project = self.hook_project(who, event)?;
+        let stacks: BTreeSet<&str> = event
+            .files
+            .iter()
+            .take(MAX_EVENT_FILES)
+            .filter_map(|f| ai_memory_profile::stack_of_file(f))
+            .collect();
+        self.index.add_stacks(&project, &stacks, self.now())?;
         self.index.start_session(
             &project,
             &SessionStart {
@@ -410,12 +490,13 @@ impl Memory {
             Some(g) if self.index.can_read(who, &g)? && project.id != g.id => Some(g),
             _ => None,
         };
-        session_context(
-            &self.index,
-            &project,
-            global.as_ref(),
-            self.settings.session_start.max_chars,
-        )
+        // The digest leads: it changes only when the profile does, so it stays in the part of
+        // the harness's prompt that can be cached; the rest fills what is left of the cap.
+        let digest = self.profile_digest(who, &project)?.map(|d| d.text).unwrap_or_default();
+        let max_chars =
+            self.settings.session_start.max_chars.saturating_sub(digest.chars().count() + 1);
+        let context = session_context(&self.index, &project, global.as_ref(), max_chars)?;
+        Ok(if digest.is_empty() { context } else { format!("{digest}\n{context}") })
     }
 
     /// The user submitted a prompt: keep it, sanitized and cut to the capture bound.
@@ -428,13 +509,24 @@ impl Memory {
         };
         let project = self.hook_project(who, event)?;
         let text: Clean = sanitize(prompt).truncated(self.settings.capture.max_prompt_bytes);
-        self.index.capture_prompt(&project, &event.session_id, who.user_id(), &text)?;
+        self.index.capture_prompt(&project, &event.session_id, who.user_id(), &text, self.now())?;
+        // File names the user mentions are activity too (`fix src/main.rs`).
+        let stacks: BTreeSet<&str> = text
+            .as_str()
+            .split(|c: char| c.is_whitespace() || matches!(c, '`' | '(' | ')' | ',' | '"' | '\''))
+            .filter(|w| w.contains('.') && w.len() < 200)
+            .filter_map(|w| ai_memory_profile::stack_of_file(w.trim_end_matches(['.', ':', ';'])))
+            .collect();
+        self.index.add_stacks(&project, &stacks, self.now())?;
         Ok(true)
     }
 
     pub fn session_end(&self, who: Principal, event: &HookEvent) -> Result<bool, MemoryError> {
         let project = self.hook_project(who, event)?;
-        Ok(self.index.end_session(&project, &event.session_id, who.user_id())?)
+        let ended = self.index.end_session(&project, &event.session_id, who.user_id())?;
+        // The server's profile task runs a pass a few seconds later (a burst costs one).
+        self.pass_wanted.notify_one();
+        Ok(ended)
     }
 
     /// The project a hook reports for: made on first sight; never a profile project (event

@@ -108,6 +108,11 @@ pub enum Command {
         #[arg(long)]
         dry_run: bool,
     },
+    /// The cross-project profile: your usual choices, learned across projects.
+    Profile {
+        #[command(subcommand)]
+        command: ProfileCommand,
+    },
     /// Rebuild the index from the wiki.
     Reindex,
     /// Settings.
@@ -119,6 +124,63 @@ pub enum Command {
     User {
         #[command(subcommand)]
         command: UserCommand,
+    },
+}
+
+/// Which profile: an operator's private one (`share = "user"`) or a workspace's
+/// (`share = "workspace"`); default: the one this directory's workspace reads.
+#[derive(Debug, Clone, Args)]
+pub struct WhichArgs {
+    #[arg(long)]
+    pub user: Option<String>,
+    #[arg(long)]
+    pub workspace: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ProfileCommand {
+    /// On or off, where it lives, entries, digest size, opt-outs, effective settings.
+    Status {
+        #[command(flatten)]
+        which: WhichArgs,
+    },
+    /// Every entry with its scope tags.
+    List {
+        #[command(flatten)]
+        which: WhichArgs,
+    },
+    /// One entry (`tools/pnpm.md` or `profile/tools/pnpm.md`).
+    Show {
+        path: String,
+        #[command(flatten)]
+        which: WhichArgs,
+    },
+    /// Remove one entry; it stays removed until you say it again.
+    Forget {
+        path: String,
+        #[command(flatten)]
+        which: WhichArgs,
+    },
+    /// Entries with their evidence, and habits still short of the bar.
+    Review {
+        #[command(flatten)]
+        which: WhichArgs,
+    },
+    /// Re-read every project from the start (safe to repeat; removes nothing).
+    Rebuild,
+    /// Write the entries that fit this repository into its rules file.
+    Apply {
+        /// Show the block and the file it would go to; write nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Take the block out again.
+        #[arg(long)]
+        remove: bool,
+        /// The rules file, relative to the repository root.
+        #[arg(long)]
+        target: Option<PathBuf>,
+        #[command(flatten)]
+        which: WhichArgs,
     },
 }
 

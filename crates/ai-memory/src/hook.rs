@@ -50,6 +50,7 @@ fn try_run(data_dir: Option<PathBuf>, event: &str, harness: &str) -> anyhow::Res
         prompt: input.prompt.clone(),
         contribute: id.contribute,
         consume: id.consume,
+        files: if kind == HookKind::SessionStart { root_files(&id.root) } else { Vec::new() },
     };
     let dir = crate::data_dir(data_dir)?;
     let settings = crate::settings(&dir)?;
@@ -73,6 +74,48 @@ fn try_run(data_dir: Option<PathBuf>, event: &str, harness: &str) -> anyhow::Res
         }
         _ => String::new(),
     })
+}
+
+/// Folders that hold other people's code or build output, not the project's stack.
+const SKIPPED_DIRS: &[&str] = &["node_modules", "target", "vendor", "dist", "build", "venv"];
+
+/// File names at the project root and one folder down (at most `MAX_EVENT_FILES`): what the
+/// server detects the project's stacks from (`Cargo.toml`, `src/main.rs`).
+fn root_files(root: &std::path::Path) -> Vec<String> {
+    let max = ai_memory_server::MAX_EVENT_FILES;
+    let mut out = Vec::new();
+    let visible = |e: &std::fs::DirEntry| {
+        let name = e.file_name().to_string_lossy().into_owned();
+        (!name.starts_with('.')).then_some(name)
+    };
+    let Ok(top) = std::fs::read_dir(root) else { return out };
+    let mut dirs = Vec::new();
+    for entry in top.flatten() {
+        let Some(name) = visible(&entry) else { continue };
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            if !SKIPPED_DIRS.contains(&name.as_str()) {
+                dirs.push((name, entry.path()));
+            }
+        } else {
+            out.push(name);
+        }
+    }
+    dirs.sort();
+    for (name, path) in dirs {
+        let Ok(inner) = std::fs::read_dir(&path) else { continue };
+        for entry in inner.flatten() {
+            if out.len() >= max {
+                return out;
+            }
+            if let Some(file) =
+                visible(&entry).filter(|_| entry.file_type().is_ok_and(|t| t.is_file()))
+            {
+                out.push(format!("{name}/{file}"));
+            }
+        }
+    }
+    out.truncate(max);
+    out
 }
 
 /// Posts the event to the server; `None` when no server listens there.

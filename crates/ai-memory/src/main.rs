@@ -3,6 +3,7 @@
 mod cli;
 mod hook;
 mod install;
+mod profile;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -144,6 +145,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             for line in install::install(&dir, &harness, dry_run)? {
                 println!("{line}");
             }
+        }
+        Command::Profile { command } => {
+            let dir = data_dir(cli.data_dir)?;
+            return profile::run(&dir, command);
         }
         Command::Reindex => {
             let memory = open(cli.data_dir)?;

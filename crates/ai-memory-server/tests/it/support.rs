@@ -1,0 +1,92 @@
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, AtomicU32, Ordering};
+
+use ai_memory_core::Settings;
+use ai_memory_index::Principal;
+use ai_memory_server::{Caller, HookEvent, Memory, WritePage};
+
+/// 2026-11-02 09:00:00 UTC.
+pub const DAY1: i64 = 1_793_610_000;
+pub const HOUR: i64 = 3_600;
+pub const DAY: i64 = 24 * HOUR;
+
+pub fn temp(name: &str) -> PathBuf {
+    static N: AtomicU32 = AtomicU32::new(0);
+    let n = N.fetch_add(1, Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("aim-srv-{name}-{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A memory on a fresh data directory whose clock the test moves.
+pub struct Lab {
+    pub memory: Memory,
+    pub clock: Arc<AtomicI64>,
+    session: AtomicU32,
+}
+
+impl Lab {
+    pub fn new(name: &str, settings: Settings) -> Lab {
+        let clock = Arc::new(AtomicI64::new(DAY1));
+        let c = clock.clone();
+        let memory = Memory::open(&temp(name), settings)
+            .unwrap()
+            .with_clock(Box::new(move || c.load(Ordering::SeqCst)));
+        Lab { memory, clock, session: AtomicU32::new(0) }
+    }
+
+    pub fn at(&self, t: i64) {
+        self.clock.store(t, Ordering::SeqCst);
+    }
+
+    fn event(&self, project: &str, prompt: Option<&str>, files: &[&str]) -> HookEvent {
+        let (workspace, project) = project.split_once('/').unwrap();
+        HookEvent {
+            harness: "claude-code".into(),
+            session_id: format!("s{}", self.session.load(Ordering::SeqCst)),
+            workspace: workspace.into(),
+            project: project.into(),
+            prompt: prompt.map(str::to_owned),
+            files: files.iter().map(|f| f.to_string()).collect(),
+            ..HookEvent::default()
+        }
+    }
+
+    /// A session in `project` (`workspace/name`) by `who`: starts (reporting `files`), the
+    /// prompts, ends. Returns the session start's context.
+    pub fn session(
+        &self,
+        who: Principal,
+        project: &str,
+        files: &[&str],
+        prompts: &[&str],
+    ) -> String {
+        self.session.fetch_add(1, Ordering::SeqCst);
+        let context = self.memory.session_start(who, &self.event(project, None, files)).unwrap();
+        for p in prompts {
+            assert!(self.memory.prompt_submit(who, &self.event(project, Some(p), &[])).unwrap());
+        }
+        self.memory.session_end(who, &self.event(project, None, &[])).unwrap();
+        context
+    }
+
+    pub fn start(&self, who: Principal, project: &str) -> String {
+        self.session.fetch_add(1, Ordering::SeqCst);
+        self.memory.session_start(who, &self.event(project, None, &[])).unwrap()
+    }
+
+    pub fn write(&self, who: Principal, project: &str, path: &str, body: &str) {
+        let (workspace, project) = project.split_once('/').unwrap();
+        let caller = Caller { who, workspace: None, project: None };
+        let req = WritePage {
+            path: path.into(),
+            body: body.into(),
+            workspace: Some(workspace.into()),
+            project: Some(project.into()),
+            ..WritePage::default()
+        };
+        self.memory.write_page(&caller, &req).unwrap();
+    }
+}
