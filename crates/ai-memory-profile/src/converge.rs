@@ -345,3 +345,139 @@ fn display(tag: &str) -> String {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sentence::statements;
+
+    fn cand(id: i64, project: &str, user: Option<i64>, at: i64, text: &str) -> Candidate {
+        let statement = statements(text).into_iter().next().expect("a statement");
+        Candidate {
+            id,
+            sentence: format!("prompt:{id}:0"),
+            statement,
+            project: project.into(),
+            user,
+            at,
+            date: "2026-11-02".into(),
+            page: false,
+        }
+    }
+
+    const RULES: Rules = Rules { min_projects: 2, team: false };
+    const H: i64 = 3600;
+
+    fn written(out: &Outcome) -> Vec<(String, String)> {
+        out.changes
+            .iter()
+            .map(|Change::Write { entry, .. }| (entry.path.clone(), entry.summary.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn a_message_fanned_out_within_the_hour_counts_once() {
+        let text = "Always squash commits before merging.";
+        let fanned = [cand(1, "a", None, 0, text), cand(2, "b", None, 600, text)];
+        let out = converge(&fanned, &[], &[], RULES);
+        assert!(out.changes.is_empty());
+        assert_eq!(out.pending[0].projects, 1);
+        assert_eq!(out.pending[0].needs_projects, 1);
+        // The same words a day later in another project: a habit.
+        let habit = [cand(1, "a", None, 0, text), cand(2, "b", None, 24 * H, text)];
+        let out = converge(&habit, &[], &[], RULES);
+        assert_eq!(written(&out), [("profile/workflow/commit-merging.md".into(), text.into())]);
+        // A page's rule line is not a message: no fan-out for it.
+        let mut pages = fanned.clone();
+        pages.iter_mut().for_each(|c| c.page = true);
+        assert_eq!(converge(&pages, &[], &[], RULES).changes.len(), 1);
+    }
+
+    #[test]
+    fn general_statements_admit_at_once_and_one_sentence_backs_one_entry() {
+        let general = cand(1, "a", None, 0, "In all my projects, use ruff for linting.");
+        let out = converge(std::slice::from_ref(&general), &[], &[], RULES);
+        let Change::Write { entry, created } = &out.changes[0];
+        assert!(*created && entry.learned.as_ref().is_some_and(|l| l.general));
+        assert_eq!(entry.applies_to, ["python"]);
+        // A second record of the same sentence (as a classifier splitting it would make) adds
+        // nothing: it neither backs another entry nor counts again.
+        let mut twice = cand(2, "b", None, 0, "Always keep the changelog updated.");
+        twice.sentence = general.sentence.clone();
+        let out = converge(&[general, twice], &[], &[], RULES);
+        assert_eq!(out.changes.len(), 1);
+        assert!(out.pending.is_empty());
+    }
+
+    #[test]
+    fn a_team_profile_waits_for_a_second_operator() {
+        let text = "Always run the formatter before committing.";
+        let team = Rules { min_projects: 2, team: true };
+        let one = [cand(1, "a", Some(1), 0, text), cand(2, "b", Some(1), 24 * H, text)];
+        let out = converge(&one, &[], &[], team);
+        assert!(out.changes.is_empty() && out.pending[0].waiting_for_operator);
+        let two = [cand(1, "a", Some(1), 0, text), cand(2, "b", Some(2), 24 * H, text)];
+        let out = converge(&two, &[], &[], team);
+        let Change::Write { entry, .. } = &out.changes[0];
+        assert_eq!(entry.learned.as_ref().map(|l| l.operators), Some(2));
+    }
+
+    #[test]
+    fn restating_adds_evidence_and_a_new_ruling_replaces_the_line() {
+        let first = [
+            cand(1, "a", None, 0, "Always use pnpm, not npm."),
+            cand(2, "b", None, 24 * H, "Use pnpm, not npm, please."),
+        ];
+        let out = converge(&first, &[], &[], RULES);
+        let Change::Write { entry, .. } = out.changes[0].clone();
+        assert_eq!(entry.summary, "Always use pnpm, not npm.", "the first wording stays");
+        assert_eq!(entry.learned.as_ref().map(|l| l.evidence.len()), Some(2));
+        let mut later = first.to_vec();
+        later.push(cand(3, "c", None, 48 * H, "Use bun instead of pnpm from now on."));
+        let out = converge(&later, std::slice::from_ref(&entry), &[], RULES);
+        let Change::Write { entry: ruled, created } = &out.changes[0];
+        assert!(!created);
+        assert_eq!(
+            (ruled.path.as_str(), ruled.summary.as_str()),
+            (entry.path.as_str(), "Use bun instead of pnpm.")
+        );
+        // Nothing new: nothing to write.
+        assert!(converge(&later, std::slice::from_ref(ruled), &[], RULES).changes.is_empty());
+    }
+
+    #[test]
+    fn forgotten_and_hand_edited_entries_are_left_alone() {
+        let text = "In all my projects, use ruff for linting.";
+        let said = [cand(1, "a", None, 10, text)];
+        let forgotten = [Forgotten {
+            path: "profile/tools/ruff-linting.md".into(),
+            statement: text.into(),
+            at: 20,
+        }];
+        let out = converge(&said, &[], &forgotten, RULES);
+        assert!(out.changes.is_empty() && out.pending[0].forgotten);
+        let again = [cand(1, "a", None, 10, text), cand(2, "b", None, 30, text)];
+        assert_eq!(converge(&again, &[], &forgotten, RULES).changes.len(), 1, "said again later");
+
+        let Change::Write { entry, .. } = converge(&said, &[], &[], RULES).changes[0].clone();
+        let edited = Entry { learned: None, edited_by_hand: true, ..entry };
+        assert!(converge(&again, &[edited], &[], RULES).changes.is_empty());
+    }
+
+    #[test]
+    fn a_language_in_min_projects_projects_is_a_stack_entry() {
+        let seen = |p: &str| StackSighting {
+            project: p.into(),
+            tag: "rust".into(),
+            date: "2026-11-02".into(),
+        };
+        assert!(stack_entries(&[seen("a")], &[], &[], 2).is_empty());
+        let changes = stack_entries(&[seen("a"), seen("b")], &[], &[], 2);
+        let Change::Write { entry, .. } = &changes[0];
+        assert_eq!(
+            (entry.path.as_str(), entry.summary.as_str()),
+            ("profile/stack/rust.md", "You often work in Rust.")
+        );
+        assert_eq!(entry.applies_to, ["rust"]);
+    }
+}
