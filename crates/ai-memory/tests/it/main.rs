@@ -6,5 +6,6 @@
 mod auth;
 mod hooks;
 mod mcp;
+mod profile;
 mod store;
 mod support;
