@@ -1,7 +1,7 @@
 //! What a run of aerix is configured by: settings files, the instruction files of the
 //! repository, and the directories of the XDG base-directory layout.
 //!
-//! Later issues add skills, agent definitions, plugins and hooks here.
+//! Later issues add skills, agent definitions and plugins here; hook files are `aerix-hooks`'s.
 
 mod env;
 mod instructions;

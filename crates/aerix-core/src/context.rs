@@ -13,6 +13,8 @@ use crate::{CoreError, Sink};
 pub enum Label {
     System,
     Instructions,
+    /// The pinned `# Hook context` of the session's `SessionStart` hooks.
+    Hook,
     Prompt,
     Turn,
     Result,
@@ -27,6 +29,7 @@ impl Label {
         match self {
             Label::System => "system",
             Label::Instructions => "instructions",
+            Label::Hook => "hook",
             Label::Prompt => "prompt",
             Label::Turn => "turn",
             Label::Result => "result",
@@ -41,6 +44,7 @@ impl Label {
         match text {
             "system" => Label::System,
             "instructions" => Label::Instructions,
+            "hook" => Label::Hook,
             "prompt" => Label::Prompt,
             "turn" => Label::Turn,
             "note" => Label::Note,

@@ -24,7 +24,7 @@ use caldrix_client::{Client, ClientError};
 pub use agent::{Agent, AgentEnd, AgentSpec};
 pub use context::{Context, Label, Segment};
 pub use prompts::{EMBEDDED, Prompts, fill};
-pub use request::{Request, RequestEnd, run_request, system_segment};
+pub use request::{HOOK_CONTEXT, Request, RequestEnd, run_request, system_segment};
 pub use route::{ROUTES, Route, route};
 
 /// Where an agent's events go (the session log, a screen, a test), and its spool.

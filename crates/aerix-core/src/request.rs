@@ -12,11 +12,19 @@ use crate::turn::{ALL_TOOLS, tools_section, turns_section};
 use crate::{CoreError, Prompts, Runtime};
 
 pub const ROOT: &str = "a1";
+/// The id of the root's pinned `# Hook context` segment.
+pub const HOOK_CONTEXT: &str = "hooks";
 
 /// One request to run.
 pub struct Request {
     pub prompt: String,
     pub instructions: Vec<InstructionFile>,
+    /// What the `SessionStart` hooks said: the root's pinned `# Hook context` segment, after
+    /// the instructions (a resumed root's earlier one is replaced in place, or removed).
+    pub hook_context: Option<String>,
+    /// What the `UserPromptSubmit` hooks said: appended to the prompt (routing sees the
+    /// prompt alone).
+    pub prompt_context: Option<String>,
     /// The member agents run on, its window, and whether it takes the `Json` constraint.
     pub main: String,
     pub window: u32,
@@ -57,12 +65,44 @@ fn instructions_text(files: &[InstructionFile]) -> Option<String> {
     Some(text)
 }
 
+fn hook_context_text(context: &str) -> String {
+    format!("# Hook context\n\n{}", context.trim())
+}
+
 /// The note a planner's prompt carries.
 fn planner_note(tools: &[String]) -> String {
     format!(
         "\n\n(You are planning this request: you may call only {}. Delegate anything that reads files or runs commands with `agent`, giving each piece a complete brief and a check.)",
         tools.join(", ")
     )
+}
+
+/// A resumed root gets this session start's hook context: the earlier segment replaced in
+/// place (or removed when there is none now), else a new one before the prompt.
+async fn resume_hook_context(
+    rt: &mut Runtime<'_>,
+    context: &mut Context,
+    hook_context: Option<&str>,
+) -> Result<(), CoreError> {
+    let old = context.get(HOOK_CONTEXT).map(|s| s.text.clone());
+    match (old, hook_context.map(hook_context_text)) {
+        (Some(old), Some(new)) if old != new => {
+            context.replace(rt.client, rt.sink, HOOK_CONTEXT, new, Some(true), None).await
+        }
+        (Some(_), None) => context.remove(rt.client, rt.sink, HOOK_CONTEXT).await,
+        (None, Some(new)) => {
+            let segment = Segment {
+                id: HOOK_CONTEXT.into(),
+                role: Role::User,
+                label: Label::Hook,
+                text: new,
+                pinned: true,
+                tokens: 0,
+            };
+            context.append(rt.client, rt.sink, segment).await
+        }
+        _ => Ok(()),
+    }
 }
 
 pub async fn run_request(rt: &mut Runtime<'_>, request: Request) -> Result<RequestEnd, CoreError> {
@@ -89,6 +129,10 @@ pub async fn run_request(rt: &mut Runtime<'_>, request: Request) -> Result<Reque
         max_turns: request.max_turns,
     });
     let mut prompt = request.prompt.clone();
+    if let Some(context) = &request.prompt_context {
+        prompt.push_str("\n\n");
+        prompt.push_str(&hook_context_text(context));
+    }
     if planner {
         prompt.push_str(&planner_note(&tools));
     }
@@ -127,11 +171,24 @@ pub async fn run_request(rt: &mut Runtime<'_>, request: Request) -> Result<Reque
                     tokens: 0,
                 });
             }
+            if let Some(context) = &request.hook_context {
+                segments.push(Segment {
+                    id: HOOK_CONTEXT.into(),
+                    role: Role::User,
+                    label: Label::Hook,
+                    text: hook_context_text(context),
+                    pinned: true,
+                    tokens: 0,
+                });
+            }
             (segments, true, None)
         }
     };
-    let context =
+    let mut context =
         Context::create(rt.client, rt.sink, ROOT, &request.main, segments, log_them).await?;
+    if rebuilt.is_some() {
+        resume_hook_context(rt, &mut context, request.hook_context.as_deref()).await?;
+    }
     let spec = AgentSpec {
         id: ROOT.to_owned(),
         member: request.main.clone(),

@@ -111,6 +111,23 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         ending: Option<String>,
     },
+    /// A hook handler's run. The session's own events (`SessionStart`, `UserPromptSubmit`,
+    /// `SessionEnd`) belong to no agent.
+    #[serde(rename = "hook")]
+    Hook {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        agent: Option<String>,
+        /// Claude Code's event name.
+        event: String,
+        command: String,
+        /// `exit N`, `signal N`, `timeout after Ns`, `not started: ...`.
+        ending: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        exit_code: Option<i32>,
+        duration_ms: u64,
+        /// It blocked what fired it, or ended the run.
+        blocked: bool,
+    },
     #[serde(rename = "agent.end")]
     AgentEnd {
         agent: String,
@@ -176,6 +193,7 @@ impl Event {
     pub fn agent(&self) -> Option<&str> {
         match self {
             Event::SessionStart { .. } | Event::SessionEnd { .. } => None,
+            Event::Hook { agent, .. } => agent.as_deref(),
             Event::Route { agent, .. }
             | Event::AgentSpawn { agent, .. }
             | Event::Segment { agent, .. }
@@ -185,5 +203,30 @@ impl Event {
             | Event::Job { agent, .. }
             | Event::AgentEnd { agent, .. } => Some(agent),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Event;
+
+    #[test]
+    fn a_hook_line_and_back() {
+        let event = Event::Hook {
+            agent: None,
+            event: "UserPromptSubmit".into(),
+            command: "guard.sh".into(),
+            ending: "exit 2".into(),
+            exit_code: Some(2),
+            duration_ms: 12,
+            blocked: true,
+        };
+        let line = serde_json::to_string(&event).unwrap();
+        assert_eq!(
+            line,
+            r#"{"type":"hook","event":"UserPromptSubmit","command":"guard.sh","ending":"exit 2","exit_code":2,"duration_ms":12,"blocked":true}"#
+        );
+        assert_eq!(serde_json::from_str::<Event>(&line).unwrap(), event);
+        assert_eq!(event.agent(), None);
     }
 }

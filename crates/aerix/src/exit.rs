@@ -11,7 +11,8 @@ pub enum Exit {
     Failed,
     /// A turn budget ran out.
     Budget,
-    /// Ended by a bound (the context floor).
+    /// Ended by a bound (the context floor), or by a hook: a `UserPromptSubmit` hook that
+    /// blocked the prompt, a session hook's `continue: false`.
     Killed,
     /// A bad command line, an unknown session.
     Usage,

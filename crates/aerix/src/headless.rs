@@ -6,11 +6,13 @@ use std::time::{Duration, Instant};
 
 use aerix_config::{Env, Settings};
 use aerix_core::{Prompts, Request, Runtime, Sink as _, run_request};
+use aerix_hooks::{EndReason, Fire, HookFiles, StartSource};
 use aerix_session::{Event, Outcome, Store, read_log, rebuild};
 use aerix_tools::Cancel;
 use anyhow::Context as _;
 
 use crate::exit::Exit;
+use crate::hooks::SessionHooks;
 use crate::pool;
 use crate::sink::HeadlessSink;
 
@@ -61,6 +63,12 @@ pub async fn run(settings: &Settings, env: &Env, options: Options) -> anyhow::Re
     let data = env.data_home().context("no data directory: set HOME or XDG_DATA_HOME")?;
     let store = Store::new(&data);
     let project = aerix_session::project_key(&root);
+    // A hook file that cannot be used is a note; the run goes on without its hooks.
+    let loaded =
+        aerix_hooks::load(&HookFiles::standard(env.config_home().as_deref(), &root).paths());
+    for note in &loaded.notes {
+        eprintln!("{note}");
+    }
 
     // The session first: a bad --resume is a usage error before any pool is started.
     let resume_id = match (&options.resume, options.continue_latest) {
@@ -90,7 +98,15 @@ pub async fn run(settings: &Settings, env: &Env, options: Options) -> anyhow::Re
         }
     };
     let session_id = log.id().to_owned();
+    let hook_session = aerix_hooks::Session {
+        id: session_id.clone(),
+        transcript_path: log.path().with_extension("claude.jsonl"),
+        cwd: options.cwd.clone(),
+        project_dir: root.clone(),
+        spool_dir: log.spool_dir(),
+    };
     let mut sink = HeadlessSink { log, failed: None, quiet: options.quiet };
+    let mut end = End { store: &store, project: &project, hooks: None, snapshot: None };
     sink.event(Event::SessionStart {
         session: session_id.clone(),
         project: project.clone(),
@@ -110,26 +126,59 @@ pub async fn run(settings: &Settings, env: &Env, options: Options) -> anyhow::Re
     }
     let mut client = match connected {
         Ok(client) => client,
-        Err(e) => return finish(&store, &project, &mut sink, Outcome::Failed, Err(e)),
+        Err(e) => return end.finish(&mut sink, Outcome::Failed, Err(e)),
     };
     let load_timeout = Duration::from_secs(settings.pool.start_timeout_secs);
     let main = match pool::bind(&mut client, &settings.main, "main", load_timeout).await {
         Ok(main) => main,
-        Err(e) => return finish(&store, &project, &mut sink, Outcome::Failed, Err(e)),
+        Err(e) => return end.finish(&mut sink, Outcome::Failed, Err(e)),
     };
     let decision = match &settings.decision {
         Some(member) => match pool::bind(&mut client, member, "decision", load_timeout).await {
             Ok(bound) => Some(bound.alias),
-            Err(e) => return finish(&store, &project, &mut sink, Outcome::Failed, Err(e)),
+            Err(e) => return end.finish(&mut sink, Outcome::Failed, Err(e)),
         },
         None => None,
     };
 
-    let snapshot = snapshot(&root);
+    // The session hooks: SessionStart's context is pinned in the root's context,
+    // UserPromptSubmit's is appended to the prompt; a block or `continue: false` ends the run.
+    let source = if rebuilt.is_some() { StartSource::Resume } else { StartSource::Startup };
+    let hooks = end.hooks.insert(SessionHooks { hooks: loaded.hooks, session: hook_session });
+    let started = hooks.fire(Fire::SessionStart(source), &mut sink);
+    if let Some(stop) = started.stop {
+        let e = anyhow::anyhow!(
+            "a SessionStart hook (`{}`) ended the run: {}",
+            stop.command,
+            stop.reason
+        );
+        return end.finish(&mut sink, Outcome::Killed, Err(e));
+    }
+    let submitted = hooks.fire(Fire::UserPromptSubmit { prompt: &options.prompt }, &mut sink);
+    if let Some(stop) = submitted.stop {
+        let e = anyhow::anyhow!(
+            "a UserPromptSubmit hook (`{}`) ended the run: {}",
+            stop.command,
+            stop.reason
+        );
+        return end.finish(&mut sink, Outcome::Killed, Err(e));
+    }
+    if let Some(block) = submitted.block {
+        let e = anyhow::anyhow!(
+            "the prompt was blocked by a UserPromptSubmit hook (`{}`): {}",
+            block.command,
+            block.reason
+        );
+        return end.finish(&mut sink, Outcome::Killed, Err(e));
+    }
+
+    end.snapshot = snapshot(&root);
     let prompts = Prompts::embedded();
     let request = Request {
         prompt: options.prompt.clone(),
         instructions,
+        hook_context: started.context,
+        prompt_context: submitted.context,
         main: main.alias.clone(),
         window: main.window,
         json: main.json,
@@ -158,40 +207,52 @@ pub async fn run(settings: &Settings, env: &Env, options: Options) -> anyhow::Re
         );
     }
     let (outcome, result) = match result {
-        Ok(end) => {
-            if let Some(text) = &end.end.final_text {
+        Ok(request_end) => {
+            if let Some(text) = &request_end.end.final_text {
                 println!("{text}");
             }
-            let outcome = end.end.outcome;
-            let reason = end.end.reason.clone();
-            (outcome, Ok(reason))
+            (request_end.end.outcome, Ok(()))
         }
         Err(e) => (Outcome::Failed, Err(anyhow::Error::from(e))),
     };
-    if let Some(snapshot) = &snapshot
-        && let Err(e) = print_changes(snapshot)
-    {
-        eprintln!("aerix: {e:#}");
-    }
-    finish(&store, &project, &mut sink, outcome, result.map(|_| ()))
+    end.finish(&mut sink, outcome, result)
 }
 
-/// `session.end`, the index, and the exit status.
-fn finish(
-    store: &Store,
-    project: &str,
-    sink: &mut HeadlessSink,
-    outcome: Outcome,
-    result: anyhow::Result<()>,
-) -> anyhow::Result<Exit> {
-    let exit = Exit::of(outcome);
-    if let Err(e) = &result {
-        eprintln!("aerix: {e:#}");
+/// How a run ends, whatever ended it.
+struct End<'a> {
+    store: &'a Store,
+    project: &'a str,
+    /// Set once `SessionStart` has fired: `SessionEnd` fires too.
+    hooks: Option<SessionHooks>,
+    /// Set once the request is about to run: its diff is printed.
+    snapshot: Option<Snapshot>,
+}
+
+impl End<'_> {
+    /// `session.end` and the index, `SessionEnd`, the diff, and the exit status.
+    fn finish(
+        &self,
+        sink: &mut HeadlessSink,
+        outcome: Outcome,
+        result: anyhow::Result<()>,
+    ) -> anyhow::Result<Exit> {
+        let exit = Exit::of(outcome);
+        if let Err(e) = &result {
+            eprintln!("aerix: {e:#}");
+        }
+        sink.event(Event::SessionEnd { outcome, exit_code: exit.code() });
+        let _ = self.store.finish(self.project, sink.log.id(), outcome.as_str());
+        if let Some(hooks) = &self.hooks {
+            hooks.fire(Fire::SessionEnd(EndReason::Other), sink);
+        }
+        if let Some(snapshot) = &self.snapshot
+            && let Err(e) = print_changes(snapshot)
+        {
+            eprintln!("aerix: {e:#}");
+        }
+        if let Some(failed) = &sink.failed {
+            eprintln!("aerix: the session log could not be written: {failed}");
+        }
+        Ok(exit)
     }
-    sink.event(Event::SessionEnd { outcome, exit_code: exit.code() });
-    let _ = store.finish(project, sink.log.id(), outcome.as_str());
-    if let Some(failed) = &sink.failed {
-        eprintln!("aerix: the session log could not be written: {failed}");
-    }
-    Ok(exit)
 }

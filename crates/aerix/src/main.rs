@@ -3,6 +3,7 @@
 
 mod exit;
 mod headless;
+mod hooks;
 mod pool;
 mod sessions;
 mod sink;

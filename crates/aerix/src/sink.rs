@@ -52,6 +52,11 @@ fn progress(event: &Event) {
             let mark = if *error == Some(true) { " (error)" } else { "" };
             eprintln!("{agent} {call} {tool} {input}{mark}");
         }
+        Event::Hook { event, command, ending, duration_ms, blocked, .. } => {
+            let mark = if *blocked { " (blocked)" } else { "" };
+            let command: String = command.chars().take(100).collect();
+            eprintln!("hook {event} {command}: {ending} in {duration_ms} ms{mark}");
+        }
         Event::AgentEnd { agent, outcome, reason, turns, .. } => {
             let reason = reason.as_ref().map(|r| format!(": {r}")).unwrap_or_default();
             eprintln!("{agent} {} after {turns} turns{reason}", outcome.as_str());

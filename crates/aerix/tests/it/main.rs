@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "a failed unwrap is a failed test")]
 
 mod cli;
+mod hooks;
 mod parse;
 mod real;
 mod request;
@@ -15,15 +16,7 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
-pub fn smollm2() -> PathBuf {
-    let cache = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-        .expect("HOME or XDG_CACHE_HOME is set");
-    let path = cache.join("aerix/models/SmolLM2-135M-Instruct.Q4_1.gguf");
-    assert!(path.is_file(), "{} is missing: run scripts/fetch-models", path.display());
-    path
-}
+pub use test_models::smollm2;
 
 /// The `caldrix` binary beside `aerix` (built by `cargo test --workspace`; built here when a
 /// test runs this package alone).

@@ -5,19 +5,7 @@ use caldrix_engine::{
     GenerationPrompt, Message, Model, ModelParams, Session, SessionParams, Token,
 };
 
-pub const SMOLLM2: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
-pub const GEMMA3: &str = "gemma-3-270m-q4_k_m.gguf";
-
-/// Where `scripts/fetch-models` caches the models.
-pub fn model_path(file: &str) -> PathBuf {
-    let cache = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-        .expect("HOME or XDG_CACHE_HOME is set");
-    let path = cache.join("aerix/models").join(file);
-    assert!(path.is_file(), "{} is missing: run scripts/fetch-models", path.display());
-    path
-}
+pub use test_models::{GEMMA3, SMOLLM2, path as model_path};
 
 fn load(file: &str) -> Model {
     Model::load(&model_path(file), &ModelParams::default()).expect("the test model loads")

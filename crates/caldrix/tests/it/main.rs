@@ -4,26 +4,9 @@
 
 mod pool;
 
-use std::path::PathBuf;
 use std::process::{Command, Output};
 
-fn model(file: &str) -> PathBuf {
-    let cache = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-        .expect("HOME or XDG_CACHE_HOME is set");
-    let path = cache.join("aerix/models").join(file);
-    assert!(path.is_file(), "{} is missing: run scripts/fetch-models", path.display());
-    path
-}
-
-pub fn gemma3() -> PathBuf {
-    model("gemma-3-270m-q4_k_m.gguf")
-}
-
-pub fn smollm2() -> PathBuf {
-    model("SmolLM2-135M-Instruct.Q4_1.gguf")
-}
+pub use test_models::{gemma3, smollm2};
 
 fn caldrix(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_caldrix")).args(args).output().expect("caldrix runs")

@@ -1,0 +1,371 @@
+//! Hook files: where they are, and what one holds. A file is used whole or not at all: any
+//! shape error drops its hooks with one line naming the file and the key.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::{HookEvent, HooksError, Matcher, NOT_FIRED_YET};
+
+/// Where hook files are read. Every file that exists adds its handlers (levels merge, as
+/// Claude Code's do); identical commands of one event run once.
+#[derive(Clone, Debug)]
+pub struct HookFiles {
+    /// `$XDG_CONFIG_HOME/aerix/hooks.json` (what `ai-memory install aerix` writes).
+    pub user: Option<PathBuf>,
+    /// `<project>/.aerix/hooks.json`, committed with the project.
+    pub project: PathBuf,
+    /// `<project>/.aerix/hooks.local.json`, the user's own, kept out of git.
+    pub local: PathBuf,
+}
+
+impl HookFiles {
+    pub fn standard(config_home: Option<&Path>, project_root: &Path) -> HookFiles {
+        let dir = project_root.join(".aerix");
+        HookFiles {
+            user: config_home.map(|c| c.join("aerix/hooks.json")),
+            project: dir.join("hooks.json"),
+            local: dir.join("hooks.local.json"),
+        }
+    }
+
+    /// In reading order: user, project, local.
+    pub fn paths(&self) -> Vec<&Path> {
+        let mut paths: Vec<&Path> = self.user.iter().map(PathBuf::as_path).collect();
+        paths.push(&self.project);
+        paths.push(&self.local);
+        paths
+    }
+}
+
+/// One command handler of one event.
+#[derive(Clone, Debug)]
+pub(crate) struct Handler {
+    pub(crate) event: HookEvent,
+    pub(crate) matcher: Matcher,
+    pub(crate) command: String,
+    /// The file's `timeout`, when it gives one.
+    pub(crate) timeout: Option<Duration>,
+}
+
+impl Handler {
+    /// The file's timeout, else the event's default, within the event's cap.
+    pub(crate) fn timeout(&self) -> Duration {
+        let timeout = self.timeout.unwrap_or(self.event.default_timeout());
+        match self.event.max_timeout() {
+            Some(max) => timeout.min(max),
+            None => timeout,
+        }
+    }
+}
+
+/// The handlers of every file read, in file order.
+#[derive(Clone, Debug, Default)]
+pub struct Hooks {
+    handlers: Vec<Handler>,
+}
+
+impl Hooks {
+    pub fn is_empty(&self) -> bool {
+        self.handlers.is_empty()
+    }
+
+    /// How many handlers are registered.
+    pub fn len(&self) -> usize {
+        self.handlers.len()
+    }
+
+    /// The handlers of `event` whose matcher takes `value` (events without a matcher take
+    /// every handler), an identical command once.
+    pub(crate) fn matching(&self, event: HookEvent, value: Option<&str>) -> Vec<&Handler> {
+        let mut out: Vec<&Handler> = Vec::new();
+        for handler in self.handlers.iter().filter(|h| h.event == event) {
+            let matched = match value {
+                Some(value) if event.takes_matcher() => handler.matcher.matches(value),
+                _ => true,
+            };
+            if matched && !out.iter().any(|h| h.command == handler.command) {
+                out.push(handler);
+            }
+        }
+        out
+    }
+}
+
+/// Hooks read from files, and the lines to tell the user about them.
+#[derive(Clone, Debug, Default)]
+pub struct Loaded {
+    pub hooks: Hooks,
+    /// The files that held hooks.
+    pub files: Vec<PathBuf>,
+    /// One line each: a file that could not be used, handlers or events that are skipped.
+    pub notes: Vec<String>,
+}
+
+/// Reads every file that exists; a broken one is a note and its hooks are not run.
+pub fn load(paths: &[&Path]) -> Loaded {
+    let mut out = Loaded::default();
+    for path in paths {
+        match load_file(path) {
+            Ok(Some(loaded)) => {
+                out.hooks.handlers.extend(loaded.hooks.handlers);
+                out.files.extend(loaded.files);
+                out.notes.extend(loaded.notes);
+            }
+            Ok(None) => {}
+            Err(e) => out.notes.push(format!("hooks: {e}; its hooks are not run")),
+        }
+    }
+    out
+}
+
+/// One file; `None` when it does not exist.
+pub fn load_file(path: &Path) -> Result<Option<Loaded>, HooksError> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => return Err(HooksError::Read { path: path.to_owned(), source }),
+    };
+    parse(path, &text).map(Some)
+}
+
+pub(crate) fn parse(path: &Path, text: &str) -> Result<Loaded, HooksError> {
+    let invalid = |message: String| HooksError::Invalid { path: path.to_owned(), message };
+    if text.trim().is_empty() {
+        return Ok(Loaded::default());
+    }
+    let root: Value =
+        serde_json::from_str(text).map_err(|e| invalid(format!("not valid JSON: {e}")))?;
+    let Value::Object(root) = root else {
+        return Err(invalid("does not hold a JSON object".to_owned()));
+    };
+    let mut out = Loaded::default();
+    let hooks = match root.get("hooks") {
+        None | Some(Value::Null) => return Ok(out),
+        Some(Value::Object(hooks)) => hooks,
+        Some(_) => return Err(invalid("`hooks` is not an object".to_owned())),
+    };
+    let mut not_fired = Vec::new();
+    let mut skipped_types = Vec::new();
+    for (name, groups) in hooks {
+        let event = HookEvent::parse(name);
+        if event.is_none() && !NOT_FIRED_YET.contains(&name.as_str()) {
+            // An event aerix does not know (a newer Claude Code's): accepted and ignored.
+            continue;
+        }
+        let parsed = parse_groups(name, groups, &mut skipped_types).map_err(invalid)?;
+        match event {
+            Some(event) => {
+                out.hooks.handlers.extend(parsed.into_iter().map(|(matcher, command, timeout)| {
+                    Handler { event, matcher, command, timeout }
+                }))
+            }
+            None if !parsed.is_empty() => not_fired.push(name.clone()),
+            None => {}
+        }
+    }
+    if !out.hooks.is_empty() {
+        out.files.push(path.to_owned());
+    }
+    if !skipped_types.is_empty() {
+        skipped_types.sort();
+        skipped_types.dedup();
+        out.notes.push(format!(
+            "hooks: {}: handlers of type {} are skipped (aerix runs `command` handlers)",
+            path.display(),
+            skipped_types.join(", ")
+        ));
+    }
+    if !not_fired.is_empty() {
+        out.notes.push(format!(
+            "hooks: {}: aerix does not fire {} yet; those hooks are not run",
+            path.display(),
+            not_fired.join(", ")
+        ));
+    }
+    Ok(out)
+}
+
+/// A command handler as its file gives it: the group's matcher, the command, the timeout.
+type Parsed = (Matcher, String, Option<Duration>);
+
+/// The command handlers of one event's groups, checked.
+fn parse_groups(
+    name: &str,
+    groups: &Value,
+    skipped_types: &mut Vec<String>,
+) -> Result<Vec<Parsed>, String> {
+    let Value::Array(groups) = groups else {
+        return Err(format!("`hooks.{name}` is not an array of matcher groups"));
+    };
+    let mut out = Vec::new();
+    for (g, group) in groups.iter().enumerate() {
+        let at = format!("hooks.{name}[{g}]");
+        let Value::Object(group) = group else {
+            return Err(format!("`{at}` is not an object"));
+        };
+        let matcher = match group.get("matcher") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(m)) => Some(m.as_str()),
+            Some(_) => return Err(format!("`{at}.matcher` is not a string")),
+        };
+        let matcher = Matcher::parse(matcher).map_err(|e| format!("`{at}.matcher`: {e}"))?;
+        let handlers = match group.get("hooks") {
+            Some(Value::Array(handlers)) => handlers,
+            Some(_) => return Err(format!("`{at}.hooks` is not an array")),
+            None => return Err(format!("`{at}` has no `hooks` array")),
+        };
+        for (h, handler) in handlers.iter().enumerate() {
+            let at = format!("{at}.hooks[{h}]");
+            let Value::Object(handler) = handler else {
+                return Err(format!("`{at}` is not an object"));
+            };
+            match handler.get("type") {
+                Some(Value::String(t)) if t == "command" => {}
+                Some(Value::String(t)) => {
+                    skipped_types.push(format!("`{t}`"));
+                    continue;
+                }
+                Some(_) => return Err(format!("`{at}.type` is not a string")),
+                None => return Err(format!("`{at}` has no `type`")),
+            }
+            let command = match handler.get("command") {
+                Some(Value::String(c)) if !c.trim().is_empty() => c.clone(),
+                Some(Value::String(_)) => return Err(format!("`{at}.command` is empty")),
+                Some(_) => return Err(format!("`{at}.command` is not a string")),
+                None => return Err(format!("`{at}` has no `command`")),
+            };
+            let timeout = match handler.get("timeout") {
+                None | Some(Value::Null) => None,
+                Some(value) => Some(
+                    value
+                        .as_f64()
+                        .filter(|t| *t > 0.0)
+                        .and_then(|t| Duration::try_from_secs_f64(t).ok())
+                        .ok_or_else(|| {
+                            format!(
+                                "`{at}.timeout` is {value}: it must be a positive number of seconds"
+                            )
+                        })?,
+                ),
+            };
+            out.push((matcher.clone(), command, timeout));
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::time::Duration;
+
+    use super::parse;
+    use crate::HookEvent;
+
+    fn error(text: &str) -> String {
+        parse(Path::new("/h/hooks.json"), text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn the_file_ai_memory_install_writes() {
+        let text = r#"{
+  "hooks": {
+    "SessionStart": [{"hooks": [{"type": "command", "command": "ai-memory hook session-start --harness aerix", "timeout": 30}]}],
+    "UserPromptSubmit": [{"hooks": [{"type": "command", "command": "ai-memory hook prompt-submit --harness aerix", "timeout": 30}]}],
+    "SessionEnd": [{"hooks": [{"type": "command", "command": "ai-memory hook session-end --harness aerix", "timeout": 30}]}]
+  }
+}"#;
+        let loaded = parse(Path::new("/h/hooks.json"), text).unwrap();
+        assert_eq!(loaded.hooks.len(), 3);
+        assert!(loaded.notes.is_empty(), "{:?}", loaded.notes);
+        let start = loaded.hooks.matching(HookEvent::SessionStart, Some("startup"));
+        assert_eq!(start[0].command, "ai-memory hook session-start --harness aerix");
+        assert_eq!(start[0].timeout(), Duration::from_secs(30));
+    }
+
+    #[test]
+    fn matchers_defaults_caps_and_duplicates() {
+        let text = r#"{"description": "x", "hooks": {
+            "SessionStart": [
+                {"matcher": "resume", "hooks": [{"type": "command", "command": "a"}]},
+                {"matcher": "*", "hooks": [{"type": "command", "command": "b"}, {"type": "command", "command": "b"}]}
+            ],
+            "UserPromptSubmit": [{"matcher": "ignored", "hooks": [{"type": "command", "command": "u"}]}],
+            "SessionEnd": [{"hooks": [{"type": "command", "command": "e", "timeout": 900}]}],
+            "SomeFutureEvent": {"whatever": true}
+        }}"#;
+        let loaded = parse(Path::new("/h/hooks.json"), text).unwrap();
+        let commands = |event, value| -> Vec<String> {
+            loaded.hooks.matching(event, value).iter().map(|h| h.command.clone()).collect()
+        };
+        assert_eq!(commands(HookEvent::SessionStart, Some("startup")), ["b"]);
+        assert_eq!(commands(HookEvent::SessionStart, Some("resume")), ["a", "b"]);
+        assert_eq!(commands(HookEvent::UserPromptSubmit, None), ["u"]);
+        let start = loaded.hooks.matching(HookEvent::SessionStart, Some("startup"));
+        assert_eq!(start[0].timeout(), Duration::from_secs(600));
+        let user = loaded.hooks.matching(HookEvent::UserPromptSubmit, None);
+        assert_eq!(user[0].timeout(), Duration::from_secs(30));
+        let end = loaded.hooks.matching(HookEvent::SessionEnd, Some("other"));
+        assert_eq!(end[0].timeout(), Duration::from_secs(30), "SessionEnd is capped");
+    }
+
+    #[test]
+    fn other_handler_types_and_events_not_fired_are_notes() {
+        let text = r#"{"hooks": {
+            "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "guard"}]}],
+            "SessionStart": [{"hooks": [{"type": "http", "url": "http://x"}, {"type": "command", "command": "s"}]}]
+        }}"#;
+        let loaded = parse(Path::new("/h/hooks.json"), text).unwrap();
+        assert_eq!(loaded.hooks.len(), 1);
+        assert_eq!(
+            loaded.notes,
+            [
+                "hooks: /h/hooks.json: handlers of type `http` are skipped (aerix runs `command` handlers)",
+                "hooks: /h/hooks.json: aerix does not fire PreToolUse yet; those hooks are not run",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_broken_file_names_what_is_wrong() {
+        assert!(
+            error("{\"hooks\": {").starts_with("/h/hooks.json: not valid JSON: EOF while parsing"),
+            "{}",
+            error("{\"hooks\": {")
+        );
+        assert_eq!(error("[]"), "/h/hooks.json: does not hold a JSON object");
+        assert_eq!(error(r#"{"hooks": []}"#), "/h/hooks.json: `hooks` is not an object");
+        assert_eq!(
+            error(r#"{"hooks": {"SessionStart": {}}}"#),
+            "/h/hooks.json: `hooks.SessionStart` is not an array of matcher groups"
+        );
+        assert_eq!(
+            error(r#"{"hooks": {"SessionEnd": [{"matcher": "a("}]}}"#).split(" (").next().unwrap(),
+            "/h/hooks.json: `hooks.SessionEnd[0].matcher`: `a(` is not a valid regular expression"
+        );
+        assert_eq!(
+            error(r#"{"hooks": {"SessionStart": [{"hooks": [{"type": "command"}]}]}}"#),
+            "/h/hooks.json: `hooks.SessionStart[0].hooks[0]` has no `command`"
+        );
+        assert_eq!(
+            error(
+                r#"{"hooks": {"UserPromptSubmit": [{"hooks": [{"type": "command", "command": "x", "timeout": -1}]}]}}"#
+            ),
+            "/h/hooks.json: `hooks.UserPromptSubmit[0].hooks[0].timeout` is -1: it must be a positive number of seconds"
+        );
+        assert_eq!(
+            error(r#"{"hooks": {"Stop": [{"hooks": "x"}]}}"#),
+            "/h/hooks.json: `hooks.Stop[0].hooks` is not an array"
+        );
+    }
+
+    #[test]
+    fn an_empty_file_or_one_without_hooks_has_none() {
+        for text in ["", "  \n", "{}", r#"{"hooks": null, "model": "x"}"#] {
+            let loaded = parse(Path::new("/h/hooks.json"), text).unwrap();
+            assert!(loaded.hooks.is_empty() && loaded.notes.is_empty() && loaded.files.is_empty());
+        }
+    }
+}

@@ -1,0 +1,364 @@
+//! Firing an event: the matching handlers run in parallel, each with the event's JSON on stdin;
+//! their effects are gathered in file order.
+
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde_json::json;
+
+use crate::output::{Effect, interpret};
+use crate::process::{Spawn, run};
+use crate::{HookEvent, Hooks, MAX_INJECTED_CHARS, PREVIEW_CHARS, Run};
+
+/// What every hook input carries, and where the session keeps files.
+#[derive(Clone, Debug)]
+pub struct Session {
+    pub id: String,
+    /// The Claude Code format projection of the session (`<id>.claude.jsonl`).
+    pub transcript_path: PathBuf,
+    /// The working directory; handlers run in it.
+    pub cwd: PathBuf,
+    /// `CLAUDE_PROJECT_DIR`: the project's root.
+    pub project_dir: PathBuf,
+    /// Where injected text over [`MAX_INJECTED_CHARS`] is saved.
+    pub spool_dir: PathBuf,
+}
+
+/// Why a session starts (`SessionStart`'s `source`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StartSource {
+    Startup,
+    /// `--resume` or `--continue`.
+    Resume,
+}
+
+impl StartSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StartSource::Startup => "startup",
+            StartSource::Resume => "resume",
+        }
+    }
+}
+
+/// Why a session ends (`SessionEnd`'s `reason`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EndReason {
+    /// A headless run ended: none of Claude Code's named reasons (`clear`, `logout`,
+    /// `prompt_input_exit`) fits.
+    Other,
+}
+
+impl EndReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EndReason::Other => "other",
+        }
+    }
+}
+
+/// An event to fire, with its own input.
+#[derive(Clone, Copy, Debug)]
+pub enum Fire<'a> {
+    SessionStart(StartSource),
+    UserPromptSubmit { prompt: &'a str },
+    SessionEnd(EndReason),
+}
+
+/// A handler that blocked the action or stopped the run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Blocked {
+    pub command: String,
+    pub reason: String,
+}
+
+/// What firing an event came to.
+#[derive(Clone, Debug, Default)]
+pub struct Fired {
+    /// Every handler that ran, in file order.
+    pub runs: Vec<Run>,
+    /// The handlers' context for the model, in file order, separated by blank lines.
+    pub context: Option<String>,
+    /// `UserPromptSubmit`: the first handler that blocked the prompt.
+    pub block: Option<Blocked>,
+    /// `continue: false`: the first handler that ended the run.
+    pub stop: Option<Blocked>,
+    /// One line each for the user: handlers that failed or timed out, `systemMessage`s.
+    pub notes: Vec<String>,
+}
+
+impl Fire<'_> {
+    pub fn event(self) -> HookEvent {
+        match self {
+            Fire::SessionStart(_) => HookEvent::SessionStart,
+            Fire::UserPromptSubmit { .. } => HookEvent::UserPromptSubmit,
+            Fire::SessionEnd(_) => HookEvent::SessionEnd,
+        }
+    }
+
+    /// What matchers are matched against.
+    fn match_value(self) -> Option<&'static str> {
+        match self {
+            Fire::SessionStart(source) => Some(source.as_str()),
+            Fire::UserPromptSubmit { .. } => None,
+            Fire::SessionEnd(reason) => Some(reason.as_str()),
+        }
+    }
+
+    fn input(self, session: &Session) -> serde_json::Value {
+        let mut input = json!({
+            "session_id": session.id,
+            "transcript_path": session.transcript_path,
+            "cwd": session.cwd,
+            "hook_event_name": self.event().name(),
+            // A headless run asks no permission.
+            "permission_mode": "bypassPermissions",
+        });
+        match self {
+            Fire::SessionStart(source) => input["source"] = json!(source.as_str()),
+            Fire::UserPromptSubmit { prompt } => input["prompt"] = json!(prompt),
+            Fire::SessionEnd(reason) => input["reason"] = json!(reason.as_str()),
+        }
+        input
+    }
+}
+
+impl Hooks {
+    /// Runs the handlers `fire` matches, in parallel, and gathers what they said.
+    pub fn fire(&self, session: &Session, fire: Fire<'_>) -> Fired {
+        let event = fire.event();
+        let handlers = self.matching(event, fire.match_value());
+        if handlers.is_empty() {
+            return Fired::default();
+        }
+        let input = fire.input(session).to_string().into_bytes();
+        let finished: Vec<_> = std::thread::scope(|scope| {
+            let running: Vec<_> = handlers
+                .iter()
+                .map(|handler| {
+                    let spawn = Spawn {
+                        command: &handler.command,
+                        cwd: &session.cwd,
+                        project_dir: &session.project_dir,
+                        input: input.clone(),
+                        timeout: handler.timeout(),
+                    };
+                    scope.spawn(move || run(spawn))
+                })
+                .collect();
+            running.into_iter().map(|r| r.join().ok()).collect()
+        });
+        let mut fired = Fired::default();
+        let mut contexts = Vec::new();
+        for (handler, finished) in handlers.iter().zip(finished) {
+            let Some(finished) = finished else { continue };
+            let effect = interpret(event, &handler.command, &finished);
+            let blocked = effect.block.is_some() || effect.stop.is_some();
+            fired.runs.push(Run {
+                event,
+                command: handler.command.clone(),
+                ending: finished.ending.clone(),
+                duration: finished.duration,
+                blocked,
+            });
+            let Effect { context, block, stop, message, note } = effect;
+            let blocked_by = |reason| Blocked { command: handler.command.clone(), reason };
+            if let Some(reason) = stop
+                && fired.stop.is_none()
+            {
+                fired.stop = Some(blocked_by(reason));
+            }
+            if let Some(reason) = block
+                && fired.block.is_none()
+            {
+                fired.block = Some(blocked_by(reason));
+            }
+            if let Some(message) = message {
+                fired.notes.push(format!("hooks: {} hook says: {message}", event.name()));
+            }
+            if let Some(note) = note {
+                fired.notes.push(format!("hooks: {note}"));
+            }
+            if let Some(context) = context {
+                contexts.push(fit(context, event, &session.spool_dir, &mut fired.notes));
+            }
+        }
+        if !contexts.is_empty() {
+            fired.context = Some(contexts.join("\n\n"));
+        }
+        fired
+    }
+}
+
+/// Injected text over [`MAX_INJECTED_CHARS`] is saved to a file and replaced by its path and a
+/// [`PREVIEW_CHARS`] preview.
+fn fit(text: String, event: HookEvent, spool_dir: &Path, notes: &mut Vec<String>) -> String {
+    let chars = text.chars().count();
+    if chars <= MAX_INJECTED_CHARS {
+        return text;
+    }
+    let preview: String = text.chars().take(PREVIEW_CHARS).collect();
+    match save(&text, event, spool_dir) {
+        Ok(path) => format!(
+            "[hook output of {chars} characters saved to {}; read it there. Its first {PREVIEW_CHARS} characters:]\n{preview}",
+            path.display()
+        ),
+        Err(e) => {
+            notes.push(format!(
+                "hooks: a {} hook's output of {chars} characters could not be saved in {}: {e}; only its first {PREVIEW_CHARS} characters are kept",
+                event.name(),
+                spool_dir.display()
+            ));
+            format!(
+                "[hook output of {chars} characters cut to its first {PREVIEW_CHARS}:]\n{preview}"
+            )
+        }
+    }
+}
+
+/// `hook-<event>-<n>.txt`, the first `n` free.
+fn save(text: &str, event: HookEvent, dir: &Path) -> std::io::Result<PathBuf> {
+    std::fs::create_dir_all(dir)?;
+    for n in 1.. {
+        let path = dir.join(format!("hook-{}-{n}.txt", event.name()));
+        match OpenOptions::new().write(true).create_new(true).open(&path) {
+            Ok(mut file) => {
+                file.write_all(text.as_bytes())?;
+                return Ok(path);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(std::io::Error::other("no free file name"))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::{Path, PathBuf};
+    use std::time::Duration;
+
+    use super::{EndReason, Fire, Session, StartSource};
+    use crate::config::parse;
+    use crate::{Ending, MAX_INJECTED_CHARS};
+
+    struct Dir(PathBuf);
+
+    impl Dir {
+        fn new(name: &str) -> Dir {
+            let dir =
+                std::env::temp_dir().join(format!("aerix-hooks-{name}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).unwrap();
+            Dir(dir)
+        }
+
+        fn session(&self) -> Session {
+            Session {
+                id: "s1".into(),
+                transcript_path: self.0.join("s1.claude.jsonl"),
+                cwd: self.0.clone(),
+                project_dir: self.0.clone(),
+                spool_dir: self.0.join("spool"),
+            }
+        }
+
+        fn hooks(&self, json: &str) -> crate::Hooks {
+            parse(Path::new("hooks.json"), json).unwrap().hooks
+        }
+    }
+
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn group(commands: &[&str]) -> String {
+        let handlers: Vec<String> = commands
+            .iter()
+            .map(|c| serde_json::json!({"type": "command", "command": c}).to_string())
+            .collect();
+        format!("[{{\"hooks\": [{}]}}]", handlers.join(","))
+    }
+
+    #[test]
+    fn inputs_carry_the_session_and_the_event() {
+        let dir = Dir::new("input");
+        let hooks = dir.hooks(&format!(
+            r#"{{"hooks": {{"SessionStart": {0}, "UserPromptSubmit": {1}, "SessionEnd": {2}}}}}"#,
+            group(&["cat > start.json"]),
+            group(&["cat > prompt.json"]),
+            group(&["cat > end.json"]),
+        ));
+        let session = dir.session();
+        hooks.fire(&session, Fire::SessionStart(StartSource::Resume));
+        hooks.fire(&session, Fire::UserPromptSubmit { prompt: "fix it" });
+        let fired = hooks.fire(&session, Fire::SessionEnd(EndReason::Other));
+        assert_eq!(fired.runs[0].ending, Ending::Exit(0));
+        let read = |name: &str| -> serde_json::Value {
+            serde_json::from_str(&std::fs::read_to_string(dir.0.join(name)).unwrap()).unwrap()
+        };
+        let start = read("start.json");
+        assert_eq!(start["session_id"], "s1");
+        assert_eq!(start["hook_event_name"], "SessionStart");
+        assert_eq!(start["source"], "resume");
+        assert_eq!(start["cwd"], dir.0.display().to_string());
+        assert_eq!(start["transcript_path"], dir.0.join("s1.claude.jsonl").display().to_string());
+        assert_eq!(read("prompt.json")["prompt"], "fix it");
+        assert_eq!(read("end.json")["reason"], "other");
+    }
+
+    #[test]
+    fn handlers_run_in_parallel_and_contexts_keep_file_order() {
+        let dir = Dir::new("parallel");
+        let hooks = dir.hooks(&format!(
+            r#"{{"hooks": {{"SessionStart": {}}}}}"#,
+            group(&["sleep 1; echo first", "sleep 1; echo second", "exit 1"])
+        ));
+        let fired = hooks.fire(&dir.session(), Fire::SessionStart(StartSource::Startup));
+        assert!(fired.runs[0].duration < Duration::from_millis(1900), "{:?}", fired.runs);
+        assert_eq!(fired.context.as_deref(), Some("first\n\nsecond"));
+        assert_eq!(fired.notes, ["hooks: SessionStart hook `exit 1` exited 1"]);
+        assert_eq!(fired.runs.len(), 3);
+    }
+
+    #[test]
+    fn a_long_context_is_saved_and_previewed() {
+        let dir = Dir::new("long");
+        let hooks = dir.hooks(&format!(
+            r#"{{"hooks": {{"UserPromptSubmit": {}}}}}"#,
+            group(&["head -c 12000 /dev/zero | tr '\\0' a"])
+        ));
+        let fired = hooks.fire(&dir.session(), Fire::UserPromptSubmit { prompt: "p" });
+        let context = fired.context.unwrap();
+        let saved = dir.0.join("spool/hook-UserPromptSubmit-1.txt");
+        assert!(
+            context.starts_with(&format!(
+                "[hook output of 12000 characters saved to {}; read it there.",
+                saved.display()
+            )),
+            "{context}"
+        );
+        assert!(context.len() < 2200 && context.len() > 2000);
+        assert_eq!(std::fs::read_to_string(saved).unwrap().len(), 12_000);
+        const { assert!(12_000 > MAX_INJECTED_CHARS) };
+    }
+
+    #[test]
+    fn a_block_names_its_handler() {
+        let dir = Dir::new("block");
+        let hooks = dir.hooks(&format!(
+            r#"{{"hooks": {{"UserPromptSubmit": {}}}}}"#,
+            group(&["echo ok", "echo 'not today' >&2; exit 2"])
+        ));
+        let fired = hooks.fire(&dir.session(), Fire::UserPromptSubmit { prompt: "p" });
+        let block = fired.block.unwrap();
+        assert_eq!(
+            (block.command.as_str(), block.reason.as_str()),
+            ("echo 'not today' >&2; exit 2", "not today")
+        );
+        assert_eq!(fired.runs.iter().map(|r| r.blocked).collect::<Vec<_>>(), [false, true]);
+    }
+}

@@ -1,0 +1,29 @@
+//! Where the test models are: the GGUF files `scripts/fetch-models` caches under
+//! `$XDG_CACHE_HOME/aerix/models` (else `~/.cache/aerix/models`). A dev-dependency of every
+//! crate whose tests run a real model, so the path is written once.
+
+#![allow(clippy::expect_used, reason = "a test without its model cannot run: say so loudly")]
+
+use std::path::PathBuf;
+
+pub const SMOLLM2: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
+pub const GEMMA3: &str = "gemma-3-270m-q4_k_m.gguf";
+
+/// The cached model `file`; panics, naming the fix, when it is missing.
+pub fn path(file: &str) -> PathBuf {
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .expect("HOME or XDG_CACHE_HOME is set");
+    let path = cache.join("aerix/models").join(file);
+    assert!(path.is_file(), "{} is missing: run scripts/fetch-models", path.display());
+    path
+}
+
+pub fn smollm2() -> PathBuf {
+    path(SMOLLM2)
+}
+
+pub fn gemma3() -> PathBuf {
+    path(GEMMA3)
+}
