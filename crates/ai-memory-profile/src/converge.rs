@@ -84,6 +84,9 @@ struct Group<'a> {
     /// The ruling: the newest statement that is not the same thing as the one before.
     ruling: &'a Candidate,
     members: Vec<&'a Candidate>,
+    /// The existing entry the group is about, when a member names it: an LLM classifier
+    /// attached it, or it is the statement the entry stands on.
+    path: Option<String>,
 }
 
 impl Group<'_> {
@@ -91,34 +94,60 @@ impl Group<'_> {
         &self.ruling.statement.topic
     }
 
-    /// The members that say the ruling (in any words), oldest first.
+    /// The members that say the ruling (in any words), oldest first. A statement an LLM
+    /// attached to the entry counts: whether it changes the entry is the merge step's call.
     fn evidence(&self) -> Vec<&Candidate> {
         self.members
             .iter()
             .copied()
-            .filter(|c| c.statement.topic.same_thing(self.topic()))
+            .filter(|c| c.statement.entry.is_some() || c.statement.topic.same_thing(self.topic()))
             .collect()
     }
 }
 
-/// Groups candidates by topic, in time order.
-fn group(candidates: &[Candidate]) -> Vec<Group<'_>> {
+/// Groups candidates by topic, in time order: a statement naming an existing entry (or being
+/// the one it stands on) joins that entry's group; others join the group on their topic.
+fn group<'a>(candidates: &'a [Candidate], existing: &[Entry]) -> Vec<Group<'a>> {
     let mut sorted: Vec<&Candidate> = candidates.iter().collect();
     sorted.sort_by_key(|c| (c.at, c.id));
     let mut used_sentences = BTreeSet::new();
-    let mut groups: Vec<Group<'_>> = Vec::new();
+    let mut groups: Vec<Group<'a>> = Vec::new();
     for c in sorted {
         if !used_sentences.insert(c.sentence.as_str()) {
             continue;
         }
-        match groups.iter_mut().find(|g| g.topic().same_topic(&c.statement.topic)) {
+        let named = c
+            .statement
+            .entry
+            .clone()
+            .filter(|p| existing.iter().any(|e| &e.path == p))
+            .or_else(|| {
+                existing
+                    .iter()
+                    .find(|e| e.learned.as_ref().is_some_and(|l| l.statement == c.statement.text))
+                    .map(|e| e.path.clone())
+            });
+        // The entry's group, else (the first statement that names it) the group on its topic.
+        let at = named
+            .as_ref()
+            .and_then(|p| groups.iter().position(|g| g.path.as_ref() == Some(p)))
+            .or_else(|| {
+                groups.iter().position(|g| {
+                    g.topic().same_topic(&c.statement.topic)
+                        && (named.is_none() || g.path.is_none())
+                })
+            });
+        match at.map(|i| &mut groups[i]) {
             Some(g) => {
-                if !c.statement.topic.same_thing(g.topic()) {
+                if g.path.is_none() {
+                    g.path.clone_from(&named);
+                }
+                if c.statement.entry.is_some() || !c.statement.topic.same_thing(g.topic()) {
                     g.ruling = c;
                 }
                 g.members.push(c);
             }
-            None => groups.push(Group { ruling: c, members: vec![c] }),
+            None => groups.push(Group { ruling: c, members: vec![c], path: named }),
         }
     }
     groups
@@ -179,19 +208,32 @@ pub fn converge(
 ) -> Outcome {
     let mut out = Outcome::default();
     let mut taken: BTreeSet<String> = existing.iter().map(|e| e.path.clone()).collect();
-    for g in group(candidates) {
+    for g in group(candidates, existing) {
         let evidence = g.evidence();
         let projects = counted_projects(&evidence);
         let operators: BTreeSet<i64> = evidence.iter().filter_map(|c| c.user).collect();
         let general = evidence.iter().any(|c| c.statement.general);
         let latest = g.members.iter().map(|c| c.at).max().unwrap_or(0);
         // The entry this group already has: one standing on any statement the group holds.
-        let current = existing.iter().find(|e| {
-            let said = e.learned.as_ref().map_or(e.summary.as_str(), |l| l.statement.as_str());
-            let topic = Topic::of(said);
-            g.members.iter().any(|c| c.statement.topic.same_thing(&topic))
+        let current = match &g.path {
+            Some(p) => existing.iter().find(|e| &e.path == p),
+            None => existing.iter().find(|e| {
+                let said = e.learned.as_ref().map_or(e.summary.as_str(), |l| l.statement.as_str());
+                let topic = Topic::of(said);
+                g.members
+                    .iter()
+                    .any(|c| c.statement.text == said || c.statement.topic.same_thing(&topic))
+            }),
+        };
+        // Restating only adds evidence: an entry whose statement is still the ruling keeps its
+        // line and statement exactly (an LLM's restatement or a merge's decision included).
+        let kept = current.and_then(|e| e.learned.as_ref().map(|l| (e, l))).filter(|(_, l)| {
+            l.statement == g.ruling.statement.text || Topic::of(&l.statement).same_thing(g.topic())
         });
-        let line = crate::topic::digest_line(&g.ruling.statement.text);
+        let (statement, line) = match kept {
+            Some((e, l)) => (l.statement.clone(), e.summary.clone()),
+            None => (g.ruling.statement.text.clone(), g.ruling.statement.line()),
+        };
         let pending = |needs_projects, waiting_for_operator, forgotten| Pending {
             line: line.clone(),
             projects: projects.len(),
@@ -227,7 +269,7 @@ pub fn converge(
             }
         }
         let learned = Learned {
-            statement: g.ruling.statement.text.clone(),
+            statement,
             general,
             projects: projects.len(),
             operators: operators.len(),

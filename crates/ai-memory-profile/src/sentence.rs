@@ -26,6 +26,24 @@ pub struct Statement {
     pub general: bool,
     /// The topic description (see topic.rs).
     pub topic: Topic,
+    /// The line an LLM classifier restated it as (the digest shows it); `None` on the zero-LLM
+    /// path, where the line is the sentence itself without its scope phrases.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<String>,
+    /// The existing entry an LLM classifier said it is about (its path); the merge step then
+    /// decides whether it changes the entry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entry: Option<String>,
+}
+
+impl Statement {
+    /// The line an entry standing on this statement shows.
+    pub fn line(&self) -> String {
+        match &self.line {
+            Some(l) => l.clone(),
+            None => crate::topic::digest_line(&self.text),
+        }
+    }
 }
 
 /// Why a sentence or block was skipped (for tests and `profile review`-style diagnostics).
@@ -56,6 +74,19 @@ pub fn scan(prompt: &str) -> Vec<Result<Statement, (String, Skip)>> {
                     out.push(classify(&s, true).map_err(|why| (s, why)));
                 }
             }
+        }
+    }
+    out
+}
+
+/// The looser filter that feeds an LLM classifier: every sentence of the user's own text that is
+/// not a question, code, agent text or too long, and names an action or is a comparison, with or
+/// without a preference marker (the model catches phrasing the word lists miss).
+pub fn loose(prompt: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for part in blocks::parts(prompt) {
+        if let Part::Text(text) = part {
+            out.extend(split::sentences(&text).into_iter().filter(|s| classify(s, false).is_ok()));
         }
     }
     out
@@ -104,6 +135,8 @@ fn classify(s: &str, need_marker: bool) -> Result<Statement, Skip> {
         text: s.to_owned(),
         general: need_marker && words::has_phrase(&toks, words::GENERAL),
         topic: Topic::of(s),
+        line: None,
+        entry: None,
     })
 }
 

@@ -126,6 +126,8 @@ pub struct Memory {
     /// Set when a session ends: the server's profile task runs a pass a few seconds later.
     pub(crate) pass_wanted: std::sync::Arc<tokio::sync::Notify>,
     clock: Clock,
+    /// The `[llm]` provider, when one is configured (the profile uses it under `[profile] llm`).
+    llm: Option<Box<dyn crate::profile::llm::Provider>>,
 }
 
 impl std::fmt::Debug for Memory {
@@ -151,6 +153,8 @@ impl Memory {
         let wiki = Wiki::open(data_dir)?;
         let index = Index::open(&data_dir.join("index.sqlite"))?;
         let fresh = index.needs_rebuild();
+        let llm = crate::profile::llm::provider(&settings.llm)
+            .map_err(|e| MemoryError::Invalid(format!("config.toml: {e}")))?;
         let memory = Memory {
             data_dir: data_dir.to_owned(),
             settings,
@@ -159,6 +163,7 @@ impl Memory {
             pass: std::sync::Mutex::new(()),
             pass_wanted: std::sync::Arc::new(tokio::sync::Notify::new()),
             clock: Box::new(system_clock),
+            llm,
         };
         if fresh && memory.wiki.head()?.is_some() {
             memory.index.rebuild(&memory.wiki)?;
@@ -182,6 +187,12 @@ impl Memory {
     pub fn with_clock(mut self, clock: Clock) -> Memory {
         self.clock = clock;
         self
+    }
+
+    /// The provider the profile's LLM steps use: `None` without one or with `[profile] llm`
+    /// off.
+    pub(crate) fn profile_llm(&self) -> Option<&dyn crate::profile::llm::Provider> {
+        self.llm.as_deref().filter(|_| self.settings.profile.llm)
     }
 
     /// Unix seconds now, by this memory's clock.

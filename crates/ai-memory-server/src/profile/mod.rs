@@ -2,6 +2,7 @@
 //! session start opens with, and the operations behind `ai-memory profile`. The harvest pass
 //! that keeps it is in `pass.rs`; what entries say is decided by `ai-memory-profile`.
 
+pub mod llm;
 mod pass;
 
 use std::collections::BTreeSet;

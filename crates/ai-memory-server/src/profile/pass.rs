@@ -6,17 +6,17 @@
 use std::collections::BTreeSet;
 
 use ai_memory_core::{PagePath, sanitize};
-use ai_memory_index::ProjectRow;
+use ai_memory_index::{ProjectRow, SourcePrompt};
 use ai_memory_profile::converge::{
     Candidate, Change, Forgotten, Outcome, Rules, StackSighting, converge, stack_entries,
 };
 use ai_memory_profile::entry::Entry;
-use ai_memory_profile::sentence::{Statement, rule_statement, statements};
+use ai_memory_profile::sentence::{Statement, loose, rule_statement, statements};
 use ai_memory_profile::topic::digest_line;
 use ai_memory_store::CleanPage;
 use sha2::{Digest as _, Sha256};
 
-use super::Home;
+use super::{Home, llm};
 use crate::error::MemoryError;
 use crate::service::Memory;
 
@@ -35,6 +35,9 @@ pub struct PassReport {
     pub written: Vec<String>,
     /// Entries removed because every word behind them came from projects that opted out.
     pub removed: Vec<String>,
+    /// Calls to the LLM provider, and those that failed (their batch went the zero-LLM way).
+    pub llm_calls: usize,
+    pub llm_failures: usize,
 }
 
 fn short_hash(text: &str) -> String {
@@ -82,22 +85,7 @@ impl Memory {
             let batch = index.source_prompts(&home.sources, after, BATCH)?;
             let Some(last) = batch.last() else { break };
             after = last.id;
-            for prompt in &batch {
-                for (n, statement) in statements(&prompt.text).into_iter().enumerate() {
-                    let json = serde_json::to_string(&statement).unwrap_or_default();
-                    let key = format!("prompt:{}:{n}", prompt.id);
-                    if index.add_candidate(
-                        &row,
-                        &key,
-                        &json,
-                        prompt.project_id,
-                        prompt.user,
-                        prompt.at,
-                    )? {
-                        report.candidates += 1;
-                    }
-                }
-            }
+            self.harvest_prompts(home, &row, &batch, report)?;
             report.prompts_read += batch.len();
         }
         index.set_cursor(&row, after.max(index.cursor(&row)?))?;
@@ -117,7 +105,10 @@ impl Memory {
         let entries = self.profile_entries(home)?;
         let outcome = self.converge_home(home, &row, &entries)?;
         let mut changed: BTreeSet<String> = BTreeSet::new();
-        for Change::Write { entry, .. } in outcome.changes {
+        for Change::Write { mut entry, created } in outcome.changes {
+            if !created && !self.merge_ruling(&entries, &mut entry, report) {
+                continue;
+            }
             changed.insert(entry.path.clone());
             self.write_entry(home, &row, &entry)?;
             report.written.push(format!("{}/{}/{}", home.workspace, home.project, entry.path));
@@ -154,6 +145,94 @@ impl Memory {
             report.written.push(format!("{}/{}/{}", home.workspace, home.project, entry.path));
         }
         Ok(())
+    }
+
+    /// Records the statements of a batch of prompts: through the LLM classifier when one is
+    /// configured (a failed call: the zero-LLM path for that batch), else the word lists.
+    fn harvest_prompts(
+        &self,
+        home: &Home,
+        row: &ProjectRow,
+        prompts: &[SourcePrompt],
+        report: &mut PassReport,
+    ) -> Result<(), MemoryError> {
+        let mut found: Vec<(&SourcePrompt, Statement)> = Vec::new();
+        match self.profile_llm() {
+            None => {
+                for p in prompts {
+                    found.extend(statements(&p.text).into_iter().map(|s| (p, s)));
+                }
+            }
+            Some(llm) => {
+                let known: Vec<(String, String)> =
+                    self.profile_entries(home)?.into_iter().map(|e| (e.path, e.summary)).collect();
+                let sentences: Vec<(&SourcePrompt, String)> = prompts
+                    .iter()
+                    .flat_map(|p| loose(&p.text).into_iter().map(move |s| (p, s)))
+                    .collect();
+                for chunk in sentences.chunks(llm::CLASSIFY_BATCH) {
+                    let texts: Vec<String> = chunk.iter().map(|(_, s)| s.clone()).collect();
+                    report.llm_calls += 1;
+                    match llm::classify(llm, &texts, &known) {
+                        Ok(kept) => found.extend(kept.into_iter().map(|(i, s)| (chunk[i].0, s))),
+                        Err(e) => {
+                            tracing::warn!(error = %e, "profile classify failed: the word lists decide this batch");
+                            report.llm_failures += 1;
+                            for (p, sentence) in chunk {
+                                found.extend(statements(sentence).into_iter().map(|s| (*p, s)));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        for (prompt, statement) in found {
+            let json = serde_json::to_string(&statement).unwrap_or_default();
+            // Keyed by the sentence: one sentence backs at most one entry, whichever path read it.
+            let key = format!("prompt:{}:{}", prompt.id, short_hash(&statement.text));
+            if self.index().add_candidate(
+                row,
+                &key,
+                &json,
+                prompt.project_id,
+                prompt.user,
+                prompt.at,
+            )? {
+                report.candidates += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// A new ruling on an existing entry: with an LLM, the model says whether the newest words
+    /// change the entry and restates it when they do; when they only confirm it, its line stays
+    /// exactly as written (the new words are recorded as evidence, so the question is not asked
+    /// again). Without one (or when the call fails), the newest statement wins. Returns whether
+    /// to write.
+    fn merge_ruling(&self, existing: &[Entry], entry: &mut Entry, report: &mut PassReport) -> bool {
+        let Some(llm) = self.profile_llm() else { return true };
+        let Some(old) = existing.iter().find(|e| e.path == entry.path) else { return true };
+        let (Some(was), Some(now)) = (&old.learned, &entry.learned) else { return true };
+        if was.statement == now.statement {
+            return true;
+        }
+        let words: Vec<String> = now.evidence.iter().map(|e| e.words.clone()).collect();
+        report.llm_calls += 1;
+        match llm::merge(llm, &old.summary, &words) {
+            Ok(Some(line)) => {
+                entry.summary = line;
+                true
+            }
+            Ok(None) => {
+                entry.summary = old.summary.clone();
+                true
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "profile merge failed: the newest statement wins");
+                report.llm_failures += 1;
+                true
+            }
+        }
     }
 
     fn write_entry(&self, home: &Home, row: &ProjectRow, entry: &Entry) -> Result<(), MemoryError> {

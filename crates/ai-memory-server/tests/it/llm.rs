@@ -1,0 +1,163 @@
+//! The profile's LLM path through a real caldrix pool (in this process, on a Unix socket): the
+//! scripted member for exact classify and merge answers and a refused one (the batch falls back
+//! to the word lists), and SmolLM2 through the real engine under the same JSON schema.
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+use ai_memory_core::{Llm, Settings, WorkspaceName};
+use ai_memory_index::Principal;
+use caldrix_pool::{MemberConfig, Pool, PoolConfig, parse_model_ref};
+use serde_json::json;
+
+use crate::support::{DAY, DAY1, Lab, temp};
+
+const ROOT: Principal = Principal::Root;
+
+/// The scripted member's replies, in the order the test below asks.
+fn replies() -> Vec<String> {
+    vec![
+        // Classify the first batch: one sentence the word lists would miss, one that is not a
+        // preference.
+        json!({"items": [
+            {"id": 0, "preference": true, "general": true, "category": "tools", "stack": "python",
+             "entry": "new", "line": "Lint with ruff before every commit."},
+            {"id": 1, "preference": false, "general": false, "category": "habits", "stack": "none",
+             "entry": "new", "line": "Not a preference."},
+        ]})
+        .to_string(),
+        // The second batch: an answer the schema refuses (the pool checks it).
+        json!({"items": "not a list"}).to_string(),
+        // Classify the later restatement, then merge: the newest words only confirm the entry.
+        json!({"items": [
+            {"id": 0, "preference": true, "general": true, "category": "tools", "stack": "python",
+             "entry": "profile/tools/ruff-commit.md", "line": "Use ruff to lint before each commit."},
+        ]})
+        .to_string(),
+        json!({"changed": false, "line": "Lint with ruff before every commit."}).to_string(),
+    ]
+}
+
+/// One pool for the tests of this binary: a scripted member and SmolLM2.
+fn pool_socket() -> PathBuf {
+    static SOCKET: OnceLock<PathBuf> = OnceLock::new();
+    SOCKET
+        .get_or_init(|| {
+            let dir = temp("pool");
+            let script = dir.join("replies.json");
+            std::fs::write(&script, serde_json::to_string(&replies()).unwrap()).unwrap();
+            let config = PoolConfig {
+                frames: caldrix_proto::FrameFormat::Cbor,
+                max_connections: 8,
+                idle_timeout: None,
+                context_budget: 64 << 20,
+                memory_limit: caldrix_pool::memory_limit(),
+            };
+            let pool = Pool::new(config);
+            let smol = test_models::smollm2().display().to_string();
+            for (alias, reference) in
+                [("script", format!("script:{}@{smol}", script.display())), ("smol", smol.clone())]
+            {
+                let (model, script) = parse_model_ref(&reference).unwrap();
+                let member = MemberConfig {
+                    alias: alias.into(),
+                    reference,
+                    model,
+                    window: Some(2048),
+                    threads: Some(2),
+                    batch: None,
+                    gpu_layers: None,
+                    budget_bytes: 0,
+                    script,
+                };
+                pool.load(member).unwrap();
+            }
+            let socket = dir.join("pool.sock");
+            let (tx, rx) = std::sync::mpsc::channel();
+            let path = socket.clone();
+            std::thread::spawn(move || {
+                let rt =
+                    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+                rt.block_on(async {
+                    let listener = tokio::net::UnixListener::bind(&path).unwrap();
+                    tx.send(()).unwrap();
+                    pool.serve(listener).await.unwrap();
+                });
+            });
+            rx.recv().unwrap();
+            socket
+        })
+        .clone()
+}
+
+fn settings(member: &str) -> Settings {
+    Settings {
+        llm: Llm {
+            provider: "pool".into(),
+            socket: pool_socket().display().to_string(),
+            model: member.into(),
+            timeout_secs: 120,
+            ..Llm::default()
+        },
+        ..Settings::default()
+    }
+}
+
+#[test]
+fn the_scripted_member_classifies_and_merges_and_a_refused_answer_falls_back() {
+    let lab = Lab::new("llm-script", settings("script"));
+    // "should" is no preference marker: only the classifier finds this one.
+    lab.session(
+        ROOT,
+        "default/a",
+        &[],
+        &["We should lint with ruff before each commit. Then fix the login page."],
+    );
+    let report = lab.memory.profile_pass(false).unwrap();
+    assert_eq!((report.llm_calls, report.llm_failures), (1, 0), "{report:?}");
+    let home = lab.memory.profile_home(ROOT, &WorkspaceName::default_workspace()).unwrap().unwrap();
+    let entries = lab.memory.profile_entries(&home).unwrap();
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    let entry = &entries[0];
+    assert_eq!(entry.summary, "Lint with ruff before every commit.");
+    assert_eq!(entry.applies_to, ["python"]);
+    // The model's category, the slug of its line.
+    assert_eq!(entry.path, "profile/tools/ruff-commit.md");
+    let learned = entry.learned.as_ref().unwrap();
+    assert!(learned.general);
+    // Evidence is the user's sentence, never the model's line.
+    assert_eq!(learned.evidence[0].words, "We should lint with ruff before each commit.");
+
+    // The next batch's answer does not fit the schema: the word lists decide it.
+    lab.at(DAY1 + DAY);
+    lab.session(ROOT, "default/b", &[], &["Always use pnpm, not npm."]);
+    let report = lab.memory.profile_pass(false).unwrap();
+    assert_eq!((report.llm_calls, report.llm_failures), (1, 1), "{report:?}");
+    assert_eq!(report.candidates, 1, "the zero-LLM path recorded the statement");
+
+    // A restatement in other words: the model calls it a preference, merge says it only
+    // confirms the entry, so the line stays exactly as written.
+    lab.at(DAY1 + 2 * DAY);
+    lab.session(
+        ROOT,
+        "default/c",
+        &[],
+        &["Please make sure ruff lints everything before I commit."],
+    );
+    let report = lab.memory.profile_pass(false).unwrap();
+    assert_eq!((report.llm_calls, report.llm_failures), (2, 0), "{report:?}");
+    let entries = lab.memory.profile_entries(&home).unwrap();
+    let ruff: Vec<_> = entries.iter().filter(|e| e.summary.contains("ruff")).collect();
+    assert_eq!(ruff.len(), 1, "{entries:?}");
+    assert_eq!(ruff[0].summary, "Lint with ruff before every commit.");
+    assert!(ruff[0].learned.as_ref().unwrap().evidence.iter().any(|e| e.project == "default/c"));
+}
+
+#[test]
+fn smollm2_classifies_under_the_schema() {
+    let lab = Lab::new("llm-smol", settings("smol"));
+    lab.session(ROOT, "default/a", &[], &["In all my projects, always use pnpm instead of npm."]);
+    let report = lab.memory.profile_pass(false).unwrap();
+    // The real engine's answer parsed under the schema: no fallback.
+    assert_eq!((report.llm_calls, report.llm_failures), (1, 0), "{report:?}");
+}
