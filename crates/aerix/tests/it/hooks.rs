@@ -308,3 +308,50 @@ fn a_broken_hooks_file_is_a_note_and_the_other_files_still_run() {
     assert_eq!(segment(&events, "hooks").unwrap()["text"], "# Hook context\n\nProject context.");
     assert_eq!(segment(&events, "p1").unwrap()["text"], "Hello.");
 }
+
+/// `ai-memory install aerix`, then a session: the cross-project profile's digest reaches a1 as
+/// its pinned hook context (the real `ai-memory` binary, no server: its data directory).
+#[test]
+fn ai_memorys_profile_digest_reaches_aerix_through_its_session_start_hook() {
+    let replies = vec!["answer".to_owned(), final_turn("Answer.", "done")];
+    let world = World::scripted("ai-memory", &replies, true);
+    let bin = world.home.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink(crate::workspace_binary("ai-memory"), bin.join("ai-memory"))
+        .unwrap();
+    let ai_memory = |args: &[&str]| {
+        let out = std::process::Command::new(bin.join("ai-memory"))
+            .args(args)
+            .current_dir(&world.repo)
+            .env("HOME", &world.home)
+            .env("XDG_CONFIG_HOME", world.home.join("config"))
+            .env("XDG_DATA_HOME", world.home.join("data"))
+            // No server answers here: the hook writes to the data directory.
+            .env("AI_MEMORY_SERVER__BIND", "127.0.0.1:9")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "ai-memory {args:?}: {}", stderr(&out));
+    };
+    ai_memory(&["install", "aerix"]);
+    ai_memory(&[
+        "write-page",
+        "--scope",
+        "profile",
+        "--path",
+        "tools/pnpm.md",
+        "--body",
+        "# Pnpm\n\nUse pnpm, not npm.\n",
+    ]);
+    let hooks = read_json(&user_hooks(&world));
+    assert!(hooks["hooks"]["SessionStart"].is_array(), "{hooks}");
+
+    // The hook finds no server on its default address either, and uses the data directory.
+    let out = world.aerix(&["-p", "What is here?"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let events = world.events();
+    let hook = segment(&events, "hooks").expect("a hook context segment");
+    let text = hook["text"].as_str().unwrap();
+    assert!(text.starts_with("# Hook context\n\n<ai-memory-profile>"), "{text}");
+    assert!(text.contains("- Use pnpm, not npm. (`profile/tools/pnpm.md`)"), "{text}");
+    assert_eq!(hook["pinned"], json!(true));
+}

@@ -18,19 +18,24 @@ use serde_json::Value;
 
 pub use test_models::smollm2;
 
-/// The `caldrix` binary beside `aerix` (built by `cargo test --workspace`; built here when a
-/// test runs this package alone).
+/// The `caldrix` binary beside `aerix`.
 pub fn caldrix() -> PathBuf {
+    workspace_binary("caldrix")
+}
+
+/// A binary of the workspace beside `aerix` (built by `cargo test --workspace`; built here when a
+/// test runs this package alone).
+pub fn workspace_binary(package: &str) -> PathBuf {
     let aerix = PathBuf::from(env!("CARGO_BIN_EXE_aerix"));
-    let caldrix = aerix.with_file_name("caldrix");
-    if !caldrix.is_file() {
+    let binary = aerix.with_file_name(package);
+    if !binary.is_file() {
         let status = Command::new(env!("CARGO"))
-            .args(["build", "-p", "caldrix", "--bin", "caldrix"])
+            .args(["build", "-p", package, "--bin", package])
             .status()
             .expect("cargo runs");
-        assert!(status.success(), "building caldrix failed");
+        assert!(status.success(), "building {package} failed");
     }
-    caldrix
+    binary
 }
 
 /// A home of its own (XDG directories, a pool socket) and a git repository to work in.
@@ -119,10 +124,17 @@ impl World {
         String::from_utf8(out.stdout).unwrap()
     }
 
+    /// `aerix` in the world; `home/bin` leads its `PATH` (hook commands found there).
     pub fn aerix(&self, args: &[&str]) -> Output {
+        let path = std::env::join_paths(
+            std::iter::once(self.home.join("bin"))
+                .chain(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())),
+        )
+        .unwrap();
         Command::new(env!("CARGO_BIN_EXE_aerix"))
             .args(args)
             .current_dir(&self.repo)
+            .env("PATH", path)
             .env("HOME", &self.home)
             .env("XDG_CONFIG_HOME", self.home.join("config"))
             .env("XDG_DATA_HOME", self.home.join("data"))
