@@ -416,3 +416,40 @@ fn contribute_false_takes_back_earlier_evidence_and_consume_false_gets_no_digest
     event.consume = Some(true);
     assert!(lab.memory.session_start(ROOT, &event).unwrap().contains("ai-memory-profile"));
 }
+
+#[test]
+fn share_workspace_keeps_one_profile_per_workspace() {
+    let settings = Settings {
+        profile: Profile { share: ai_memory_core::Share::Workspace, ..Profile::default() },
+        ..Settings::default()
+    };
+    let lab = Lab::new("workspace", settings);
+    lab.session(ROOT, "work/api", &[], &["In all my projects, use conventional commit messages."]);
+    lab.session(ROOT, "home/blog", &[], &["In all my projects, write posts in plain markdown."]);
+    lab.memory.profile_pass(false).unwrap();
+    let work = ai_memory_core::WorkspaceName::new("work").unwrap();
+    let home = lab.memory.profile_home(ROOT, &work).unwrap().unwrap();
+    assert_eq!((home.workspace.as_str(), home.project.as_str()), ("work", "_profile"));
+    let entries = lab.memory.profile_entries(&home).unwrap();
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    assert!(entries[0].summary.contains("conventional commit"));
+    // Each workspace's sessions get their own workspace's profile only.
+    let at_work = lab.start(ROOT, "work/web");
+    assert!(at_work.contains("conventional commit") && !at_work.contains("markdown"), "{at_work}");
+    let at_home = lab.start(ROOT, "home/notes");
+    assert!(at_home.contains("plain markdown") && !at_home.contains("conventional"), "{at_home}");
+    // `scope: "profile"` writes go to the caller's workspace profile.
+    let caller = Caller {
+        who: ROOT,
+        workspace: Some(work.clone()),
+        project: Some(ai_memory_core::ProjectName::new("api").unwrap()),
+    };
+    let req = ai_memory_server::WritePage {
+        scope: Some("profile".into()),
+        path: "tools/make.md".into(),
+        body: "# Make\n\nUse just, not make.\n".into(),
+        ..Default::default()
+    };
+    let written = lab.memory.write_page(&caller, &req).unwrap();
+    assert_eq!((written.workspace.as_str(), written.project.as_str()), ("work", "_profile"));
+}
