@@ -60,14 +60,6 @@ impl Env {
     /// The socket `caldrix pool` uses by default: `$XDG_RUNTIME_DIR/caldrix/pool.sock`, else
     /// `/tmp/caldrix-<uid>/pool.sock` (the same rule as caldrix's).
     pub fn default_socket(&self) -> PathBuf {
-        match &self.runtime_dir {
-            Some(dir) => dir.join("caldrix/pool.sock"),
-            None => {
-                let uid = std::fs::metadata("/proc/self")
-                    .map(|m| std::os::unix::fs::MetadataExt::uid(&m))
-                    .unwrap_or(0);
-                PathBuf::from(format!("/tmp/caldrix-{uid}/pool.sock"))
-            }
-        }
+        caldrix_proto::default_socket(self.runtime_dir.as_deref())
     }
 }

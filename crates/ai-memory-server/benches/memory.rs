@@ -8,11 +8,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "a benchmark fails loudly")]
 
-use std::time::{Duration, Instant};
+mod common;
+
+use std::time::Instant;
 
 use ai_memory_core::Settings;
 use ai_memory_index::Principal;
 use ai_memory_server::{Caller, Memory, Query, WritePage};
+use common::{Rng, percentile};
 
 /// Words pages are made of: this repository's own prose.
 fn vocabulary() -> Vec<String> {
@@ -28,28 +31,6 @@ fn vocabulary() -> Vec<String> {
     words.sort();
     words.dedup();
     words
-}
-
-/// SplitMix64: the same pages on every run.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn pick<'a>(&mut self, words: &'a [String]) -> &'a str {
-        &words[(self.next() % words.len() as u64) as usize]
-    }
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> f64 {
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i].as_secs_f64() * 1e3
 }
 
 fn main() {
@@ -74,8 +55,8 @@ fn main() {
     // Writes: 10 projects, 10 folders each, pages of ~150 words.
     let started = Instant::now();
     for i in 0..pages {
-        let title: Vec<&str> = (0..4).map(|_| rng.pick(&words)).collect();
-        let body: Vec<&str> = (0..150).map(|_| rng.pick(&words)).collect();
+        let title: Vec<&str> = (0..4).map(|_| rng.pick(&words).as_str()).collect();
+        let body: Vec<&str> = (0..150).map(|_| rng.pick(&words).as_str()).collect();
         let req = WritePage {
             path: format!("f{}/page-{i}.md", i % 10),
             body: format!("# {}\n\n{}\n", title.join(" "), body.join(" ")),
@@ -89,7 +70,7 @@ fn main() {
     let mut times = Vec::new();
     let mut hits = 0usize;
     for q in 0..500 {
-        let text: Vec<&str> = (0..2 + q % 2).map(|_| rng.pick(&words)).collect();
+        let text: Vec<&str> = (0..2 + q % 2).map(|_| rng.pick(&words).as_str()).collect();
         let req = Query { query: text.join(" "), limit: Some(10), ..Query::default() };
         let t = Instant::now();
         let result = memory.query(&caller(&format!("p{}", q % 10)), &req).unwrap();

@@ -8,30 +8,16 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "a benchmark fails loudly")]
 
+mod common;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use ai_memory_core::{ProjectName, Settings, WorkspaceName};
 use ai_memory_index::Principal;
 use ai_memory_server::{HookEvent, Memory};
-
-/// SplitMix64: the same prompts on every run.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[(self.next() % items.len() as u64) as usize]
-    }
-}
+use common::{Rng, percentile};
 
 /// Preferences a user repeats across projects (one in five prompts holds one).
 const PREFERENCES: &[&str] = &[
@@ -62,11 +48,6 @@ const CHATTER: &[&str] = &[
     "Write a migration for the new users table.",
     "Explain how the cache invalidation works here.",
 ];
-
-fn percentile(sorted: &[Duration], p: f64) -> f64 {
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i].as_secs_f64() * 1e3
-}
 
 fn event(project: &str, session: &str, prompt: Option<&str>) -> HookEvent {
     HookEvent {

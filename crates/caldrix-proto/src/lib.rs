@@ -12,3 +12,17 @@ pub use message::*;
 
 /// The protocol version this crate speaks; the handshake refuses any other.
 pub const PROTOCOL_VERSION: u32 = 2;
+
+/// The socket a pool listens on unless told otherwise: `<runtime dir>/caldrix/pool.sock`
+/// (`$XDG_RUNTIME_DIR`), else `/tmp/caldrix-<uid>/pool.sock`. Every client finds the same pool.
+pub fn default_socket(runtime_dir: Option<&std::path::Path>) -> std::path::PathBuf {
+    match runtime_dir {
+        Some(dir) => dir.join("caldrix/pool.sock"),
+        None => {
+            let uid = std::fs::metadata("/proc/self")
+                .map(|m| std::os::unix::fs::MetadataExt::uid(&m))
+                .unwrap_or(0);
+            std::path::PathBuf::from(format!("/tmp/caldrix-{uid}/pool.sock"))
+        }
+    }
+}

@@ -67,18 +67,10 @@ pub fn provider(settings: &Llm) -> Result<Option<Box<dyn Provider>>, LlmError> {
     }
 }
 
-/// caldrix's default socket: `$XDG_RUNTIME_DIR/caldrix/pool.sock`, else
-/// `/tmp/caldrix-<uid>/pool.sock`.
+/// caldrix's default socket.
 fn default_socket() -> PathBuf {
-    match std::env::var_os("XDG_RUNTIME_DIR") {
-        Some(dir) => PathBuf::from(dir).join("caldrix/pool.sock"),
-        None => {
-            let uid = std::fs::metadata("/proc/self")
-                .map(|m| std::os::unix::fs::MetadataExt::uid(&m))
-                .unwrap_or(0);
-            PathBuf::from(format!("/tmp/caldrix-{uid}/pool.sock"))
-        }
-    }
+    let runtime_dir = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from);
+    caldrix_proto::default_socket(runtime_dir.as_deref())
 }
 
 /// A caldrix pool member: one throwaway context per call.

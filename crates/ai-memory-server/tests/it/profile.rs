@@ -6,13 +6,15 @@ use crate::support::{DAY, DAY1, HOUR, Lab};
 
 const ROOT: Principal = Principal::Root;
 
+/// The profile of a single-operator server: `default/_global`.
+fn global_home(lab: &Lab) -> ai_memory_server::profile::Home {
+    let ws = ai_memory_core::WorkspaceName::default_workspace();
+    lab.memory.profile_home(ROOT, &ws).unwrap().unwrap()
+}
+
 /// Every entry of the global profile, as stored (path, then the page).
 fn entries_text(lab: &Lab) -> String {
-    let home = lab
-        .memory
-        .profile_home(ROOT, &ai_memory_core::WorkspaceName::default_workspace())
-        .unwrap()
-        .unwrap();
+    let home = global_home(lab);
     let mut out = String::new();
     for e in lab.memory.profile_entries(&home).unwrap() {
         let path = ai_memory_core::PagePath::new(&e.path).unwrap();
@@ -23,11 +25,7 @@ fn entries_text(lab: &Lab) -> String {
 }
 
 fn pending_text(lab: &Lab) -> String {
-    let home = lab
-        .memory
-        .profile_home(ROOT, &ai_memory_core::WorkspaceName::default_workspace())
-        .unwrap()
-        .unwrap();
+    let home = global_home(lab);
     let review = lab.memory.profile_review(&home).unwrap();
     review
         .pending
@@ -122,11 +120,7 @@ fn a_corpus_of_prompts_becomes_the_profile() {
     lab.memory.profile_pass(false).unwrap();
     insta::assert_snapshot!("corpus_entries", entries_text(&lab));
     // Every statement harvested, with where it came from: none of the skipped sentences.
-    let home = lab
-        .memory
-        .profile_home(ROOT, &ai_memory_core::WorkspaceName::default_workspace())
-        .unwrap()
-        .unwrap();
+    let home = global_home(&lab);
     let row = lab.memory.index().project(&home.workspace, &home.project).unwrap().unwrap();
     let harvested: String = lab
         .memory
@@ -216,11 +210,7 @@ fn forgotten_entries_stay_forgotten_and_hand_edits_are_never_rewritten() {
         &["Never use tabs for indentation in my projects, always spaces."],
     );
     lab.memory.profile_pass(false).unwrap();
-    let home = lab
-        .memory
-        .profile_home(ROOT, &ai_memory_core::WorkspaceName::default_workspace())
-        .unwrap()
-        .unwrap();
+    let home = global_home(&lab);
     let entries = lab.memory.profile_entries(&home).unwrap();
     assert_eq!(entries.len(), 2, "{entries:?}");
     let ruff = entries.iter().find(|e| e.summary.contains("ruff")).unwrap().path.clone();
@@ -379,11 +369,7 @@ fn contribute_false_takes_back_earlier_evidence_and_consume_false_gets_no_digest
         lab.session(ROOT, p, &[], &[rule]);
     }
     lab.memory.profile_pass(false).unwrap();
-    let home = lab
-        .memory
-        .profile_home(ROOT, &ai_memory_core::WorkspaceName::default_workspace())
-        .unwrap()
-        .unwrap();
+    let home = global_home(&lab);
     let learned = lab.memory.profile_entries(&home).unwrap()[0].learned.clone().unwrap();
     assert!(learned.evidence.iter().any(|e| e.project == "default/nda"));
 
