@@ -268,3 +268,61 @@ fn install_is_idempotent_keeps_a_backup_and_uses_a_stable_command() {
     let out = run(c, None);
     assert!(!out.status.success() && stderr(&out).contains("unknown harness `vim`"));
 }
+
+/// The OpenCode plugin `install opencode` writes, run by node through OpenCode's plugin calls
+/// (with a shim for the part of Bun's shell it uses): the session start's context reaches the
+/// system prompt, the user's prompt (not the synthetic part) is captured, the session ends.
+#[test]
+fn the_opencode_plugin_runs_the_hooks() {
+    let server = Server::start("opencode", &[]);
+    let shop = repo("oc-shop");
+    let mut c = server.cli();
+    c.args([
+        "write-page",
+        "--project",
+        "oc-shop",
+        "--path",
+        "gotchas/tz.md",
+        "--body",
+        "---\nsummary: Store times in UTC.\n---\n",
+    ]);
+    assert!(run(c, None).status.success());
+    let mut c = server.cli();
+    c.args(["install", "opencode"]);
+    let out = run(c, None);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let plugin = server.home.join(".config/opencode/plugins/ai-memory.js");
+    assert!(plugin.is_file());
+
+    // The hook command is `ai-memory` on PATH, pointed at this server.
+    let bin = server.home.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink(crate::support::BIN, bin.join("ai-memory")).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let driver =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/fixtures/opencode-driver.mjs");
+    let out = std::process::Command::new("node")
+        .arg(&driver)
+        .args([
+            plugin.to_str().unwrap(),
+            shop.to_str().unwrap(),
+            "oc-1",
+            "Always use pnpm, not npm.",
+        ])
+        .env("PATH", path)
+        .env("HOME", &server.home)
+        .env("XDG_CONFIG_HOME", server.home.join(".config"))
+        .env("AI_MEMORY_DATA_DIR", &server.data)
+        .env("AI_MEMORY_SERVER__BIND", &server.addr)
+        .output()
+        .expect("node runs (scripts/setup installs it)");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let result: Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    let system = result["system"][0].as_str().unwrap_or_default();
+    assert!(system.contains("Store times in UTC."), "{result}");
+
+    let (index, row) = project(&server, "oc-shop");
+    let prompts: Vec<String> = index.prompts(&row).unwrap().into_iter().map(|p| p.text).collect();
+    assert_eq!(prompts, ["Always use pnpm, not npm."]);
+    assert_eq!(index.session_ended("oc-1").unwrap(), Some(true));
+}
