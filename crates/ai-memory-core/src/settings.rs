@@ -213,6 +213,8 @@ pub struct Llm {
     pub model: String,
     /// The endpoint's base URL (`openai`), e.g. `http://127.0.0.1:8080/v1`.
     pub endpoint: String,
+    /// The endpoint's API key (`openai`), sent as a bearer token; `config show` hides it.
+    pub api_key: String,
     /// Seconds one call may take before the pass falls back to zero-LLM.
     pub timeout_secs: u64,
 }
@@ -224,6 +226,7 @@ impl Default for Llm {
             socket: String::new(),
             model: String::new(),
             endpoint: String::new(),
+            api_key: String::new(),
             timeout_secs: 60,
         }
     }
@@ -287,6 +290,9 @@ impl Settings {
         let mut shown = self.clone();
         if !shown.server.root_token.is_empty() {
             shown.server.root_token = "(set)".into();
+        }
+        if !shown.llm.api_key.is_empty() {
+            shown.llm.api_key = "(set)".into();
         }
         toml::to_string(&shown).unwrap_or_default()
     }

@@ -23,8 +23,12 @@ const MAX_LINE: usize = 160;
 
 #[derive(Debug, thiserror::Error)]
 pub enum LlmError {
-    #[error("[llm] provider `{0}` is not one of: none, pool")]
+    #[error("[llm] provider `{0}` is not one of: none, pool, openai")]
     Provider(String),
+    #[error("[llm] provider `openai` needs `endpoint` and `model`")]
+    Endpoint,
+    #[error("the endpoint: {0}")]
+    Http(String),
     #[error("the pool: {0}")]
     Pool(#[from] caldrix_client::ClientError),
     #[error("the pool has no member to classify with: load one, or set [llm] model")]
@@ -63,7 +67,70 @@ pub fn provider(settings: &Llm) -> Result<Option<Box<dyn Provider>>, LlmError> {
             member: settings.model.clone(),
             timeout: Duration::from_secs(settings.timeout_secs.max(1)),
         }))),
+        "openai" if settings.endpoint.is_empty() || settings.model.is_empty() => {
+            Err(LlmError::Endpoint)
+        }
+        "openai" => Ok(Some(Box::new(OpenAiProvider {
+            url: format!("{}/chat/completions", settings.endpoint.trim_end_matches('/')),
+            model: settings.model.clone(),
+            api_key: settings.api_key.clone(),
+            timeout: Duration::from_secs(settings.timeout_secs.max(1)),
+        }))),
         other => Err(LlmError::Provider(other.to_owned())),
+    }
+}
+
+/// An OpenAI-compatible endpoint (`/chat/completions` with a `json_schema` response format:
+/// llama.cpp's server, vLLM, Ollama, OpenAI).
+#[derive(Debug)]
+pub struct OpenAiProvider {
+    url: String,
+    model: String,
+    api_key: String,
+    timeout: Duration,
+}
+
+impl Provider for OpenAiProvider {
+    fn structured(
+        &self,
+        system: &str,
+        user: &str,
+        schema: &Value,
+        max_tokens: u32,
+    ) -> Result<Value, LlmError> {
+        let body = json!({
+            "model": self.model,
+            "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
+            "max_tokens": max_tokens,
+            "temperature": 0,
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {"name": "answer", "strict": true, "schema": schema},
+            },
+        });
+        let mut request =
+            ureq::post(&self.url).timeout(self.timeout).set("Content-Type", "application/json");
+        if !self.api_key.is_empty() {
+            request = request.set("Authorization", &format!("Bearer {}", self.api_key));
+        }
+        let reply = match request.send_string(&body.to_string()) {
+            Ok(r) => r.into_string().map_err(|e| LlmError::Http(e.to_string()))?,
+            Err(ureq::Error::Status(code, r)) => {
+                let text = r.into_string().unwrap_or_default();
+                return Err(LlmError::Http(format!("{} answered {code}: {text}", self.url)));
+            }
+            Err(e) => return Err(LlmError::Http(format!("{}: {e}", self.url))),
+        };
+        let reply: Value =
+            serde_json::from_str(&reply).map_err(|e| LlmError::Answer(e.to_string()))?;
+        let choice = &reply["choices"][0];
+        if choice["finish_reason"] == "length" {
+            return Err(LlmError::Cut);
+        }
+        let content = choice["message"]["content"]
+            .as_str()
+            .ok_or_else(|| LlmError::Answer(format!("no message content in {reply}")))?;
+        serde_json::from_str(content).map_err(|e| LlmError::Answer(e.to_string()))
     }
 }
 

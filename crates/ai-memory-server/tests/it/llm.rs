@@ -161,3 +161,72 @@ fn smollm2_classifies_under_the_schema() {
     // The real engine's answer parsed under the schema: no fallback.
     assert_eq!((report.llm_calls, report.llm_failures), (1, 0), "{report:?}");
 }
+
+/// A one-request HTTP server answering `answer` as a chat completion; returns its base URL and
+/// the request it received (once it has).
+fn endpoint(answer: serde_json::Value) -> (String, std::sync::mpsc::Receiver<String>) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let (stream, _) = listener.accept().unwrap();
+        let mut reader = BufReader::new(stream.try_clone().unwrap());
+        let (mut head, mut length) = (String::new(), 0usize);
+        loop {
+            let mut line = String::new();
+            reader.read_line(&mut line).unwrap();
+            if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                length = v.trim().parse().unwrap();
+            }
+            head.push_str(&line);
+            if line == "\r\n" {
+                break;
+            }
+        }
+        let mut body = vec![0; length];
+        reader.read_exact(&mut body).unwrap();
+        let reply = json!({"choices": [{"finish_reason": "stop",
+            "message": {"role": "assistant", "content": answer.to_string()}}]})
+        .to_string();
+        let mut stream = stream;
+        write!(stream, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{reply}", reply.len()).unwrap();
+        tx.send(format!("{head}{}", String::from_utf8(body).unwrap())).unwrap();
+    });
+    (url, rx)
+}
+
+#[test]
+fn an_openai_compatible_endpoint_classifies_under_the_schema() {
+    let answer = json!({"items": [{"id": 0, "preference": true, "general": true,
+        "category": "testing", "stack": "none", "entry": "new",
+        "line": "Write the failing test first."}]});
+    let (url, request) = endpoint(answer);
+    let settings = Settings {
+        llm: Llm {
+            provider: "openai".into(),
+            endpoint: url,
+            model: "local".into(),
+            api_key: "sk-test".into(),
+            ..Llm::default()
+        },
+        ..Settings::default()
+    };
+    let lab = Lab::new("llm-openai", settings);
+    lab.session(ROOT, "default/a", &[], &["I want us to write the failing test before the fix."]);
+    let report = lab.memory.profile_pass(false).unwrap();
+    assert_eq!((report.llm_calls, report.llm_failures), (1, 0), "{report:?}");
+    let request = request.recv().unwrap();
+    assert!(request.starts_with("POST /v1/chat/completions"), "{request}");
+    assert!(request.contains("Bearer sk-test"), "{request}");
+    let body: serde_json::Value =
+        serde_json::from_str(&request[request.find("\r\n\r\n").unwrap() + 4..]).unwrap();
+    assert_eq!(body["response_format"]["type"], "json_schema");
+    assert_eq!(body["model"], "local");
+    assert!(body["messages"][1]["content"].as_str().unwrap().contains("failing test"));
+    let home = lab.memory.profile_home(ROOT, &WorkspaceName::default_workspace()).unwrap().unwrap();
+    let entries = lab.memory.profile_entries(&home).unwrap();
+    assert_eq!(entries.len(), 1);
+    assert_eq!(entries[0].summary, "Write the failing test first.");
+    assert!(entries[0].path.starts_with("profile/testing/"));
+}
