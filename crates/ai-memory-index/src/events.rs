@@ -128,6 +128,8 @@ impl Index {
         {
             let conn = self.conn();
             conn.execute("DELETE FROM pages", [])?;
+            // Change numbers start over with the pages.
+            conn.execute("DELETE FROM profile_page_cursors", [])?;
             conn.execute("INSERT INTO pages_fts (pages_fts) VALUES ('rebuild')", [])?;
         }
         for (ws, project, meta) in &metas {

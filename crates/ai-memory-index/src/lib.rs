@@ -71,8 +71,12 @@ CREATE TABLE IF NOT EXISTS pages (
     summary TEXT,
     frontmatter TEXT NOT NULL,
     body TEXT NOT NULL,
+    -- Bumped on every write: the profile's harvest reads only pages changed since its last
+    -- pass.
+    seq INTEGER NOT NULL DEFAULT 0,
     UNIQUE (project_id, path)
 );
+CREATE INDEX IF NOT EXISTS pages_seq ON pages (seq);
 CREATE VIRTUAL TABLE IF NOT EXISTS pages_fts USING fts5(
     title, path, body, project_key, content = 'pages', content_rowid = 'id',
     tokenize = 'porter unicode61'
@@ -111,7 +115,7 @@ CREATE TABLE IF NOT EXISTS prompts (
 
 /// Bumped when the page tables change shape: an index of another version has its page tables
 /// made again (from the wiki, by the caller: see `Index::needs_rebuild`).
-const SCHEMA_VERSION: i64 = 2;
+const SCHEMA_VERSION: i64 = 3;
 
 /// The index database. One connection behind a lock: SQLite serializes writers anyway, and a
 /// query over 10k pages takes a few milliseconds.
@@ -164,6 +168,10 @@ fn prepare(conn: &Connection) -> Result<bool, IndexError> {
     }
     conn.execute_batch(SCHEMA)?;
     conn.execute_batch(profile::PROFILE_SCHEMA)?;
+    if has_pages && version != SCHEMA_VERSION {
+        // The page tables are made again: their change numbers start over.
+        conn.execute("DELETE FROM profile_page_cursors", [])?;
+    }
     conn.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION}"))?;
     Ok(!has_pages || version != SCHEMA_VERSION)
 }

@@ -63,10 +63,11 @@ impl Index {
         let frontmatter =
             serde_json::to_string(&stored.page.frontmatter).unwrap_or_else(|_| "{}".into());
         self.conn().execute(
-            "INSERT INTO pages (project_id, path, project_key, title, summary, frontmatter, body)
-             VALUES (?1, ?2, 'p' || ?1, ?3, ?4, ?5, ?6)
+            "INSERT INTO pages (project_id, path, project_key, title, summary, frontmatter, body, seq)
+             VALUES (?1, ?2, 'p' || ?1, ?3, ?4, ?5, ?6, (SELECT COALESCE(MAX(seq), 0) + 1 FROM pages))
              ON CONFLICT (project_id, path) DO UPDATE SET title = excluded.title,
-                summary = excluded.summary, frontmatter = excluded.frontmatter, body = excluded.body",
+                summary = excluded.summary, frontmatter = excluded.frontmatter, body = excluded.body,
+                seq = excluded.seq",
             params![
                 project.id,
                 stored.location.path.as_str(),

@@ -26,6 +26,10 @@ CREATE TABLE IF NOT EXISTS profile_cursors (
     scope_id INTEGER PRIMARY KEY REFERENCES projects(id) ON DELETE CASCADE,
     prompt_id INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS profile_page_cursors (
+    scope_id INTEGER PRIMARY KEY REFERENCES projects(id) ON DELETE CASCADE,
+    page_seq INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS profile_forgotten (
     scope_id INTEGER NOT NULL REFERENCES projects(id) ON DELETE CASCADE,
     path TEXT NOT NULL,
@@ -79,6 +83,8 @@ pub struct SourcePage {
     pub summary: Option<String>,
     /// The page's frontmatter as JSON.
     pub frontmatter: String,
+    /// Its change number (`pages.seq`).
+    pub seq: i64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -133,22 +139,28 @@ impl Index {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    /// Curated pages (`_rules/`, `decisions/`, `gotchas/`, `procedures/`) of projects that
-    /// feed a profile; a private profile reads those its operator created.
-    pub fn source_pages(&self, sources: &Sources) -> Result<Vec<SourcePage>, IndexError> {
+    /// Curated pages (`_rules/`, `decisions/`, `gotchas/`, `procedures/`) changed after
+    /// change number `after`, of projects that feed a profile; a private profile reads those
+    /// its operator created.
+    pub fn source_pages(
+        &self,
+        sources: &Sources,
+        after: i64,
+    ) -> Result<Vec<SourcePage>, IndexError> {
         let (ws, open_only, root, user) = sources.bind();
         let sql = format!(
-            "SELECT pr.id, pr.workspace || '/' || pr.name, pg.path, pg.summary, pg.frontmatter
+            "SELECT pr.id, pr.workspace || '/' || pr.name, pg.path, pg.summary, pg.frontmatter, pg.seq
              FROM pages pg JOIN projects pr ON pr.id = pg.project_id
-             WHERE {FEEDS} AND (:root OR pr.creator = :user) AND {READABLE}
+             WHERE pg.seq > :after AND {FEEDS} AND (:root OR pr.creator = :user) AND {READABLE}
                AND (pg.path LIKE '\\_rules/%' ESCAPE '\\' OR pg.path LIKE 'decisions/%'
                     OR pg.path LIKE 'gotchas/%' OR pg.path LIKE 'procedures/%')
-             ORDER BY pr.id, pg.path"
+             ORDER BY pg.seq"
         );
         let conn = self.conn();
         let mut stmt = conn.prepare_cached(&sql)?;
         let rows = stmt.query_map(
-            named_params! { ":ws": ws, ":open_only": open_only, ":root": root, ":user": user },
+            named_params! { ":after": after, ":ws": ws, ":open_only": open_only, ":root": root,
+                ":user": user },
             |r| {
                 Ok(SourcePage {
                     project_id: r.get(0)?,
@@ -156,6 +168,7 @@ impl Index {
                     path: r.get(2)?,
                     summary: r.get(3)?,
                     frontmatter: r.get(4)?,
+                    seq: r.get(5)?,
                 })
             },
         )?;
@@ -268,6 +281,28 @@ impl Index {
             )
             .optional()?
             .unwrap_or(0))
+    }
+
+    /// The last page change a profile's pass read (0: none).
+    pub fn page_cursor(&self, scope: &ProjectRow) -> Result<i64, IndexError> {
+        Ok(self
+            .conn()
+            .query_row(
+                "SELECT page_seq FROM profile_page_cursors WHERE scope_id = ?1",
+                [scope.id],
+                |r| r.get(0),
+            )
+            .optional()?
+            .unwrap_or(0))
+    }
+
+    pub fn set_page_cursor(&self, scope: &ProjectRow, seq: i64) -> Result<(), IndexError> {
+        self.conn().execute(
+            "INSERT INTO profile_page_cursors (scope_id, page_seq) VALUES (?1, ?2)
+             ON CONFLICT (scope_id) DO UPDATE SET page_seq = excluded.page_seq",
+            params![scope.id, seq],
+        )?;
+        Ok(())
     }
 
     pub fn set_cursor(&self, scope: &ProjectRow, prompt_id: i64) -> Result<(), IndexError> {

@@ -30,6 +30,8 @@ const PAGE_KEY: &str = "page:";
 pub struct PassReport {
     pub profiles: usize,
     pub prompts_read: usize,
+    /// Curated pages read (those changed since the last pass).
+    pub pages_read: usize,
     pub candidates: usize,
     /// Entries written (`workspace/project/path`).
     pub written: Vec<String>,
@@ -89,8 +91,12 @@ impl Memory {
             report.prompts_read += batch.len();
         }
         index.set_cursor(&row, after.max(index.cursor(&row)?))?;
-        // Harvest: curated pages' rule lines (recorded once per wording).
-        for page in index.source_pages(&home.sources)? {
+        // Harvest: curated pages changed since the last pass (each wording recorded once).
+        let page_cursor = if from_start { 0 } else { index.page_cursor(&row)? };
+        let pages = index.source_pages(&home.sources, page_cursor)?;
+        let last_seq = pages.last().map(|p| p.seq);
+        report.pages_read += pages.len();
+        for page in pages {
             let Some(line) = page.summary.as_deref() else { continue };
             if auto_approved(&page.frontmatter) {
                 continue;
@@ -101,6 +107,9 @@ impl Memory {
             if index.add_candidate(&row, &key, &json, page.project_id, None, self.now())? {
                 report.candidates += 1;
             }
+        }
+        if let Some(seq) = last_seq {
+            index.set_page_cursor(&row, seq.max(page_cursor))?;
         }
         let entries = self.profile_entries(home)?;
         let outcome = self.converge_home(home, &row, &entries)?;

@@ -159,10 +159,12 @@ fn a_corpus_of_prompts_becomes_the_profile() {
     // Nothing new: a pass changes nothing; two session starts are byte-identical.
     let again = lab.memory.profile_pass(false).unwrap();
     assert!(again.written.is_empty(), "{again:?}");
+    assert_eq!((again.prompts_read, again.pages_read), (0, 0), "each pass reads only what is new");
     assert_eq!(lab.start(ROOT, "default/alpha"), alpha);
     // Rebuild re-reads everything and writes nothing new.
     let rebuilt = lab.memory.profile_pass(true).unwrap();
     assert!(rebuilt.written.is_empty() && rebuilt.prompts_read > 10, "{rebuilt:?}");
+    assert_eq!(rebuilt.pages_read, 3, "{rebuilt:?}");
 }
 
 #[test]
