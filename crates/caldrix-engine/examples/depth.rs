@@ -1,6 +1,7 @@
 //! Prefill cost at depth: a suffix of N rows after a stored prefix of D tokens, the shape of an
 //! agent turn on a long context. `cargo run --release -p caldrix-engine --example depth -- MODEL
-//! [--depth D] [--rows N] [--runs R] [--flash on|off]`. Prints milliseconds per run.
+//! [--depth D] [--rows N] [--runs R] [--flash on|off] [--hole K]`. Prints milliseconds per run.
+//! `--hole K` first leaves K free cells below the prefix (another sequence's rows, dropped).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "an experiment fails loudly")]
 
@@ -12,6 +13,8 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let model_path = args.next().expect("MODEL");
     let (mut depth, mut rows, mut runs, mut flash) = (3500usize, 318usize, 5usize, true);
+    // Free cells below the prefix (what a pool leaves after evicting or parking entries).
+    let mut hole = 0usize;
     while let Some(a) = args.next() {
         let v = args.next().expect("a value");
         match a.as_str() {
@@ -19,13 +22,16 @@ fn main() {
             "--rows" => rows = v.parse().unwrap(),
             "--runs" => runs = v.parse().unwrap(),
             "--flash" => flash = v == "on",
+            "--hole" => hole = v.parse().unwrap(),
             other => panic!("unknown {other}"),
         }
     }
     let model = Model::load(std::path::Path::new(&model_path), &ModelParams::default()).unwrap();
     let params = SessionParams {
         n_ctx: Some(8192),
+        cells: Some(16384),
         threads: Some(2),
+        sequences: 2,
         flash_attention: flash,
         ..SessionParams::default()
     };
@@ -39,6 +45,14 @@ fn main() {
     let ids = model.tokenize(&text, Special::Plain);
     assert!(ids.len() >= depth + rows * (runs + 1), "{} tokens of text", ids.len());
     let base = &ids[..depth];
+    if hole > 0 {
+        // Rows of another sequence in the first cells, then gone: the prefix lands above them.
+        let junk: Vec<_> = ids.iter().rev().take(hole).copied().collect();
+        session.evaluate(&junk).unwrap();
+        session.copy_prefix(0, 1, hole).unwrap();
+        session.evaluate(base).unwrap();
+        session.drop_sequence(1).unwrap();
+    }
     session.evaluate(base).unwrap();
     let mut times = Vec::new();
     for r in 0..runs {
@@ -53,7 +67,7 @@ fn main() {
     let mut sorted = times.clone();
     sorted.sort_by(f64::total_cmp);
     println!(
-        "depth {depth} rows {rows} flash {flash}: best {:.0} ms, median {:.0} ms ({:.2} ms a row) runs {:?}",
+        "depth {depth} rows {rows} hole {hole} flash {flash}: best {:.0} ms, median {:.0} ms ({:.2} ms a row) runs {:?}",
         sorted[0],
         sorted[sorted.len() / 2],
         sorted[sorted.len() / 2] / rows as f64,
