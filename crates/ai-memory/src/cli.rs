@@ -168,6 +168,9 @@ pub enum ProfileCommand {
     },
     /// Re-read every project from the start (safe to repeat; removes nothing).
     Rebuild,
+    /// One pass over what is new (what a hook with no server starts after a session end).
+    #[command(hide = true)]
+    Pass,
     /// Write the entries that fit this repository into its rules file.
     Apply {
         /// Show the block and the file it would go to; write nothing.

@@ -65,7 +65,13 @@ fn try_run(data_dir: Option<PathBuf>, event: &str, harness: &str) -> anyhow::Res
             let who = memory
                 .authenticate(token.as_deref())?
                 .context("a valid API key is required (AI_MEMORY_TOKEN)")?;
-            ai_memory_server::run_hook(&memory, who, kind, &event)?
+            let answer = ai_memory_server::run_hook(&memory, who, kind, &event)?;
+            if kind == HookKind::SessionEnd {
+                // No server to run the profile's pass a few seconds later: a detached process
+                // runs it, so the harness does not wait.
+                spawn_pass(&dir);
+            }
+            answer
         }
     };
     Ok(match kind {
@@ -74,6 +80,26 @@ fn try_run(data_dir: Option<PathBuf>, event: &str, harness: &str) -> anyhow::Res
         }
         _ => String::new(),
     })
+}
+
+/// `ai-memory --data-dir DIR profile pass` in its own process group, detached; a failure to
+/// start it is one stderr line (the next session end or server start runs the pass).
+fn spawn_pass(dir: &std::path::Path) {
+    use std::os::unix::process::CommandExt;
+    let spawned = std::env::current_exe().and_then(|exe| {
+        std::process::Command::new(exe)
+            .arg("--data-dir")
+            .arg(dir)
+            .args(["profile", "pass"])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .process_group(0)
+            .spawn()
+    });
+    if let Err(e) = spawned {
+        eprintln!("ai-memory hook session-end: cannot start the profile pass: {e}");
+    }
 }
 
 /// Folders that hold other people's code or build output, not the project's stack.

@@ -56,6 +56,14 @@ pub fn run(dir: &Path, command: ProfileCommand) -> anyhow::Result<ExitCode> {
             println!("forgot {path} ({commit}); it stays out until you say it again");
         }
         ProfileCommand::Review { which } => review(&memory, &home(&which)?)?,
+        ProfileCommand::Pass => {
+            let report = memory.profile_pass(false)?;
+            println!(
+                "read {} prompts: {} entries written",
+                report.prompts_read,
+                report.written.len()
+            );
+        }
         ProfileCommand::Rebuild => {
             let report = memory.profile_pass(true)?;
             println!(

@@ -58,6 +58,14 @@ impl Memory {
     /// recorded candidates keep their classification, nothing is removed).
     pub fn profile_pass(&self, from_start: bool) -> Result<PassReport, MemoryError> {
         let _one_at_a_time = self.pass_lock();
+        // One pass at a time across processes too: a hook with no server runs its own pass.
+        let lock_path = self.data_dir().join("profile-pass.lock");
+        let lock = std::fs::File::create(&lock_path).map_err(|e| {
+            MemoryError::Invalid(format!("cannot create {}: {e}", lock_path.display()))
+        })?;
+        lock.lock().map_err(|e| {
+            MemoryError::Invalid(format!("cannot lock {}: {e}", lock_path.display()))
+        })?;
         let mut report = PassReport::default();
         let homes = self.profile_homes()?;
         self.index().purge_opted_out()?;

@@ -208,3 +208,39 @@ fn the_profile_commands() {
     let (_, status) = cli(c, &app, &["profile", "status"]);
     assert!(status.contains("profile: off (single operator; enabled = false)"), "{status}");
 }
+
+/// With no server, the session-end hook starts the pass itself (detached): the entry appears
+/// without anything else running.
+#[test]
+fn without_a_server_a_session_end_starts_the_pass() {
+    let data = temp("profile-noserver");
+    let home = temp("home");
+    let app = repo("noserver-app");
+    let hook = |event: &str, body: Value| {
+        let mut c = command(&data, &home);
+        c.env("AI_MEMORY_SERVER__BIND", "127.0.0.1:9").args(["hook", event]);
+        let out = run(c, Some(&body.to_string()));
+        assert!(out.status.success() && stderr(&out).is_empty(), "{}", stderr(&out));
+    };
+    let cwd = app.to_str().unwrap();
+    hook(
+        "session-start",
+        json!({"session_id": "n1", "cwd": cwd, "hook_event_name": "SessionStart"}),
+    );
+    hook(
+        "prompt-submit",
+        json!({"session_id": "n1", "cwd": cwd, "hook_event_name": "UserPromptSubmit",
+        "prompt": "In all my projects, keep the changelog in CHANGES.md."}),
+    );
+    hook("session-end", json!({"session_id": "n1", "cwd": cwd, "hook_event_name": "SessionEnd"}));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (ok, list) = cli(command(&data, &home), &app, &["profile", "list"]);
+        assert!(ok, "{list}");
+        if list.contains("changelog") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no entry after 30 s: {list}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
