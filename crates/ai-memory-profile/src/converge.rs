@@ -208,6 +208,8 @@ pub fn converge(
 ) -> Outcome {
     let mut out = Outcome::default();
     let mut taken: BTreeSet<String> = existing.iter().map(|e| e.path.clone()).collect();
+    // Entries a group has already spoken for this pass: one group writes an entry.
+    let mut claimed: BTreeSet<String> = BTreeSet::new();
     for g in group(candidates, existing) {
         let evidence = g.evidence();
         let projects = counted_projects(&evidence);
@@ -244,7 +246,12 @@ pub fn converge(
         };
         if let Some(entry) = current {
             // Edited by hand (or written by a person): theirs, never rewritten.
-            if entry.learned.is_none() {
+            if entry.learned.is_none() || !claimed.insert(entry.path.clone()) {
+                continue;
+            }
+            // A team entry changes only on a ruling two operators back, like any team entry.
+            if kept.is_none() && rules.team && operators.len() < 2 {
+                out.pending.push(pending(0, true, false));
                 continue;
             }
         } else {
@@ -485,6 +492,24 @@ mod tests {
         );
         // Nothing new: nothing to write.
         assert!(converge(&later, std::slice::from_ref(ruled), &[], RULES).changes.is_empty());
+    }
+
+    #[test]
+    fn a_team_entry_changes_only_on_a_ruling_two_operators_back() {
+        let team = Rules { min_projects: 2, team: true };
+        let first = [
+            cand(1, "a", Some(1), 0, "Always use pnpm, not npm."),
+            cand(2, "b", Some(2), 24 * H, "Always use pnpm, not npm."),
+        ];
+        let Change::Write { entry, .. } = converge(&first, &[], &[], team).changes[0].clone();
+        let mut later = first.to_vec();
+        later.push(cand(3, "c", Some(1), 48 * H, "Use bun instead of pnpm from now on."));
+        let out = converge(&later, std::slice::from_ref(&entry), &[], team);
+        assert!(out.changes.is_empty() && out.pending[0].waiting_for_operator, "{out:?}");
+        later.push(cand(4, "d", Some(2), 72 * H, "Use bun instead of pnpm from now on."));
+        let out = converge(&later, std::slice::from_ref(&entry), &[], team);
+        let Change::Write { entry: ruled, .. } = &out.changes[0];
+        assert_eq!(ruled.summary, "Use bun instead of pnpm.");
     }
 
     #[test]
