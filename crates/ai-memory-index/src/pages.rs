@@ -111,19 +111,17 @@ impl Index {
         text: &str,
         limit: usize,
     ) -> Result<QueryResult, IndexError> {
-        let q =
-            fts_query(text).ok_or_else(|| IndexError::Invalid("the query has no words".into()))?;
-        let limit = limit.clamp(1, 100) as i64;
-        let hits = self.search(who, &q, workspace, project, limit)?;
+        let hits = self.query_project(who, workspace, project, text, limit)?;
         let global_scope_hits = if (workspace, project) == (DEFAULT_WORKSPACE, GLOBAL_PROJECT) {
             Vec::new()
         } else {
-            self.search(who, &q, DEFAULT_WORKSPACE, GLOBAL_PROJECT, limit)?
+            self.query_project(who, DEFAULT_WORKSPACE, GLOBAL_PROJECT, text, limit)?
         };
         Ok(QueryResult { hits, global_scope_hits })
     }
 
-    /// Pages of one project matching `text` (a profile home beside the global scope).
+    /// Pages of one project matching `text`, best first, at most `limit` (1 to 100); only a
+    /// project `who` may read answers.
     pub fn query_project(
         &self,
         who: Principal,

@@ -160,7 +160,7 @@ impl Index {
         let mut stmt = conn.prepare_cached(&sql)?;
         let rows = stmt.query_map(
             named_params! { ":after": after, ":ws": ws, ":open_only": open_only, ":root": root,
-                ":user": user },
+            ":user": user },
             |r| {
                 Ok(SourcePage {
                     project_id: r.get(0)?,
