@@ -133,6 +133,30 @@ impl Entry {
     }
 }
 
+/// A stored entry's page with the evidence from projects `drop` names taken out of its
+/// `learned:` block, everything else as it was (a hand-edited entry stays the user's: only the
+/// harvester's own record changes). `None` when nothing is dropped.
+pub fn scrub_evidence(
+    path: &str,
+    text: &str,
+    drop: &dyn Fn(&str) -> bool,
+) -> Result<Option<String>, EntryError> {
+    let page_err = |source| EntryError::Page { path: path.to_owned(), source };
+    let mut page = Page::parse(text).map_err(page_err)?;
+    let Some(value) = page.frontmatter.extra.get("learned") else { return Ok(None) };
+    let Ok(mut learned) = serde_yaml_ng::from_value::<Learned>(value.clone()) else {
+        return Ok(None);
+    };
+    let before = learned.evidence.len();
+    learned.evidence.retain(|e| !drop(&e.project));
+    if learned.evidence.len() == before {
+        return Ok(None);
+    }
+    let value = serde_yaml_ng::to_value(&learned).unwrap_or(serde_yaml_ng::Value::Null);
+    page.frontmatter.extra.insert("learned".into(), value);
+    page.render().map(Some).map_err(page_err)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -166,6 +190,18 @@ mod tests {
         assert!(text.contains("generated_by: profile-harvest"), "{text}");
         assert_eq!(Entry::parse(&entry.path, &text).unwrap(), entry);
         assert_eq!(entry.category(), Some(Category::Tools));
+    }
+
+    #[test]
+    fn scrubbing_a_hand_edited_entry_keeps_it_the_users() {
+        let entry = learned();
+        let text = entry.render().unwrap().replace("\n\nUse pnpm, not npm.\n", "\n\nMine.\n");
+        let scrubbed =
+            scrub_evidence(&entry.path, &text, &|p| p == "default/app").unwrap().unwrap();
+        assert!(!scrubbed.contains("default/app"), "{scrubbed}");
+        assert!(scrubbed.contains("Mine."));
+        assert!(Entry::parse(&entry.path, &scrubbed).unwrap().edited_by_hand);
+        assert_eq!(scrub_evidence(&entry.path, &text, &|_| false).unwrap(), None);
     }
 
     #[test]

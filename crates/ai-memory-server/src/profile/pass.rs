@@ -10,7 +10,7 @@ use ai_memory_index::{ProjectRow, SourcePrompt};
 use ai_memory_profile::converge::{
     Candidate, Change, Forgotten, Outcome, Rules, StackSighting, converge, stack_entries,
 };
-use ai_memory_profile::entry::Entry;
+use ai_memory_profile::entry::{Entry, scrub_evidence};
 use ai_memory_profile::sentence::{Statement, loose, rule_statement, statements};
 use ai_memory_profile::topic::digest_line;
 use ai_memory_store::CleanPage;
@@ -133,7 +133,14 @@ impl Memory {
         // An opt-out takes back its evidence, also from entries no candidate backs any more.
         let opted_out = index.opted_out()?;
         for entry in entries.iter().filter(|e| !changed.contains(&e.path)) {
-            let Some(learned) = &entry.learned else { continue };
+            let Some(learned) = &entry.learned else {
+                // Edited by hand: the page stays the user's; only the harvester's own record
+                // of evidence loses the opted-out projects' words.
+                if entry.edited_by_hand {
+                    self.scrub_hand_edited(home, &row, &entry.path, &opted_out, report)?;
+                }
+                continue;
+            };
             if !learned.evidence.iter().any(|e| opted_out.contains(&e.project)) {
                 continue;
             }
@@ -250,6 +257,28 @@ impl Memory {
                 true
             }
         }
+    }
+
+    fn scrub_hand_edited(
+        &self,
+        home: &Home,
+        row: &ProjectRow,
+        path: &str,
+        opted_out: &BTreeSet<String>,
+        report: &mut PassReport,
+    ) -> Result<(), MemoryError> {
+        let page_path = PagePath::new(path)?;
+        let at = home.location(&page_path);
+        let Some(stored) = self.wiki().read(&at)? else { return Ok(()) };
+        let scrubbed = scrub_evidence(path, &stored.text, &|p| opted_out.contains(p))
+            .map_err(|e| MemoryError::Invalid(e.to_string()))?;
+        if let Some(text) = scrubbed {
+            let page = CleanPage::new(sanitize(&text))
+                .map_err(|e| MemoryError::Invalid(format!("{path}: {e}")))?;
+            self.store_page(row, &at, &page, HARVEST_AUTHOR)?;
+            report.written.push(format!("{}/{}/{path}", home.workspace, home.project));
+        }
+        Ok(())
     }
 
     fn write_entry(&self, home: &Home, row: &ProjectRow, entry: &Entry) -> Result<(), MemoryError> {

@@ -441,3 +441,36 @@ fn share_workspace_keeps_one_profile_per_workspace() {
     let written = lab.memory.write_page(&caller, &req).unwrap();
     assert_eq!((written.workspace.as_str(), written.project.as_str()), ("work", "_profile"));
 }
+
+#[test]
+fn contribute_false_takes_evidence_back_from_a_hand_edited_entry_too() {
+    let lab = Lab::new("optout-edited", Settings::default());
+    let rule = "Always pin the toolchain version in the repository.";
+    for (i, p) in ["default/open1", "default/nda"].iter().enumerate() {
+        lab.at(DAY1 + i as i64 * DAY);
+        lab.session(ROOT, p, &[], &[rule]);
+    }
+    lab.memory.profile_pass(false).unwrap();
+    let home = global_home(&lab);
+    let path = lab.memory.profile_entries(&home).unwrap()[0].path.clone();
+    let page = ai_memory_core::PagePath::new(&path).unwrap();
+    let text = lab.memory.wiki().read(&home.location(&page)).unwrap().unwrap().text;
+    assert!(text.contains("default/nda"));
+    let edited = text.replacen("\n\nAlways", "\n\nIn my words: always", 1);
+    lab.write(ROOT, "default/_global", &path, &edited);
+
+    let event = ai_memory_server::HookEvent {
+        harness: "claude-code".into(),
+        session_id: "optout".into(),
+        workspace: "default".into(),
+        project: "nda".into(),
+        contribute: Some(false),
+        ..Default::default()
+    };
+    lab.memory.session_start(ROOT, &event).unwrap();
+    lab.memory.profile_pass(false).unwrap();
+    let now = lab.memory.wiki().read(&home.location(&page)).unwrap().unwrap().text;
+    assert!(!now.contains("default/nda"), "{now}");
+    assert!(now.contains("In my words: always"), "the user's edit stays: {now}");
+    assert!(lab.memory.profile_entries(&home).unwrap()[0].edited_by_hand);
+}
