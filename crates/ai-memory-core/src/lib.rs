@@ -12,7 +12,7 @@ mod settings;
 pub use name::{
     DEFAULT_WORKSPACE, GLOBAL_PROJECT, NameError, PagePath, ProjectName, Scope, WorkspaceName,
 };
-pub use page::{Frontmatter, MAX_PAGE_BYTES, Page, PageError};
+pub use page::{CURATED_FOLDERS, Frontmatter, MAX_PAGE_BYTES, Page, PageError};
 pub use sanitize::{Clean, sanitize};
 pub use settings::{
     BASELINE_BYTES, DIGEST_BYTES, Identity, Llm, MARKER_FILE, Marker, Profile, Settings,

@@ -137,6 +137,14 @@ impl PagePath {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// The path under `profile/` (as it is when it already is): where a profile entry lives.
+    pub fn under_profile(&self) -> Result<PagePath, NameError> {
+        match self.0.strip_prefix("profile/") {
+            Some(_) => Ok(self.clone()),
+            None => PagePath::new(&format!("profile/{}", self.0)),
+        }
+    }
 }
 
 impl fmt::Display for PagePath {
@@ -152,7 +160,8 @@ pub enum Scope {
     Project,
     /// Knowledge for every project: `default/_global`.
     Global,
-    /// The cross-project profile: `default/_global`, under `profile/`.
+    /// The cross-project profile: under `profile/` in the profile's home (`default/_global`,
+    /// a workspace's `_profile` or an operator's `_profile.<id>`, by deployment).
     Profile,
 }
 
@@ -167,7 +176,8 @@ impl Scope {
     }
 
     /// The workspace, project and path a page of this scope is stored at, for a caller in
-    /// `workspace`/`project`.
+    /// `workspace`/`project`. For `Profile` the caller passes the profile's home (which project
+    /// that is depends on the deployment: the server decides) and the page goes under `profile/`.
     pub fn locate(
         self,
         workspace: &WorkspaceName,
@@ -179,13 +189,7 @@ impl Scope {
             Scope::Global => {
                 (WorkspaceName::default_workspace(), ProjectName::global(), path.clone())
             }
-            Scope::Profile => {
-                let path = match path.as_str().strip_prefix("profile/") {
-                    Some(_) => path.clone(),
-                    None => PagePath::new(&format!("profile/{path}"))?,
-                };
-                (WorkspaceName::default_workspace(), ProjectName::global(), path)
-            }
+            Scope::Profile => (workspace.clone(), project.clone(), path.under_profile()?),
         })
     }
 }
@@ -232,11 +236,14 @@ mod tests {
     fn scopes_locate_their_pages() {
         let (ws, p) = (WorkspaceName::new("work").unwrap(), ProjectName::new("app").unwrap());
         let path = PagePath::new("tools/pnpm.md").unwrap();
-        let (w, q, r) = Scope::Profile.locate(&ws, &p, &path).unwrap();
+        let home = ProjectName::global();
+        let (w, q, r) = Scope::Profile.locate(&ws, &home, &path).unwrap();
         assert_eq!(
             (w.as_str(), q.as_str(), r.as_str()),
-            ("default", "_global", "profile/tools/pnpm.md")
+            ("work", "_global", "profile/tools/pnpm.md")
         );
+        let again = Scope::Profile.locate(&ws, &home, &r).unwrap().2;
+        assert_eq!(again, r, "a path already under profile/ stays");
         let (w, q, _) = Scope::Global.locate(&ws, &p, &path).unwrap();
         assert_eq!((w.as_str(), q.as_str()), ("default", "_global"));
         let (w, q, _) = Scope::Project.locate(&ws, &p, &path).unwrap();

@@ -4,6 +4,10 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
+/// Folders of a project's curated knowledge: listed first at session start, and what the
+/// profile harvests beside the user's prompts.
+pub const CURATED_FOLDERS: &[&str] = &["_rules/", "decisions/", "gotchas/", "procedures/"];
+
 /// The most a page (frontmatter and body) may hold.
 pub const MAX_PAGE_BYTES: usize = 256 * 1024;
 

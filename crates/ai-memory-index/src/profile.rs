@@ -6,6 +6,7 @@
 
 use std::collections::BTreeSet;
 
+use ai_memory_core::CURATED_FOLDERS;
 use rusqlite::{OptionalExtension, named_params, params};
 
 use crate::access::READABLE;
@@ -148,12 +149,17 @@ impl Index {
         after: i64,
     ) -> Result<Vec<SourcePage>, IndexError> {
         let (ws, open_only, root, user) = sources.bind();
+        // `_` is a LIKE wildcard: escaped, so `_rules/` means that folder only.
+        let curated = CURATED_FOLDERS
+            .iter()
+            .map(|f| format!("pg.path LIKE '{}%' ESCAPE '\\'", f.replace('_', "\\_")))
+            .collect::<Vec<_>>()
+            .join(" OR ");
         let sql = format!(
             "SELECT pr.id, pr.workspace || '/' || pr.name, pg.path, pg.summary, pg.frontmatter, pg.seq
              FROM pages pg JOIN projects pr ON pr.id = pg.project_id
              WHERE pg.seq > :after AND {FEEDS} AND (:root OR pr.creator = :user) AND {READABLE}
-               AND (pg.path LIKE '\\_rules/%' ESCAPE '\\' OR pg.path LIKE 'decisions/%'
-                    OR pg.path LIKE 'gotchas/%' OR pg.path LIKE 'procedures/%')
+               AND ({curated})
              ORDER BY pg.seq"
         );
         let conn = self.conn();

@@ -66,11 +66,15 @@ pub enum EntryError {
     },
 }
 
+/// A short hex digest of `text` (16 hex digits): enough to tell versions of one page or one
+/// sentence apart.
+pub fn short_hash(text: &str) -> String {
+    Sha256::digest(text.as_bytes()).iter().take(8).map(|b| format!("{b:02x}")).collect()
+}
+
 /// A hash of what a person might edit: the body and the keys the digest reads.
 fn body_hash(fm: &Frontmatter, body: &str) -> String {
-    let shown = serde_json::json!([fm.summary, fm.applies_to, fm.enforced_by, body]);
-    let digest = Sha256::digest(shown.to_string().as_bytes());
-    digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
+    short_hash(&serde_json::json!([fm.summary, fm.applies_to, fm.enforced_by, body]).to_string())
 }
 
 impl Entry {

@@ -262,17 +262,22 @@ impl Memory {
                 (None, _) => ProjectName::global(),
             },
         };
-        if scope == Scope::Profile {
-            let path = crate::profile::entry_path(path.as_str())?;
-            let home = self.profile_home(caller.who, &workspace)?.ok_or_else(|| {
-                MemoryError::Invalid(match self.profile_mode() {
-                    Ok(Some(_)) => "the root token has no private profile (there is no operator behind it): name the project, or use an operator's key".into(),
-                    _ => "the profile is off on this server (`ai-memory profile status` says why)".into(),
-                })
-            })?;
-            return Ok((home.location(&path), scope));
-        }
+        let (workspace, project) = match scope {
+            Scope::Profile => {
+                let home = self.profile_home(caller.who, &workspace)?.ok_or_else(|| {
+                    MemoryError::Invalid(match self.profile_mode() {
+                        Ok(Some(_)) => "the root token has no private profile (there is no operator behind it): name the project, or use an operator's key".into(),
+                        _ => "the profile is off on this server (`ai-memory profile status` says why)".into(),
+                    })
+                })?;
+                (home.workspace, home.project)
+            }
+            _ => (workspace, project),
+        };
         let (workspace, project, path) = scope.locate(&workspace, &project, &path)?;
+        if scope == Scope::Profile {
+            crate::profile::check_category(&path)?;
+        }
         Ok((Location { workspace, project, path }, scope))
     }
 
@@ -293,17 +298,17 @@ impl Memory {
             req.project.as_deref(),
             &req.path,
         )?;
-        let digest_page = ai_memory_profile::Category::of_path(at.path.as_str()).is_some()
-            && at.path.as_str().starts_with("profile/")
-            && (at.project.as_str() == GLOBAL_PROJECT
-                || at.project.as_str().starts_with("_profile"));
+        // `_global` and the profile projects are the reserved ones.
+        let digest_page = at.path.as_str().starts_with("profile/")
+            && ai_memory_profile::Category::of_path(at.path.as_str()).is_some()
+            && at.project.is_reserved();
         if (req.applies_to.is_some() || req.enforced_by.is_some()) && !digest_page {
             return Err(MemoryError::Invalid(format!(
                 "`applies_to` and `enforced_by` are for profile entries (`profile/` in `_global` or a profile project), not {at}"
             )));
         }
         if let Some(tags) = &req.applies_to
-            && let Some(bad) = tags.iter().find(|t| !STACK_TAGS.contains(&t.as_str()))
+            && let Some(bad) = tags.iter().find(|t| !ai_memory_profile::is_stack_tag(t))
         {
             return Err(MemoryError::Invalid(format!(
                 "unknown stack tag `{bad}` in `applies_to`: use one of {}",

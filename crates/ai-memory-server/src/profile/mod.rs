@@ -302,14 +302,18 @@ fn private_home(id: i64) -> Result<Home, MemoryError> {
 /// `tools/pnpm.md` or `profile/tools/pnpm.md` → `profile/tools/pnpm.md`, in one of the seven
 /// category folders.
 pub fn entry_path(path: &str) -> Result<PagePath, MemoryError> {
-    let full =
-        if path.starts_with("profile/") { path.to_owned() } else { format!("profile/{path}") };
-    let path = PagePath::new(&full)?;
+    let path = PagePath::new(path)?.under_profile()?;
+    check_category(&path)?;
+    Ok(path)
+}
+
+/// A profile entry lives in one of the seven category folders (the digest reads no other).
+pub fn check_category(path: &PagePath) -> Result<(), MemoryError> {
     if Category::of_path(path.as_str()).is_none() {
         return Err(MemoryError::Invalid(format!(
             "`{path}`: a profile entry lives in a category folder: {}",
             Category::ALL.map(|c| c.as_str()).join(", ")
         )));
     }
-    Ok(path)
+    Ok(())
 }

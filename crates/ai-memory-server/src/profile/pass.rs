@@ -10,11 +10,10 @@ use ai_memory_index::{ProjectRow, SourcePrompt};
 use ai_memory_profile::converge::{
     Candidate, Change, Forgotten, Outcome, Rules, StackSighting, converge, stack_entries,
 };
-use ai_memory_profile::entry::{Entry, scrub_evidence};
+use ai_memory_profile::entry::{Entry, scrub_evidence, short_hash};
 use ai_memory_profile::sentence::{Statement, loose, rule_statement, statements};
 use ai_memory_profile::topic::digest_line;
 use ai_memory_store::CleanPage;
-use sha2::{Digest as _, Sha256};
 
 use super::{Home, llm};
 use crate::error::MemoryError;
@@ -40,10 +39,6 @@ pub struct PassReport {
     /// Calls to the LLM provider, and those that failed (their batch went the zero-LLM way).
     pub llm_calls: usize,
     pub llm_failures: usize,
-}
-
-fn short_hash(text: &str) -> String {
-    Sha256::digest(text.as_bytes()).iter().take(6).map(|b| format!("{b:02x}")).collect()
 }
 
 /// A page the auto-improve scheduler approved is model output nobody reviewed: not curated.
@@ -90,12 +85,17 @@ impl Memory {
             home.owner,
         )?;
         // Harvest: the user's prompts since the cursor.
+        // The entries as the pass found them: what the classifier may attach sentences to, and
+        // what converge rewrites (nothing writes them before converge).
+        let entries = self.profile_entries(home)?;
+        let known: Vec<(String, String)> =
+            entries.iter().map(|e| (e.path.clone(), e.summary.clone())).collect();
         let mut after = if from_start { 0 } else { index.cursor(&row)? };
         loop {
             let batch = index.source_prompts(&home.sources, after, BATCH)?;
             let Some(last) = batch.last() else { break };
             after = last.id;
-            self.harvest_prompts(home, &row, &batch, report)?;
+            self.harvest_prompts(&row, &batch, &known, report)?;
             report.prompts_read += batch.len();
         }
         index.set_cursor(&row, after.max(index.cursor(&row)?))?;
@@ -119,7 +119,6 @@ impl Memory {
         if let Some(seq) = last_seq {
             index.set_page_cursor(&row, seq.max(page_cursor))?;
         }
-        let entries = self.profile_entries(home)?;
         let outcome = self.converge_home(home, &row, &entries)?;
         let mut changed: BTreeSet<String> = BTreeSet::new();
         for Change::Write { mut entry, created } in outcome.changes {
@@ -175,9 +174,9 @@ impl Memory {
     /// configured (a failed call: the zero-LLM path for that batch), else the word lists.
     fn harvest_prompts(
         &self,
-        home: &Home,
         row: &ProjectRow,
         prompts: &[SourcePrompt],
+        known: &[(String, String)],
         report: &mut PassReport,
     ) -> Result<(), MemoryError> {
         let mut found: Vec<(&SourcePrompt, Statement)> = Vec::new();
@@ -188,8 +187,6 @@ impl Memory {
                 }
             }
             Some(llm) => {
-                let known: Vec<(String, String)> =
-                    self.profile_entries(home)?.into_iter().map(|e| (e.path, e.summary)).collect();
                 let sentences: Vec<(&SourcePrompt, String)> = prompts
                     .iter()
                     .flat_map(|p| loose(&p.text).into_iter().map(move |s| (p, s)))
@@ -197,7 +194,7 @@ impl Memory {
                 for chunk in sentences.chunks(llm::CLASSIFY_BATCH) {
                     let texts: Vec<String> = chunk.iter().map(|(_, s)| s.clone()).collect();
                     report.llm_calls += 1;
-                    match llm::classify(llm, &texts, &known) {
+                    match llm::classify(llm, &texts, known) {
                         Ok(kept) => found.extend(kept.into_iter().map(|(i, s)| (chunk[i].0, s))),
                         Err(e) => {
                             tracing::warn!(error = %e, "profile classify failed: the word lists decide this batch");
