@@ -1,6 +1,7 @@
 //! Prefill cost at depth: a suffix of N rows after a stored prefix of D tokens, the shape of an
 //! agent turn on a long context. `cargo run --release -p caldrix-engine --example depth -- MODEL
-//! [--depth D] [--rows N] [--runs R] [--flash on|off] [--hole K]`. Prints milliseconds per run.
+//! [--depth D] [--rows N] [--runs R] [--flash on|off] [--hole K] [--cells C] [--sequences S]`.
+//! Prints milliseconds per run.
 //! `--hole K` first leaves K free cells below the prefix (another sequence's rows, dropped).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "an experiment fails loudly")]
@@ -15,6 +16,7 @@ fn main() {
     let (mut depth, mut rows, mut runs, mut flash) = (3500usize, 318usize, 5usize, true);
     // Free cells below the prefix (what a pool leaves after evicting or parking entries).
     let mut hole = 0usize;
+    let (mut cells, mut sequences) = (16384u32, 2u32);
     while let Some(a) = args.next() {
         let v = args.next().expect("a value");
         match a.as_str() {
@@ -23,15 +25,17 @@ fn main() {
             "--runs" => runs = v.parse().unwrap(),
             "--flash" => flash = v == "on",
             "--hole" => hole = v.parse().unwrap(),
+            "--cells" => cells = v.parse().unwrap(),
+            "--sequences" => sequences = v.parse().unwrap(),
             other => panic!("unknown {other}"),
         }
     }
     let model = Model::load(std::path::Path::new(&model_path), &ModelParams::default()).unwrap();
     let params = SessionParams {
         n_ctx: Some(8192),
-        cells: Some(16384),
+        cells: Some(cells),
         threads: Some(2),
-        sequences: 2,
+        sequences,
         flash_attention: flash,
         ..SessionParams::default()
     };
