@@ -173,6 +173,13 @@ fn main() {
             other => panic!("unknown argument {other}"),
         }
     }
+    // `BENCH_LOG=debug LLAMA_KV_CACHE_DEBUG=1` shows llama.cpp's cell layout per batch.
+    if let Ok(filter) = std::env::var("BENCH_LOG") {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+            .with_writer(std::io::stderr)
+            .init();
+    }
     let runtime =
         tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let dir = std::env::temp_dir().join(format!("caldrix-bench-{}", std::process::id()));
