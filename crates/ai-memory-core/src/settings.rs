@@ -405,23 +405,22 @@ impl Identity {
 mod tests {
     use super::*;
 
-    fn temp(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("aim-settings-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
+    /// Removed when dropped.
+    fn temp(name: &str) -> tempfile::TempDir {
+        tempfile::Builder::new().prefix(&format!("aim-settings-{name}-")).tempdir().unwrap()
     }
 
     #[test]
     fn file_then_environment() {
-        let dir = temp("env");
+        let tmp = temp("env");
+        let dir = tmp.path();
         std::fs::write(dir.join("config.toml"), "[server]\nbind = \"127.0.0.1:9000\"\n").unwrap();
         let env = vec![
             ("AI_MEMORY_CAPTURE__MAX_PROMPT_BYTES".to_owned(), "100".to_owned()),
             ("AI_MEMORY_SERVER__ROOT_TOKEN".to_owned(), "abc".to_owned()),
             ("OTHER".to_owned(), "x".to_owned()),
         ];
-        let s = Settings::load(&dir, &env).unwrap();
+        let s = Settings::load(dir, &env).unwrap();
         assert_eq!(s.server.bind, "127.0.0.1:9000");
         assert_eq!(s.capture.max_prompt_bytes, 100);
         assert_eq!(s.server.root_token, "abc");
@@ -431,13 +430,14 @@ mod tests {
 
     #[test]
     fn profile_keys_clamp_and_resolve_auto() {
-        let dir = temp("profile");
+        let tmp = temp("profile");
+        let dir = tmp.path();
         std::fs::write(
             dir.join("config.toml"),
             "[profile]\nenabled = \"auto\"\ndigest_max_bytes = 100\nbaseline_max_bytes = 99999\n",
         )
         .unwrap();
-        let p = Settings::load(&dir, &[]).unwrap().profile;
+        let p = Settings::load(dir, &[]).unwrap().profile;
         assert_eq!((p.digest_budget(), p.baseline_budget()), (1_500, 20_000));
         assert_eq!(p.mode(false), Some(ShareMode::Global));
         assert_eq!(p.mode(true), None, "a multi-user server keeps auto off");
@@ -446,7 +446,7 @@ mod tests {
             ("AI_MEMORY_PROFILE__SHARE".to_owned(), "workspace".to_owned()),
             ("AI_MEMORY_PROFILE__DIGEST_MAX_BYTES".to_owned(), "20000".to_owned()),
         ];
-        let p = Settings::load(&dir, &env).unwrap().profile;
+        let p = Settings::load(dir, &env).unwrap().profile;
         assert_eq!(p.digest_budget(), 12_000);
         assert_eq!(p.mode(true), Some(ShareMode::Workspace));
         let user = Profile { share: Share::User, enabled: Toggle::On, ..Profile::default() };
@@ -458,29 +458,31 @@ mod tests {
         assert_eq!(off.mode(false), None);
         assert_eq!(Profile { min_projects: 0, ..Profile::default() }.min_projects(), 1);
         std::fs::write(dir.join("config.toml"), "[profile]\nenabled = \"maybe\"\n").unwrap();
-        let err = Settings::load(&dir, &[]).unwrap_err().to_string();
+        let err = Settings::load(dir, &[]).unwrap_err().to_string();
         assert!(err.contains("use auto, true or false"), "{err}");
         std::fs::write(dir.join("config.toml"), "[profile]\nenabled = false\n").unwrap();
-        let s = Settings::load(&dir, &[]).unwrap();
+        let s = Settings::load(dir, &[]).unwrap();
         assert_eq!(s.profile.enabled, Toggle::Off);
         assert!(s.show().contains("enabled = false"), "{}", s.show());
     }
 
     #[test]
     fn unknown_keys_and_bad_values_are_named() {
-        let dir = temp("bad");
+        let tmp = temp("bad");
+        let dir = tmp.path();
         std::fs::write(dir.join("config.toml"), "[server]\nbnd = \"x\"\n").unwrap();
-        let err = Settings::load(&dir, &[]).unwrap_err().to_string();
+        let err = Settings::load(dir, &[]).unwrap_err().to_string();
         assert!(err.contains("config.toml") && err.contains("bnd"), "{err}");
         std::fs::write(dir.join("config.toml"), "").unwrap();
         let env = [("AI_MEMORY_CAPTURE__PROMPTS".to_owned(), "maybe".to_owned())];
-        let err = Settings::load(&dir, &env).unwrap_err().to_string();
+        let err = Settings::load(dir, &env).unwrap_err().to_string();
         assert!(err.contains("prompts") || err.contains("bool"), "{err}");
     }
 
     #[test]
     fn identity_from_repository_or_marker() {
-        let dir = temp("ident");
+        let tmp = temp("ident");
+        let dir = tmp.path();
         let repo = dir.join("My App");
         std::fs::create_dir_all(repo.join(".git")).unwrap();
         std::fs::create_dir_all(repo.join("src/deep")).unwrap();

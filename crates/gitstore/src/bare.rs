@@ -271,10 +271,12 @@ impl Bare {
 mod tests {
     use super::*;
 
-    fn temp(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("gitstore-bare-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        dir
+    /// Where a repository named `name` may be created, and the guard removing it when dropped.
+    fn temp(name: &str) -> (tempfile::TempDir, PathBuf) {
+        let tmp =
+            tempfile::Builder::new().prefix(&format!("gitstore-bare-{name}-")).tempdir().unwrap();
+        let path = tmp.path().join(format!("{name}.git"));
+        (tmp, path)
     }
 
     fn put(path: &str, text: &str) -> Change {
@@ -283,7 +285,8 @@ mod tests {
 
     #[test]
     fn commits_read_back_with_history() {
-        let bare = Bare::open_or_init(&temp("history")).unwrap();
+        let (_tmp, dir) = temp("history");
+        let bare = Bare::open_or_init(&dir).unwrap();
         assert_eq!(bare.head("main").unwrap(), None);
         assert_eq!(bare.read("main", "a/b.md").unwrap(), None);
         let first = bare.commit("main", &[put("a/b.md", "one")], "first", "me").unwrap();
@@ -317,7 +320,7 @@ mod tests {
     /// every write lands, none is lost.
     #[test]
     fn concurrent_writers_lose_nothing() {
-        let dir = temp("race");
+        let (_tmp, dir) = temp("race");
         Bare::open_or_init(&dir).unwrap();
         let threads: Vec<_> = (0..16)
             .map(|t| {

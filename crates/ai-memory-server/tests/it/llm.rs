@@ -43,7 +43,8 @@ fn pool_socket() -> PathBuf {
     static SOCKET: OnceLock<PathBuf> = OnceLock::new();
     SOCKET
         .get_or_init(|| {
-            let dir = temp("pool");
+            // The pool lives as long as the test binary: so does its directory.
+            let dir = temp("pool").keep();
             let script = dir.join("replies.json");
             std::fs::write(&script, serde_json::to_string(&replies()).unwrap()).unwrap();
             let config = PoolConfig {

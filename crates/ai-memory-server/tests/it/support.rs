@@ -1,23 +1,19 @@
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU32, Ordering};
 
 use ai_memory_core::Settings;
 use ai_memory_index::Principal;
 use ai_memory_server::{Caller, HookEvent, Memory, WritePage};
+use tempfile::TempDir;
 
 /// 2026-11-02 09:00:00 UTC.
 pub const DAY1: i64 = 1_793_610_000;
 pub const HOUR: i64 = 3_600;
 pub const DAY: i64 = 24 * HOUR;
 
-pub fn temp(name: &str) -> PathBuf {
-    static N: AtomicU32 = AtomicU32::new(0);
-    let n = N.fetch_add(1, Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!("aim-srv-{name}-{}-{n}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A fresh directory under the system's temp directory, removed when dropped.
+pub fn temp(name: &str) -> TempDir {
+    tempfile::Builder::new().prefix(&format!("aim-srv-{name}-")).tempdir().unwrap()
 }
 
 /// A memory on a fresh data directory whose clock the test moves.
@@ -25,16 +21,19 @@ pub struct Lab {
     pub memory: Memory,
     pub clock: Arc<AtomicI64>,
     session: AtomicU32,
+    // Last: the data directory goes after the memory that has it open.
+    _data: TempDir,
 }
 
 impl Lab {
     pub fn new(name: &str, settings: Settings) -> Lab {
         let clock = Arc::new(AtomicI64::new(DAY1));
         let c = clock.clone();
-        let memory = Memory::open(&temp(name), settings)
+        let data = temp(name);
+        let memory = Memory::open(data.path(), settings)
             .unwrap()
             .with_clock(Box::new(move || c.load(Ordering::SeqCst)));
-        Lab { memory, clock, session: AtomicU32::new(0) }
+        Lab { memory, clock, session: AtomicU32::new(0), _data: data }
     }
 
     pub fn at(&self, t: i64) {

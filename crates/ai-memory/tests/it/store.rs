@@ -64,8 +64,7 @@ fn an_index_made_from_the_wiki_alone_equals_the_first_and_keeps_access() {
         client.cancel().await.unwrap();
     });
     let before = dump(&server);
-    let data = server.data.clone();
-    drop(server);
+    let data = server.stop();
     for f in ["index.sqlite", "index.sqlite-wal", "index.sqlite-shm"] {
         let _ = std::fs::remove_file(data.join(f));
     }

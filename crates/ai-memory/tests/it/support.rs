@@ -1,7 +1,7 @@
+use std::ffi::OsStr;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
 
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;
@@ -9,24 +9,47 @@ use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::Value;
+use tempfile::TempDir;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_ai-memory");
 
-/// A fresh directory under the system's temp directory.
-pub fn temp(name: &str) -> PathBuf {
-    static N: AtomicU32 = AtomicU32::new(0);
-    let n = N.fetch_add(1, Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!("aim-it-{name}-{}-{n}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A fresh directory under the system's temp directory, removed with its contents when dropped
+/// (also when the test fails). Derefs to its path.
+pub struct Scratch {
+    path: PathBuf,
+    _dir: TempDir,
 }
 
-/// A directory that looks like a repository checkout named `name`.
-pub fn repo(name: &str) -> PathBuf {
-    let dir = temp("repos").join(name);
-    std::fs::create_dir_all(dir.join(".git")).unwrap();
-    dir
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl AsRef<Path> for Scratch {
+    fn as_ref(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl AsRef<OsStr> for Scratch {
+    fn as_ref(&self) -> &OsStr {
+        self.path.as_os_str()
+    }
+}
+
+pub fn temp(name: &str) -> Scratch {
+    let dir = tempfile::Builder::new().prefix(&format!("aim-it-{name}-")).tempdir().unwrap();
+    Scratch { path: dir.path().to_owned(), _dir: dir }
+}
+
+/// A directory that looks like a repository checkout named `name` (the project's name).
+pub fn repo(name: &str) -> Scratch {
+    let dir = tempfile::Builder::new().prefix("aim-it-repos-").tempdir().unwrap();
+    let path = dir.path().join(name);
+    std::fs::create_dir_all(path.join(".git")).unwrap();
+    Scratch { path, _dir: dir }
 }
 
 /// `ai-memory` with a clean environment: its own HOME and XDG directories under `home`.
@@ -66,14 +89,25 @@ pub struct Server {
     pub addr: String,
     pub data: PathBuf,
     pub home: PathBuf,
+    // Removed after `Drop` has stopped the child.
+    data_dir: Option<Scratch>,
+    _home_dir: Scratch,
 }
 
 impl Server {
     pub fn start(name: &str, env: &[(&str, &str)]) -> Server {
         let data = temp(&format!("{name}-data"));
-        Server::start_in(&data, env)
+        let mut server = Server::start_in(&data, env);
+        server.data_dir = Some(data);
+        server
     }
 
+    /// Stops the server and hands its data directory over (to start another on it).
+    pub fn stop(mut self) -> Scratch {
+        self.data_dir.take().expect("a server started by `start` owns its data directory")
+    }
+
+    /// A server on a data directory the caller keeps.
     pub fn start_in(data: &Path, env: &[(&str, &str)]) -> Server {
         let home = temp("home");
         let mut c = command(data, &home);
@@ -89,7 +123,14 @@ impl Server {
             .strip_prefix("ai-memory listening on ")
             .unwrap_or_else(|| panic!("{line}"))
             .to_owned();
-        Server { child, addr, data: data.to_owned(), home }
+        Server {
+            child,
+            addr,
+            data: data.to_owned(),
+            home: home.to_path_buf(),
+            data_dir: None,
+            _home_dir: home,
+        }
     }
 
     pub fn url(&self, path: &str) -> String {
