@@ -88,10 +88,9 @@ pub struct Server {
     child: Child,
     pub addr: String,
     pub data: PathBuf,
-    pub home: PathBuf,
-    // Removed after `Drop` has stopped the child.
+    // The directories are removed after `Drop` has stopped the child.
+    pub home: Scratch,
     data_dir: Option<Scratch>,
-    _home_dir: Scratch,
 }
 
 impl Server {
@@ -123,14 +122,7 @@ impl Server {
             .strip_prefix("ai-memory listening on ")
             .unwrap_or_else(|| panic!("{line}"))
             .to_owned();
-        Server {
-            child,
-            addr,
-            data: data.to_owned(),
-            home: home.to_path_buf(),
-            data_dir: None,
-            _home_dir: home,
-        }
+        Server { child, addr, data: data.to_owned(), home, data_dir: None }
     }
 
     pub fn url(&self, path: &str) -> String {
