@@ -13,6 +13,9 @@ use std::time::Instant;
 
 use caldrix_engine::{GenerateParams, Model, ModelParams, SessionParams, Special};
 
+/// Tokens by which each sequence's text is shifted from the previous one's, so none shares a row.
+const SHIFT: usize = 7;
+
 fn main() {
     let mut args = std::env::args().skip(1);
     let model_path = args.next().expect("MODEL");
@@ -61,7 +64,7 @@ fn main() {
     let ids = model.tokenize(&text, Special::Plain);
     let grown = turns * turn_rows;
     assert!(
-        ids.len() >= depth + grown + others as usize * 7 + rows * (runs + 1),
+        ids.len() >= depth + grown + others as usize * SHIFT + rows * (runs + 1),
         "{} tokens of text",
         ids.len()
     );
@@ -81,8 +84,7 @@ fn main() {
     let mut held: Vec<Vec<_>> = vec![ids[..depth].to_vec(); others as usize + 1];
     for t in 0..turns {
         for (seq, tokens) in held.iter_mut().enumerate() {
-            // Each sequence its own rows: the text shifted by a few tokens per sequence.
-            let at = depth + t * turn_rows + seq * 7;
+            let at = depth + t * turn_rows + seq * SHIFT;
             tokens.extend_from_slice(&ids[at..at + turn_rows]);
             session.generate_on(seq as u32, tokens, &one, &mut |_| true).unwrap();
         }
@@ -98,7 +100,7 @@ fn main() {
     let mut times = Vec::new();
     for r in 0..runs {
         // A different suffix each run: the base is reused, the suffix prefilled.
-        let start = depth + others as usize * 7 + r * rows;
+        let start = depth + others as usize * SHIFT + r * rows;
         let mut prompt = base.clone();
         prompt.extend_from_slice(&ids[start..start + rows]);
         let t = Instant::now();
