@@ -1,13 +1,20 @@
 //! Two agent-like replays through the real pool (in this process, over its socket):
 //! (a) a linear session with an implementer fork and a verifier, (b) four implementers
-//! interleaved. Per request: prompt tokens, rows recomputed, time to first token. Prints JSON,
-//! with each prompt's token ids so that `scripts/bench-pool` can replay them on the peer.
+//! interleaved. Per request: prompt tokens, rows recomputed, time to first token. Prints JSON
+//! (with each prompt's token ids); `scripts/bench-pool` makes the table.
 //!
 //!     cargo bench -p caldrix --bench pool -- MODEL --budget BYTES [--threads N] [--batch N]
+//!         [--peer PYTHON]
+//!
+//! `--peer PYTHON` runs the peer (`scripts/peer-llama.py`, llama-cpp-python) beside the pool on
+//! the same prompt ids, one request at a time, alternating which side goes first: the machine's
+//! speed drifts by 10-20% over minutes, and a pair of requests sees the same minute.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "a benchmark fails loudly")]
 
-use std::path::PathBuf;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -26,6 +33,53 @@ struct Bench {
     /// Each context's segments, mirrored to render the prompts the pool renders.
     contexts: std::collections::HashMap<u64, Vec<Segment>>,
     records: Vec<serde_json::Value>,
+    peer: Option<Peer>,
+}
+
+/// The peer as a child process speaking JSON lines (`scripts/peer-llama.py`).
+struct Peer {
+    child: Child,
+    input: ChildStdin,
+    output: BufReader<ChildStdout>,
+}
+
+impl Peer {
+    fn start(python: &str) -> Peer {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/peer-llama.py");
+        let mut child = Command::new(python)
+            .arg(script)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("the peer's python");
+        let input = child.stdin.take().unwrap();
+        let output = BufReader::new(child.stdout.take().unwrap());
+        Peer { child, input, output }
+    }
+
+    fn call(&mut self, request: serde_json::Value) -> serde_json::Value {
+        // Blocking on purpose: the pool is idle while the peer runs.
+        tokio::task::block_in_place(|| {
+            writeln!(self.input, "{request}").unwrap();
+            let mut line = String::new();
+            self.output.read_line(&mut line).unwrap();
+            serde_json::from_str(&line).expect("the peer's reply")
+        })
+    }
+
+    /// A fresh, cold `Llama` for the next workload.
+    fn reset(&mut self, model: &Path, threads: u32) {
+        let ready =
+            self.call(json!({"reset": {"model": model.display().to_string(), "threads": threads}}));
+        assert_eq!(ready["ready"], true);
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 fn seg(id: &str, role: Role, text: &str) -> Segment {
@@ -80,6 +134,13 @@ impl Bench {
             logprobs: None,
             append_as: Some(answer.into()),
         };
+        let ids: Vec<_> = prompt.iter().map(|t| t.0).collect();
+        // Alternate which side goes first, so neither always follows the other's work.
+        let peer_first = self.records.len() % 2 == 1;
+        let mut peer = None;
+        if peer_first && let Some(p) = &mut self.peer {
+            peer = Some(p.call(json!({ "ids": ids })));
+        }
         let started = Instant::now();
         let mut first = None;
         let done = self
@@ -92,6 +153,9 @@ impl Bench {
             .await
             .unwrap();
         let ttft = first.unwrap_or_else(|| started.elapsed());
+        if !peer_first && let Some(p) = &mut self.peer {
+            peer = Some(p.call(json!({ "ids": ids })));
+        }
         assert_eq!(
             done.usage.prompt_tokens as usize,
             prompt.len(),
@@ -104,7 +168,9 @@ impl Bench {
             "recomputed": done.usage.prompt_tokens - done.usage.recomputed_from,
             "ttft_ms": ttft.as_secs_f64() * 1e3,
             "prefill_ms": done.usage.prefill_ms,
-            "prompt_ids": prompt.iter().map(|t| t.0).collect::<Vec<_>>(),
+            "peer_recomputed": peer.as_ref().map(|p| p["recomputed"].clone()),
+            "peer_ttft_ms": peer.as_ref().map(|p| p["ttft_ms"].clone()),
+            "prompt_ids": ids,
         }));
     }
 }
@@ -162,7 +228,7 @@ fn main() {
     let mut args = std::env::args().skip(1).filter(|a| a != "--bench");
     let model_path =
         PathBuf::from(args.next().expect("usage: pool MODEL --budget BYTES [--threads N]"));
-    let (mut budget, mut threads, mut batch) = (256u64 << 20, 2u32, None);
+    let (mut budget, mut threads, mut batch, mut peer) = (256u64 << 20, 2u32, None, None);
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--budget" => {
@@ -170,6 +236,7 @@ fn main() {
             }
             "--threads" => threads = args.next().and_then(|v| v.parse().ok()).expect("--threads N"),
             "--batch" => batch = Some(args.next().and_then(|v| v.parse().ok()).expect("--batch N")),
+            "--peer" => peer = Some(Peer::start(&args.next().expect("--peer PYTHON"))),
             other => panic!("unknown argument {other}"),
         }
     }
@@ -225,14 +292,23 @@ fn main() {
                 String::from_utf8_lossy(&model.detokenize(&ids[..SYSTEM_TOKENS.min(ids.len())]))
                     .into_owned();
             let client = Client::connect(&socket, FrameFormat::Cbor, "bench").await.unwrap();
-            let mut bench =
-                Bench { client, model, contexts: Default::default(), records: Vec::new() };
+            if let Some(p) = &mut peer {
+                p.reset(&model_path, threads);
+            }
+            let mut bench = Bench {
+                client,
+                model,
+                contexts: Default::default(),
+                records: Vec::new(),
+                peer: peer.take(),
+            };
             match workload {
                 "linear" => linear(&mut bench, &system).await,
                 _ => interleaved(&mut bench, &system).await,
             }
             pool.stop();
             let _ = server.await;
+            peer = bench.peer.take();
             bench.records
         });
         output.insert(workload.into(), json!(records));
