@@ -1,7 +1,7 @@
 //! Two agent-like replays through the real pool (in this process, over its socket):
 //! (a) a linear session with an implementer fork and a verifier, (b) four implementers
-//! interleaved. Per request: prompt tokens, rows recomputed, time to first token. Prints JSON
-//! (with each prompt's token ids); `scripts/bench-pool` makes the table.
+//! interleaved. Per request: prompt tokens, rows recomputed, time to first token. Prints JSON;
+//! `scripts/bench-pool` makes the table.
 //!
 //!     cargo bench -p caldrix --bench pool -- MODEL --budget BYTES [--threads N] [--batch N]
 //!         [--peer PYTHON]
@@ -36,7 +36,8 @@ struct Bench {
     peer: Option<Peer>,
 }
 
-/// The peer as a child process speaking JSON lines (`scripts/peer-llama.py`).
+/// The peer as a child process speaking JSON lines (`scripts/peer-llama.py`): one per workload,
+/// so each starts cold.
 struct Peer {
     child: Child,
     input: ChildStdin,
@@ -44,10 +45,12 @@ struct Peer {
 }
 
 impl Peer {
-    fn start(python: &str) -> Peer {
+    fn start(python: &str, model: &Path, threads: u32) -> Peer {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/peer-llama.py");
         let mut child = Command::new(python)
             .arg(script)
+            .arg(model)
+            .arg(threads.to_string())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -57,21 +60,15 @@ impl Peer {
         Peer { child, input, output }
     }
 
-    fn call(&mut self, request: serde_json::Value) -> serde_json::Value {
+    /// The peer's rows recomputed and TTFT on the prompt `ids`.
+    fn prompt(&mut self, ids: &[u32]) -> serde_json::Value {
         // Blocking on purpose: the pool is idle while the peer runs.
         tokio::task::block_in_place(|| {
-            writeln!(self.input, "{request}").unwrap();
+            writeln!(self.input, "{}", json!(ids)).unwrap();
             let mut line = String::new();
             self.output.read_line(&mut line).unwrap();
             serde_json::from_str(&line).expect("the peer's reply")
         })
-    }
-
-    /// A fresh, cold `Llama` for the next workload.
-    fn reset(&mut self, model: &Path, threads: u32) {
-        let ready =
-            self.call(json!({"reset": {"model": model.display().to_string(), "threads": threads}}));
-        assert_eq!(ready["ready"], true);
     }
 }
 
@@ -139,7 +136,7 @@ impl Bench {
         let peer_first = self.records.len() % 2 == 1;
         let mut peer = None;
         if peer_first && let Some(p) = &mut self.peer {
-            peer = Some(p.call(json!({ "ids": ids })));
+            peer = Some(p.prompt(&ids));
         }
         let started = Instant::now();
         let mut first = None;
@@ -154,7 +151,7 @@ impl Bench {
             .unwrap();
         let ttft = first.unwrap_or_else(|| started.elapsed());
         if !peer_first && let Some(p) = &mut self.peer {
-            peer = Some(p.call(json!({ "ids": ids })));
+            peer = Some(p.prompt(&ids));
         }
         assert_eq!(
             done.usage.prompt_tokens as usize,
@@ -170,7 +167,6 @@ impl Bench {
             "prefill_ms": done.usage.prefill_ms,
             "peer_recomputed": peer.as_ref().map(|p| p["recomputed"].clone()),
             "peer_ttft_ms": peer.as_ref().map(|p| p["ttft_ms"].clone()),
-            "prompt_ids": ids,
         }));
     }
 }
@@ -236,7 +232,7 @@ fn main() {
             }
             "--threads" => threads = args.next().and_then(|v| v.parse().ok()).expect("--threads N"),
             "--batch" => batch = Some(args.next().and_then(|v| v.parse().ok()).expect("--batch N")),
-            "--peer" => peer = Some(Peer::start(&args.next().expect("--peer PYTHON"))),
+            "--peer" => peer = Some(args.next().expect("--peer PYTHON")),
             other => panic!("unknown argument {other}"),
         }
     }
@@ -292,23 +288,15 @@ fn main() {
                 String::from_utf8_lossy(&model.detokenize(&ids[..SYSTEM_TOKENS.min(ids.len())]))
                     .into_owned();
             let client = Client::connect(&socket, FrameFormat::Cbor, "bench").await.unwrap();
-            if let Some(p) = &mut peer {
-                p.reset(&model_path, threads);
-            }
-            let mut bench = Bench {
-                client,
-                model,
-                contexts: Default::default(),
-                records: Vec::new(),
-                peer: peer.take(),
-            };
+            let peer = peer.as_deref().map(|python| Peer::start(python, &model_path, threads));
+            let mut bench =
+                Bench { client, model, contexts: Default::default(), records: Vec::new(), peer };
             match workload {
                 "linear" => linear(&mut bench, &system).await,
                 _ => interleaved(&mut bench, &system).await,
             }
             pool.stop();
             let _ = server.await;
-            peer = bench.peer.take();
             bench.records
         });
         output.insert(workload.into(), json!(records));
