@@ -4,7 +4,7 @@
 //! `scripts/bench-pool` makes the table.
 //!
 //!     cargo bench -p caldrix --bench pool -- MODEL --budget BYTES [--threads N] [--batch N]
-//!         [--peer PYTHON]
+//!         [--peer PYTHON] [--only linear|interleaved]
 //!
 //! `--peer PYTHON` runs the peer (`scripts/peer-llama.py`, llama-cpp-python) beside the pool on
 //! the same prompt ids, one request at a time, alternating which side goes first: the machine's
@@ -225,6 +225,7 @@ fn main() {
     let model_path =
         PathBuf::from(args.next().expect("usage: pool MODEL --budget BYTES [--threads N]"));
     let (mut budget, mut threads, mut batch, mut peer) = (256u64 << 20, 2u32, None, None);
+    let mut workloads = vec!["linear", "interleaved"];
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--budget" => {
@@ -233,6 +234,11 @@ fn main() {
             "--threads" => threads = args.next().and_then(|v| v.parse().ok()).expect("--threads N"),
             "--batch" => batch = Some(args.next().and_then(|v| v.parse().ok()).expect("--batch N")),
             "--peer" => peer = Some(args.next().expect("--peer PYTHON")),
+            "--only" => {
+                let only = args.next().expect("--only linear|interleaved");
+                workloads.retain(|w| *w == only);
+                assert!(!workloads.is_empty(), "--only takes linear or interleaved, not {only}");
+            }
             other => panic!("unknown argument {other}"),
         }
     }
@@ -249,7 +255,7 @@ fn main() {
     std::fs::create_dir_all(&dir).unwrap();
     let socket = dir.join("pool.sock");
     let mut output = serde_json::Map::new();
-    for workload in ["linear", "interleaved"] {
+    for workload in workloads {
         // A fresh pool per workload: each starts cold.
         let pool = Pool::new(PoolConfig {
             frames: FrameFormat::Cbor,
