@@ -1,4 +1,7 @@
-//! The async client of caldrix protocol v2, used by aerix, ai-memory and the tests.
+//! The async client of caldrix protocol v2, used by aerix, ai-memory and the tests, and the
+//! socket's trust rules both ends share (`trust`).
+
+pub mod trust;
 
 use std::path::Path;
 use std::time::Duration;
@@ -19,9 +22,12 @@ pub const FRAME_TIMEOUT: Duration = Duration::from_secs(600);
 pub enum ClientError {
     #[error("cannot reach the pool at {path}: {source}")]
     Connect { path: String, source: std::io::Error },
+    /// The socket's directory or the process serving on it is not this user's.
+    #[error(transparent)]
+    Untrusted(#[from] trust::TrustError),
     #[error("the pool connection failed: {0}")]
     Io(#[from] std::io::Error),
-    #[error(transparent)]
+    #[error("the pool sent a frame this client cannot read: {0}")]
     Frame(#[from] FrameError),
     /// The pool answered with an error frame.
     #[error("the pool refused: {message}")]
@@ -60,15 +66,18 @@ pub struct Client {
 }
 
 impl Client {
-    /// Connects and shakes hands.
+    /// Checks the socket's directory, connects, checks that the pool runs as this user, and
+    /// shakes hands; nothing is sent to a pool that fails a check.
     pub async fn connect(
         path: &Path,
         frames: FrameFormat,
         name: &str,
     ) -> Result<Client, ClientError> {
+        trust::check_socket_dir(path)?;
         let stream = UnixStream::connect(path)
             .await
             .map_err(|source| ClientError::Connect { path: path.display().to_string(), source })?;
+        trust::check_peer(path, stream.peer_cred().map(|c| c.uid()))?;
         let mut client = Client { stream, frames, buf: Vec::new() };
         let hello = Request::Hello { version: PROTOCOL_VERSION, client: name.to_owned() };
         // A pool refusing the connection (too many open) writes its error and closes without

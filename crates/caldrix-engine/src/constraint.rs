@@ -5,6 +5,7 @@ use llguidance::api::TopLevelGrammar;
 use serde_json::Value;
 
 use crate::error::EngineError;
+use crate::limits;
 use crate::model::Model;
 
 /// The shape a generation must take.
@@ -27,17 +28,44 @@ pub(crate) fn json_matcher(model: &Model, schema: &Value) -> Result<Matcher, Eng
     };
     let mut map = map.clone();
     // Compact JSON: a small model otherwise runs away in tabs and newlines, and the turn
-    // protocol refuses whitespace around the value. A caller's own x-guidance options win.
-    map.entry("x-guidance").or_insert_with(|| serde_json::json!({ "whitespace_flexible": false }));
+    // protocol refuses whitespace around the value. A caller's own x-guidance options are
+    // merged over this default (so `{"coerce_one_of": true}` keeps the compact output), and
+    // win where they name the same option.
+    match map.entry("x-guidance").or_insert_with(|| Value::Object(Default::default())) {
+        Value::Object(options) => {
+            options.entry("whitespace_flexible").or_insert(Value::Bool(false));
+        }
+        other => {
+            return Err(EngineError::BadSchema(format!(
+                "`x-guidance` must be an object of llguidance options, not {other}"
+            )));
+        }
+    }
     let factory = model.parser_factory()?;
     let parser = factory
         .create_parser(TopLevelGrammar::from_json_schema(Value::Object(map)))
-        .map_err(|e| EngineError::BadSchema(format!("{e:#}")))?;
+        .map_err(|e| EngineError::BadSchema(one_line(&format!("{e:#}"))))?;
     let matcher = Matcher::new(Ok(parser));
     if let Some(err) = matcher.get_error() {
-        return Err(EngineError::BadSchema(err));
+        return Err(EngineError::BadSchema(one_line(&err)));
     }
     Ok(matcher)
+}
+
+/// llguidance's messages may span lines (a cause chain, a grammar excerpt): one line each,
+/// cut to a readable length, for an error reply a person reads.
+fn one_line(message: &str) -> String {
+    let joined = message.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>();
+    let mut line = joined.join("; ");
+    if line.len() > 400 {
+        let mut cut = 400;
+        while !line.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        line.truncate(cut);
+        line.push_str(" ...");
+    }
+    line
 }
 
 /// Checks OneOf options before any work is done.
@@ -45,7 +73,24 @@ pub(crate) fn check_options(options: &[String]) -> Result<(), EngineError> {
     if options.is_empty() {
         return Err(EngineError::EmptyOneOf);
     }
+    if options.len() > limits::MAX_ONE_OF_OPTIONS {
+        return Err(EngineError::TooManyOptions { count: options.len() });
+    }
     for (i, option) in options.iter().enumerate() {
+        if option.len() > limits::MAX_OPTION_BYTES {
+            let mut start = 40.min(option.len());
+            while !option.is_char_boundary(start) {
+                start -= 1;
+            }
+            return Err(EngineError::BadOption {
+                option: format!("{}...", &option[..start]),
+                problem: format!(
+                    "is {} bytes, more than the limit of {}",
+                    option.len(),
+                    limits::MAX_OPTION_BYTES
+                ),
+            });
+        }
         if option.is_empty() {
             return Err(EngineError::BadOption {
                 option: option.clone(),

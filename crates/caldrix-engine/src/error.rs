@@ -39,6 +39,14 @@ pub enum EngineError {
     BadSchema(String),
     #[error("a OneOf constraint needs at least one option")]
     EmptyOneOf,
+    #[error(
+        "a OneOf constraint has {count} options, more than the limit of {}",
+        crate::limits::MAX_ONE_OF_OPTIONS
+    )]
+    TooManyOptions { count: usize },
+    /// A sampling or log-probability value out of its range.
+    #[error("{0}")]
+    BadSampling(String),
     #[error("OneOf option {option:?} {problem}")]
     BadOption { option: String, problem: String },
     #[error("constraint failed during decoding: {0}")]

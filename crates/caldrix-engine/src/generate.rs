@@ -5,9 +5,10 @@ use std::time::{Duration, Instant};
 
 use crate::constraint::{self, Constraint};
 use crate::error::EngineError;
+use crate::limits;
 use crate::model::{Special, Token};
 use crate::sampling::{self, RepeatPenalty, Rng, Sampling};
-use crate::session::{Event, Seq, Session};
+use crate::session::{Event, Filled, Seq, Session};
 
 /// What to generate.
 #[derive(Debug, Clone)]
@@ -31,6 +32,43 @@ impl Default for GenerateParams {
             logprobs: None,
             repeat_penalty: None,
         }
+    }
+}
+
+impl GenerateParams {
+    /// Refuses values out of their range before any work: a negative or non-finite
+    /// temperature, `top_p` outside (0, 1], a repeat penalty that is not a positive number,
+    /// more top log-probabilities than `limits::MAX_TOP_LOGPROBS`, and OneOf options past
+    /// their bounds.
+    pub fn check(&self) -> Result<(), EngineError> {
+        let bad = |m: String| Err(EngineError::BadSampling(m));
+        if let Sampling::Random { temperature, top_p, .. } = self.sampling {
+            if !temperature.is_finite() || temperature < 0.0 {
+                return bad(format!(
+                    "the temperature must be a number of 0 or more, not {temperature}"
+                ));
+            }
+            if !(top_p > 0.0 && top_p <= 1.0) {
+                return bad(format!("top_p must be more than 0 and at most 1, not {top_p}"));
+            }
+        }
+        if let Some(p) = self.repeat_penalty
+            && !(p.penalty.is_finite() && p.penalty > 0.0)
+        {
+            return bad(format!("the repeat penalty must be a number above 0, not {}", p.penalty));
+        }
+        if let Some(k) = self.logprobs
+            && k > limits::MAX_TOP_LOGPROBS
+        {
+            return bad(format!(
+                "logprobs asks for {k} alternatives per token, more than the limit of {}",
+                limits::MAX_TOP_LOGPROBS
+            ));
+        }
+        if let Constraint::OneOf(options) = &self.constraint {
+            constraint::check_options(options)?;
+        }
+        Ok(())
     }
 }
 
@@ -87,7 +125,8 @@ pub struct Generation {
 }
 
 impl Generation {
-    fn cancelled(prompt_tokens: usize, prefill: Duration) -> Generation {
+    /// A generation cancelled during its prefill: `reused_tokens` rows were found held.
+    fn cancelled(prompt_tokens: usize, reused_tokens: usize, prefill: Duration) -> Generation {
         Generation {
             text: String::new(),
             tokens: Vec::new(),
@@ -95,7 +134,7 @@ impl Generation {
             logprobs: None,
             one_of: None,
             prompt_tokens,
-            reused_tokens: 0,
+            reused_tokens,
             timings: Timings { prefill, decode: Duration::ZERO },
         }
     }
@@ -122,6 +161,7 @@ impl Session<'_> {
         on_event: &mut dyn FnMut(Event<'_>) -> bool,
     ) -> Result<Generation, EngineError> {
         // Everything that can be refused is refused before any row is computed.
+        params.check()?;
         let mut matcher = match &params.constraint {
             Constraint::Json(schema) => Some(constraint::json_matcher(self.model, schema)?),
             Constraint::OneOf(options) => {
@@ -142,11 +182,11 @@ impl Session<'_> {
         }
 
         let started = Instant::now();
-        let (mut logits, reused) = match self.fill(seq, prompt, on_event) {
-            Err(EngineError::Cancelled) => {
-                return Ok(Generation::cancelled(prompt.len(), started.elapsed()));
+        let (mut logits, reused) = match self.fill(seq, prompt, on_event)? {
+            Filled::Logits(logits, reused) => (logits, reused),
+            Filled::Cancelled { reused } => {
+                return Ok(Generation::cancelled(prompt.len(), reused, started.elapsed()));
             }
-            other => other?,
         };
         let prefill = started.elapsed();
         let started = Instant::now();
@@ -295,11 +335,11 @@ impl Session<'_> {
             }
         }
         let started = Instant::now();
-        let (first, reused) = match self.fill(seq, prompt, on_event) {
-            Err(EngineError::Cancelled) => {
-                return Ok(Generation::cancelled(prompt.len(), started.elapsed()));
+        let (first, reused) = match self.fill(seq, prompt, on_event)? {
+            Filled::Logits(logits, reused) => (logits, reused),
+            Filled::Cancelled { reused } => {
+                return Ok(Generation::cancelled(prompt.len(), reused, started.elapsed()));
             }
-            other => other?,
         };
         let prefill = started.elapsed();
         let started = Instant::now();

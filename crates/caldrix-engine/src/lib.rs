@@ -7,6 +7,7 @@ mod constraint;
 mod error;
 mod generate;
 pub mod gguf;
+pub mod limits;
 mod model;
 mod replay;
 mod sampling;

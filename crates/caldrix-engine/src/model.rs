@@ -296,6 +296,10 @@ impl Model {
                 let env = llama_cpp_2::sampling::LlamaSampler::llguidance_tok_env(&self.inner);
                 let mut factory = ParserFactory::new_simple(&env).map_err(|e| e.to_string())?;
                 factory.quiet();
+                // llguidance's own compile and mask limits stay at their defaults (grammar
+                // size, lexer fuel: a schema past them is refused, never a hang); its errors
+                // leave out the parser state and grammar, which are pages long.
+                factory.limits_mut().verbose_errors = false;
                 Ok(Arc::new(factory))
             })
             .clone()

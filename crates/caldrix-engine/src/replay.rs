@@ -22,6 +22,7 @@ impl Model {
         reply: &str,
         params: &GenerateParams,
     ) -> Result<Generation, EngineError> {
+        params.check()?;
         let refused = |why: String| EngineError::ScriptRefused { reply: reply.to_owned(), why };
         let mut tokens = self.tokenize(reply, Special::Plain);
         let mut one_of = None;

@@ -60,6 +60,13 @@ pub enum Event<'a> {
     Token { token: Token, bytes: &'a [u8] },
 }
 
+/// How a fill ended: the logits after the last token, or a cancel between two batches; both
+/// with how many leading rows were found held (reused, not computed).
+pub(crate) enum Filled {
+    Logits(Vec<f32>, usize),
+    Cancelled { reused: usize },
+}
+
 pub struct Session<'m> {
     pub(crate) model: &'m Model,
     ctx: LlamaContext<'m>,
@@ -177,7 +184,10 @@ impl<'m> Session<'m> {
     /// The logits of the token after `tokens` on sequence 0, reusing the rows of the longest
     /// prefix it already holds and prefilling the rest in batches.
     pub fn evaluate(&mut self, tokens: &[Token]) -> Result<Vec<f32>, EngineError> {
-        self.fill(0, tokens, &mut |_| true).map(|(logits, _)| logits)
+        match self.fill(0, tokens, &mut |_| true)? {
+            Filled::Logits(logits, _) => Ok(logits),
+            Filled::Cancelled { .. } => Err(EngineError::Cancelled),
+        }
     }
 
     /// Takes the rows of the first `n` tokens sequence 0 holds out as a snapshot (host memory).
@@ -268,7 +278,7 @@ impl<'m> Session<'m> {
         seq: Seq,
         tokens: &[Token],
         on_event: &mut dyn FnMut(Event<'_>) -> bool,
-    ) -> Result<(Vec<f32>, usize), EngineError> {
+    ) -> Result<Filled, EngineError> {
         self.check_seq(seq)?;
         if tokens.is_empty() {
             return Err(EngineError::EmptyPrompt);
@@ -303,10 +313,10 @@ impl<'m> Session<'m> {
             if end == tokens.len() {
                 logits = self.ctx.get_logits_ith(self.batch.n_tokens() - 1).to_vec();
             } else if !on_event(Event::Progress { done: end - keep, total }) {
-                return Err(EngineError::Cancelled);
+                return Ok(Filled::Cancelled { reused: keep });
             }
         }
-        Ok((logits, keep))
+        Ok(Filled::Logits(logits, keep))
     }
 
     /// Decodes one token at the end of `seq`; returns the logits after it.

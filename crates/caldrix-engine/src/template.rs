@@ -29,13 +29,44 @@ pub enum GenerationPrompt {
 pub enum TemplateError {
     #[error("the model has no chat template (no `tokenizer.chat_template` in its GGUF metadata)")]
     Missing,
-    #[error("the model's chat template does not compile: {0:#}")]
+    #[error("the model's chat template does not compile: {}", render_message(.0))]
     Compile(JinjaError),
     #[error("the model's chat template is unusable: {0}")]
     Unusable(String),
-    #[error("the model's chat template failed to render: {0:#}")]
+    #[error("the model's chat template failed to render: {}", render_message(.0))]
     Render(JinjaError),
+    /// The template's own `raise_exception`: a rule of the model's format the conversation
+    /// breaks (Gemma's alternating roles), which the caller can fix.
+    #[error("the model's chat template refuses this conversation: {0}")]
+    Refused(String),
 }
+
+/// minijinja's error without its alternate form, which dumps the template's source around
+/// the failing line: the kind, the detail and where.
+fn render_message(e: &JinjaError) -> String {
+    let mut out = e.kind().to_string();
+    if let Some(detail) = e.detail() {
+        out.push_str(": ");
+        out.push_str(detail);
+    }
+    if let (Some(name), Some(line)) = (e.name(), e.line()) {
+        out.push_str(&format!(" (template `{name}`, line {line})"));
+    }
+    out
+}
+
+/// Carried as the source of the render error `raise_exception` makes, so the refusal is told
+/// from a broken template.
+#[derive(Debug)]
+struct Raised(String);
+
+impl std::fmt::Display for Raised {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Raised {}
 
 /// A compiled chat template plus the special-token strings it refers to.
 pub struct ChatTemplate {
@@ -94,12 +125,21 @@ impl ChatTemplate {
                 bos_token => self.bos_token.clone(),
                 eos_token => self.eos_token.clone(),
             })
-            .map_err(TemplateError::Render)
+            .map_err(|e| {
+                let mut source = std::error::Error::source(&e);
+                while let Some(s) = source {
+                    if let Some(raised) = s.downcast_ref::<Raised>() {
+                        return TemplateError::Refused(raised.0.clone());
+                    }
+                    source = s.source();
+                }
+                TemplateError::Render(e)
+            })
     }
 }
 
 fn raise_exception(message: String) -> Result<Value, JinjaError> {
-    Err(JinjaError::new(ErrorKind::InvalidOperation, message))
+    Err(JinjaError::new(ErrorKind::InvalidOperation, message.clone()).with_source(Raised(message)))
 }
 
 /// Python's `json.dumps` as transformers' `tojson` calls it: `ensure_ascii=False`, separators
@@ -306,7 +346,27 @@ mod tests {
         )
         .unwrap();
         let err = t.render(&[], GenerationPrompt::Omit).unwrap_err();
-        assert!(err.to_string().contains("no system role"), "{err}");
+        assert!(matches!(&err, TemplateError::Refused(m) if m == "no system role"), "{err:?}");
+        assert_eq!(
+            err.to_string(),
+            "the model's chat template refuses this conversation: no system role"
+        );
+    }
+
+    #[test]
+    fn a_render_failure_is_one_line_without_the_template_source() {
+        let t = ChatTemplate::new(
+            "line one\n{{ messages[0].content | nosuchfilter }}",
+            String::new(),
+            String::new(),
+        );
+        let err = match t {
+            Ok(t) => t.render(&[Message::new("user", "hi")], GenerationPrompt::Omit).unwrap_err(),
+            Err(e) => e,
+        };
+        let text = err.to_string();
+        assert!(!text.contains('\n'), "{text}");
+        assert!(text.contains("nosuchfilter"), "{text}");
     }
 
     #[test]

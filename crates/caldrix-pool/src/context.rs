@@ -8,6 +8,10 @@ use caldrix_proto::{ContextId, Edit, ErrorKind, Segment, SegmentCount};
 
 use crate::PoolError;
 
+/// The most text one context's segments may hold (64 MiB): far past any window, so only a
+/// runaway client meets it, and the daemon's memory stays bounded by contexts, not edits.
+pub const MAX_CONTEXT_BYTES: usize = 64 << 20;
+
 #[derive(Debug, Clone)]
 pub struct Context {
     pub member: String,
@@ -145,6 +149,16 @@ impl Context {
                 }
             }
         }
+        let bytes: usize = segments.iter().map(|s| s.text.len()).sum();
+        if bytes > MAX_CONTEXT_BYTES {
+            return Err(PoolError::new(
+                ErrorKind::TooLong,
+                format!(
+                    "the context's segments would hold {bytes} bytes of text, more than the \
+                     limit of {MAX_CONTEXT_BYTES}"
+                ),
+            ));
+        }
         self.segments = segments;
         self.uncount_from(first_changed);
         Ok(())
@@ -185,7 +199,7 @@ fn find<'a>(segments: &'a mut [Segment], id: &str) -> Result<&'a mut Segment, Po
 }
 
 fn engine(e: EngineError) -> PoolError {
-    PoolError::new(ErrorKind::Engine, e.to_string())
+    crate::engine_error(e)
 }
 
 /// Every context of the daemon, by id.
@@ -254,5 +268,21 @@ mod tests {
         assert_eq!(c.segments.len(), 2, "the failed batch changed nothing");
         let err = c.apply(&[Edit::Append { segment: seg("b", "dup") }]).unwrap_err();
         assert_eq!(err.kind, ErrorKind::BadRequest);
+    }
+
+    #[test]
+    fn a_context_past_its_text_bound_is_too_long_and_unchanged() {
+        let mut c = Context::new("m".into());
+        let big = "x".repeat(MAX_CONTEXT_BYTES / 2);
+        c.apply(&[Edit::Append { segment: seg("a", &big) }]).unwrap();
+        let err = c
+            .apply(&[
+                Edit::Append { segment: seg("b", &big) },
+                Edit::Append { segment: seg("c", "y") },
+            ])
+            .unwrap_err();
+        assert_eq!(err.kind, ErrorKind::TooLong);
+        assert!(err.message.contains("limit of 67108864"), "{}", err.message);
+        assert_eq!(c.segments.len(), 1);
     }
 }

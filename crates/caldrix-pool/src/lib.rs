@@ -8,7 +8,7 @@ mod store;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicU32;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -44,6 +44,8 @@ pub struct PoolConfig {
     pub context_budget: u64,
     /// What the members' footprints plus one context budget each must fit.
     pub memory_limit: u64,
+    /// The only uid served: a connection from another user's process is closed unanswered.
+    pub owner_uid: u32,
 }
 
 /// The machine's memory limit: the cgroup's when one is set, else physical memory.
@@ -75,6 +77,11 @@ pub struct Pool {
     contexts: Mutex<Contexts>,
     shutdown: Notify,
     active: AtomicU32,
+    /// The cancel flag of every generation queued or running, by a key of its own: `stop`
+    /// sets them all, so the daemon exits within moments instead of after the longest one.
+    running: Mutex<BTreeMap<u64, Arc<AtomicBool>>>,
+    next_generation: AtomicU64,
+    stopping: AtomicBool,
 }
 
 impl std::fmt::Debug for Pool {
@@ -91,6 +98,9 @@ impl Pool {
             contexts: Mutex::new(Contexts::default()),
             shutdown: Notify::new(),
             active: AtomicU32::new(0),
+            running: Mutex::new(BTreeMap::new()),
+            next_generation: AtomicU64::new(0),
+            stopping: AtomicBool::new(false),
         })
     }
 
@@ -177,10 +187,58 @@ impl Pool {
             .collect())
     }
 
-    /// Asks `serve` to return.
+    /// Asks `serve` to return, and cancels every generation queued or running.
     pub fn stop(&self) {
+        self.stopping.store(true, Ordering::SeqCst);
+        if let Ok(running) = self.running.lock() {
+            for cancel in running.values() {
+                cancel.store(true, Ordering::SeqCst);
+            }
+        }
         self.shutdown.notify_one();
     }
+
+    /// A new generation's cancel flag, registered so `stop` reaches it; already set once the
+    /// pool is stopping. The registration ends when the returned guard drops.
+    pub(crate) fn register_generation(self: &Arc<Self>) -> Running {
+        let cancel = Arc::new(AtomicBool::new(self.stopping.load(Ordering::SeqCst)));
+        let key = self.next_generation.fetch_add(1, Ordering::Relaxed);
+        if let Ok(mut running) = self.running.lock() {
+            running.insert(key, Arc::clone(&cancel));
+        }
+        Running { pool: Arc::clone(self), key, cancel }
+    }
+}
+
+/// A generation's place in `Pool::running`, removed however the generation ends.
+pub(crate) struct Running {
+    pool: Arc<Pool>,
+    key: u64,
+    pub(crate) cancel: Arc<AtomicBool>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Ok(mut running) = self.pool.running.lock() {
+            running.remove(&self.key);
+        }
+    }
+}
+
+/// The error reply for an engine refusal or failure: what the caller can fix is a request
+/// error (`bad_request`, `bad_constraint`, `too_long`), the rest the engine's.
+pub(crate) fn engine_error(e: caldrix_engine::EngineError) -> PoolError {
+    use caldrix_engine::{EngineError as E, TemplateError};
+    let kind = match &e {
+        E::PromptTooLong { .. } | E::EmptyPrompt => ErrorKind::TooLong,
+        E::BadSchema(_) | E::EmptyOneOf | E::TooManyOptions { .. } | E::BadOption { .. } => {
+            ErrorKind::BadConstraint
+        }
+        E::BadSampling(_) | E::Template(TemplateError::Refused(_)) => ErrorKind::BadRequest,
+        E::ScriptRefused { .. } | E::ScriptExhausted(_) => ErrorKind::Script,
+        _ => ErrorKind::Engine,
+    };
+    PoolError::new(kind, e.to_string())
 }
 
 /// A member's model reference: a path to a GGUF file or a Hugging Face reference (see

@@ -3,10 +3,10 @@
 //! reads (for `cancel`, or to notice the client left).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use caldrix_engine::{Constraint, EngineError, GenerateParams, Sampling};
+use caldrix_engine::{Constraint, GenerateParams, Sampling, limits};
 use caldrix_proto::{
     self as proto, Done, ErrorKind, FrameError, FrameFormat, MemberStatus, PROTOCOL_VERSION,
     PoolStatus, Reply, Request, Usage,
@@ -32,19 +32,32 @@ impl Pool {
             tokio::select! {
                 accepted = listener.accept() => {
                     let (stream, _) = accepted?;
+                    // Another user's process gets nothing, not even an error frame.
+                    match stream.peer_cred().map(|c| c.uid()) {
+                        Ok(uid) if uid == self.config.owner_uid => {}
+                        Ok(uid) => {
+                            tracing::warn!(uid, "refused a connection from another user's process");
+                            continue;
+                        }
+                        Err(e) => {
+                            tracing::warn!("refused a connection whose credentials cannot be read: {e}");
+                            continue;
+                        }
+                    }
                     let (read, write) = stream.into_split();
-                    let pool = Arc::clone(self);
                     if self.active.load(Ordering::SeqCst) >= self.config.max_connections {
                         tokio::spawn(refuse(write, self.config.frames, self.config.max_connections));
                         continue;
                     }
-                    self.active.fetch_add(1, Ordering::SeqCst);
+                    // Released however the task ends, a panic included.
+                    let slot = Slot::take(self);
+                    let pool = Arc::clone(self);
                     tokio::spawn(async move {
-                        let mut conn = Connection { pool: Arc::clone(&pool), read, write, buf: Vec::new() };
+                        let _slot = slot;
+                        let mut conn = Connection { pool, read, write, buf: Vec::new() };
                         if let Err(e) = conn.run().await {
                             tracing::debug!("connection ended: {e}");
                         }
-                        pool.active.fetch_sub(1, Ordering::SeqCst);
                     });
                 }
                 _ = self.shutdown.notified() => return Ok(()),
@@ -60,6 +73,22 @@ impl Pool {
                 }
             }
         }
+    }
+}
+
+/// A connection's place among `max_connections`.
+struct Slot(Arc<Pool>);
+
+impl Slot {
+    fn take(pool: &Arc<Pool>) -> Slot {
+        pool.active.fetch_add(1, Ordering::SeqCst);
+        Slot(Arc::clone(pool))
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.active.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -145,7 +174,7 @@ impl Connection {
     }
 
     async fn send_error(&mut self, e: &PoolError) -> Result<(), ConnError> {
-        self.send(&Reply::Error { kind: e.kind, message: e.message.clone() }).await
+        self.send(&Reply::Error { kind: e.kind, message: readable(&e.message) }).await
     }
 
     fn decode(&self, payload: &[u8]) -> Result<Request, PoolError> {
@@ -207,12 +236,12 @@ impl Connection {
                     return Ok(());
                 }
                 other => {
+                    // A load reads (or downloads) a model: the client bounds it with its own
+                    // start timeout. Everything else is answered within the control bound.
+                    let bounded = !matches!(other, Request::MemberLoad { .. });
                     let pool = Arc::clone(&self.pool);
-                    let reply = tokio::task::spawn_blocking(move || control(&pool, other))
-                        .await
-                        .unwrap_or_else(|e| {
-                            Err(PoolError::new(ErrorKind::Internal, e.to_string()))
-                        });
+                    let task = tokio::task::spawn_blocking(move || control(&pool, other));
+                    let reply = answer(task, bounded.then_some(CONTROL_TIMEOUT)).await;
                     match reply {
                         Ok(reply) => self.send(&reply).await?,
                         Err(e) => self.send_error(&e).await?,
@@ -229,7 +258,8 @@ impl Connection {
             Err(e) => return self.send_error(&e).await,
         };
         let (tx, mut rx) = mpsc::unbounded_channel();
-        let cancel = Arc::new(AtomicBool::new(false));
+        let running = self.pool.register_generation();
+        let cancel = Arc::clone(&running.cancel);
         let keep = if g.append_as.is_some() { Keep::PromptAndOutput } else { Keep::Prompt };
         let job = Job { prompt, params: job_params, keep, events: tx, cancel: Arc::clone(&cancel) };
         if member.submit(job).is_err() {
@@ -255,7 +285,7 @@ impl Connection {
                             self.send(&Reply::Progress { done: done as u32, total: total as u32 }).await?;
                         }
                         MemberEvent::Delta(text) => self.send(&Reply::Delta { text }).await?,
-                        MemberEvent::Done(Err(e)) => return self.send_error(&engine_error(e)).await,
+                        MemberEvent::Done(Err(e)) => return self.send_error(&crate::engine_error(e)).await,
                         MemberEvent::Done(Ok(finished)) => {
                             let generation = finished.generation;
                             if let Some(id) = &g.append_as {
@@ -306,6 +336,55 @@ impl Connection {
     }
 }
 
+/// An error message as one line a person can read: a message may quote what the client sent
+/// (an unknown variant's name, a segment id), so control characters are escaped and a long
+/// quote is cut.
+fn readable(message: &str) -> String {
+    const MAX: usize = 1000;
+    let mut out = String::with_capacity(message.len().min(MAX));
+    for c in message.chars() {
+        if out.len() >= MAX {
+            out.push_str(" ...");
+            break;
+        }
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// A control request's reply from its blocking task, within `limit` when there is one.
+async fn answer(
+    task: tokio::task::JoinHandle<Result<Reply, PoolError>>,
+    limit: Option<Duration>,
+) -> Result<Reply, PoolError> {
+    let joined = match limit {
+        Some(limit) => match tokio::time::timeout(limit, task).await {
+            Ok(joined) => joined,
+            Err(_) => {
+                return Err(PoolError::new(
+                    ErrorKind::Timeout,
+                    format!(
+                        "the request was not answered within {} s (the bound on control \
+                         requests); it may still take effect",
+                        limit.as_secs()
+                    ),
+                ));
+            }
+        },
+        None => task.await,
+    };
+    joined.unwrap_or_else(|_| {
+        Err(PoolError::new(
+            ErrorKind::Internal,
+            "the daemon failed while answering this request (a bug: see its log)",
+        ))
+    })
+}
+
 type Prepared = (Arc<crate::member::Member>, GenerateParams, Vec<caldrix_engine::Token>);
 
 fn prepare(pool: &Pool, g: &proto::Generate) -> Result<Prepared, PoolError> {
@@ -326,6 +405,16 @@ fn prepare(pool: &Pool, g: &proto::Generate) -> Result<Prepared, PoolError> {
     }
     let constraint = match &g.constraint {
         proto::Constraint::None => Constraint::None,
+        proto::Constraint::Json { schema } if schema.len() > limits::MAX_SCHEMA_BYTES => {
+            return Err(PoolError::new(
+                ErrorKind::BadConstraint,
+                format!(
+                    "the schema is {} bytes, more than the limit of {}",
+                    schema.len(),
+                    limits::MAX_SCHEMA_BYTES
+                ),
+            ));
+        }
         proto::Constraint::Json { .. } if !member.json_constraint => {
             return Err(PoolError::new(
                 ErrorKind::BadConstraint,
@@ -339,18 +428,21 @@ fn prepare(pool: &Pool, g: &proto::Generate) -> Result<Prepared, PoolError> {
         }
         proto::Constraint::OneOf { options } => Constraint::OneOf(options.clone()),
     };
+    // Temperature 0 is greedy; the range of every value is checked below.
     let sampling = match g.sampling {
         None => Sampling::Greedy,
-        Some(s) if s.temperature <= 0.0 => Sampling::Greedy,
+        Some(s) if s.temperature == 0.0 && s.top_p > 0.0 && s.top_p <= 1.0 => Sampling::Greedy,
         Some(s) => Sampling::Random { temperature: s.temperature, top_p: s.top_p, seed: s.seed },
     };
     let params = GenerateParams {
         max_new_tokens: g.max_new_tokens,
         sampling,
         constraint,
-        logprobs: g.logprobs.map(|k| k as usize),
+        logprobs: g.logprobs.map(|k| usize::try_from(k).unwrap_or(usize::MAX)),
         repeat_penalty: None,
     };
+    // Refused before the job is queued: nothing is computed for a bad request.
+    params.check().map_err(crate::engine_error)?;
     Ok((member, params, prompt))
 }
 
@@ -445,18 +537,6 @@ fn status(pool: &Pool) -> Result<Reply, PoolError> {
     }))
 }
 
-fn engine_error(e: EngineError) -> PoolError {
-    let kind = match &e {
-        EngineError::PromptTooLong { .. } | EngineError::EmptyPrompt => ErrorKind::TooLong,
-        EngineError::BadSchema(_) | EngineError::EmptyOneOf | EngineError::BadOption { .. } => {
-            ErrorKind::BadConstraint
-        }
-        EngineError::ScriptRefused { .. } | EngineError::ScriptExhausted(_) => ErrorKind::Script,
-        _ => ErrorKind::Engine,
-    };
-    PoolError::new(kind, e.to_string())
-}
-
 fn stop_reason(stop: caldrix_engine::StopReason) -> proto::StopReason {
     use caldrix_engine::StopReason as S;
     match stop {
@@ -482,5 +562,70 @@ fn token_logprob(t: caldrix_engine::TokenLogprob) -> proto::TokenLogprob {
                 logprob,
             })
             .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pool() -> Arc<Pool> {
+        Pool::new(crate::PoolConfig {
+            frames: FrameFormat::Cbor,
+            max_connections: 4,
+            idle_timeout: None,
+            context_budget: 0,
+            memory_limit: 1 << 30,
+            owner_uid: 0,
+        })
+    }
+
+    #[test]
+    fn error_messages_are_one_readable_line() {
+        assert_eq!(readable("unknown variant `a\nb\u{1c}`"), "unknown variant `a\\nb\\u{1c}`");
+        let long = readable(&"x".repeat(5000));
+        assert!(long.len() < 1010 && long.ends_with(" ..."), "{}", long.len());
+    }
+
+    #[tokio::test]
+    async fn a_control_request_past_its_bound_is_a_timeout_naming_it() {
+        let slow = tokio::task::spawn_blocking(|| {
+            std::thread::sleep(Duration::from_millis(300));
+            Ok(Reply::Ok)
+        });
+        let err = answer(slow, Some(Duration::from_millis(20))).await.unwrap_err();
+        assert_eq!(err.kind, ErrorKind::Timeout);
+        assert!(err.message.contains("not answered within 0 s"), "{}", err.message);
+        let quick = tokio::task::spawn_blocking(|| Ok(Reply::Ok));
+        assert_eq!(answer(quick, Some(Duration::from_secs(5))).await, Ok(Reply::Ok));
+        let failed = tokio::task::spawn_blocking(|| -> Result<Reply, PoolError> { panic!("bug") });
+        assert_eq!(answer(failed, None).await.unwrap_err().kind, ErrorKind::Internal);
+    }
+
+    /// A connection task that panics still gives its place back.
+    #[tokio::test]
+    async fn a_slot_is_released_when_its_task_panics() {
+        let pool = pool();
+        let slot = Slot::take(&pool);
+        assert_eq!(pool.active.load(Ordering::SeqCst), 1);
+        let task = tokio::spawn(async move {
+            let _slot = slot;
+            panic!("a bug in a connection task");
+        });
+        assert!(task.await.is_err());
+        assert_eq!(pool.active.load(Ordering::SeqCst), 0);
+    }
+
+    #[test]
+    fn stop_cancels_every_registered_generation_and_later_ones_start_cancelled() {
+        let pool = pool();
+        let a = pool.register_generation();
+        let b = pool.register_generation();
+        drop(b);
+        pool.stop();
+        assert!(a.cancel.load(Ordering::SeqCst));
+        assert_eq!(pool.running.lock().unwrap().len(), 1, "a finished generation deregisters");
+        let late = pool.register_generation();
+        assert!(late.cancel.load(Ordering::SeqCst));
     }
 }

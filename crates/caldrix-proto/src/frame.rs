@@ -94,7 +94,19 @@ pub fn decode<T: DeserializeOwned>(payload: &[u8], format: FrameFormat) -> Resul
     }
     let malformed = |message: String| FrameError::Malformed { format: format.name(), message };
     match format {
-        FrameFormat::Cbor => ciborium::from_reader(payload).map_err(|e| malformed(e.to_string())),
+        FrameFormat::Cbor => ciborium::from_reader(payload).map_err(|e| malformed(cbor_error(e))),
         FrameFormat::Json => serde_json::from_slice(payload).map_err(|e| malformed(e.to_string())),
+    }
+}
+
+/// ciborium's errors print as Rust debug text (`Semantic(None, "...")`): a sentence instead.
+fn cbor_error(e: ciborium::de::Error<std::io::Error>) -> String {
+    use ciborium::de::Error;
+    match e {
+        Error::Io(_) => "the payload ends in the middle of a value".to_owned(),
+        Error::Syntax(at) => format!("the bytes are not CBOR (at byte {at})"),
+        Error::Semantic(Some(at), message) => format!("{message} (at byte {at})"),
+        Error::Semantic(None, message) => message,
+        Error::RecursionLimitExceeded => "the value is nested too deeply".to_owned(),
     }
 }

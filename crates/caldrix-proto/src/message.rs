@@ -136,7 +136,7 @@ pub struct Generate {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+#[serde(from = "ConstraintRepr", into = "ConstraintRepr")]
 pub enum Constraint {
     #[default]
     None,
@@ -147,6 +147,36 @@ pub enum Constraint {
     OneOf {
         options: Vec<String>,
     },
+}
+
+/// `Constraint` on the wire: `none` as a struct variant, because serde ignores extra keys
+/// beside a unit variant's tag (`{"kind": "none", "schema": ...}` would pass unnoticed).
+#[derive(Clone, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+enum ConstraintRepr {
+    None {},
+    Json { schema: String },
+    OneOf { options: Vec<String> },
+}
+
+impl From<ConstraintRepr> for Constraint {
+    fn from(r: ConstraintRepr) -> Self {
+        match r {
+            ConstraintRepr::None {} => Constraint::None,
+            ConstraintRepr::Json { schema } => Constraint::Json { schema },
+            ConstraintRepr::OneOf { options } => Constraint::OneOf { options },
+        }
+    }
+}
+
+impl From<Constraint> for ConstraintRepr {
+    fn from(c: Constraint) -> Self {
+        match c {
+            Constraint::None => ConstraintRepr::None {},
+            Constraint::Json { schema } => ConstraintRepr::Json { schema },
+            Constraint::OneOf { options } => ConstraintRepr::OneOf { options },
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -338,6 +368,8 @@ pub enum ErrorKind {
     BadConstraint,
     /// The engine failed (a decode error, a template that does not render).
     Engine,
+    /// A control request the daemon could not answer within its 30 s bound.
+    Timeout,
     /// A scripted member's reply does not satisfy the request's constraint, or the script ran
     /// out of replies.
     Script,

@@ -254,7 +254,10 @@ fn main() {
     let runtime =
         tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let dir = std::env::temp_dir().join(format!("caldrix-bench-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    // Private, as the client requires of a socket's directory.
+    std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
+        .create(&dir)
+        .unwrap();
     let socket = dir.join("pool.sock");
     let mut output = serde_json::Map::new();
     for workload in workloads {
@@ -265,6 +268,7 @@ fn main() {
             idle_timeout: None,
             context_budget: budget,
             memory_limit: caldrix_pool::memory_limit(),
+            owner_uid: caldrix_client::trust::current_uid(),
         });
         pool.load(MemberConfig {
             alias: "main".into(),

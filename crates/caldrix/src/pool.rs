@@ -1,5 +1,6 @@
 //! `caldrix pool`: the daemon (bind after every `--load` has loaded), `pool stop`, `pool status`.
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -74,6 +75,7 @@ async fn connect(socket: &Path, frames: FrameFormat) -> anyhow::Result<Client> {
         Err(caldrix_client::ClientError::Connect { .. }) => {
             bail!("no pool is serving on {}", socket.display())
         }
+        Err(e @ caldrix_client::ClientError::Untrusted(_)) => Err(e.into()),
         Err(_) => {
             let other =
                 if frames == FrameFormat::Cbor { FrameFormat::Json } else { FrameFormat::Cbor };
@@ -186,7 +188,10 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             .context_budget
             .unwrap_or_else(|| caldrix_pool::default_context_budget(memory_limit)),
         memory_limit,
+        owner_uid: caldrix_client::trust::current_uid(),
     };
+    // Before any model loads: a directory someone else controls is refused at once.
+    caldrix_client::trust::prepare_socket_dir(&args.socket)?;
     let pool = Pool::new(config);
     // Every member loads before the socket is bound: a client that connects finds them.
     for member in args.members {
@@ -194,22 +199,32 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         pool.load(member).with_context(|| format!("cannot load member `{alias}`"))?;
     }
     let runtime = runtime()?;
-    runtime.block_on(async {
+    let served = runtime.block_on(async {
         let listener = bind(&args.socket).await?;
         tracing::info!(socket = %args.socket.display(), "serving");
         let served = pool.serve(listener).await;
         let _ = std::fs::remove_file(&args.socket);
         served.context("the pool's accept loop failed")
-    })?;
-    drop(pool);
-    Ok(())
+    });
+    // `stop` cancelled every generation; a request still on a blocking thread (a load) is
+    // abandoned rather than waited for, so the daemon is gone within moments.
+    runtime.shutdown_timeout(Duration::from_millis(500));
+    // Dropping the pool joins each engine thread after its current step (cancelled, so
+    // quick); under load a step may still take a while, and the process is exiting anyway:
+    // wait at most a second, then leave the rest to the exit.
+    let (dropped, done) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        drop(pool);
+        let _ = dropped.send(());
+    });
+    let _ = done.recv_timeout(Duration::from_secs(1));
+    served
 }
 
-/// Binds the socket; a file left by a dead daemon is replaced, a live daemon is refused.
+/// Binds the socket (mode 0600, in a directory `trust` checked); a file left by a dead daemon
+/// is replaced, a live daemon is refused.
 async fn bind(socket: &Path) -> anyhow::Result<tokio::net::UnixListener> {
-    if let Some(dir) = socket.parent() {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    }
+    caldrix_client::trust::prepare_socket_dir(socket)?;
     if socket.exists() {
         if tokio::net::UnixStream::connect(socket).await.is_ok() {
             bail!(
@@ -222,8 +237,11 @@ async fn bind(socket: &Path) -> anyhow::Result<tokio::net::UnixListener> {
         std::fs::remove_file(socket)
             .with_context(|| format!("cannot remove {}", socket.display()))?;
     }
-    tokio::net::UnixListener::bind(socket)
-        .with_context(|| format!("cannot bind {}", socket.display()))
+    let listener = tokio::net::UnixListener::bind(socket)
+        .with_context(|| format!("cannot bind {}", socket.display()))?;
+    std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600))
+        .with_context(|| format!("cannot make {} private", socket.display()))?;
+    Ok(listener)
 }
 
 fn print_status(socket: &Path, status: &caldrix_proto::PoolStatus) {

@@ -53,6 +53,7 @@ fn pool_socket() -> PathBuf {
                 idle_timeout: None,
                 context_budget: 64 << 20,
                 memory_limit: caldrix_pool::memory_limit(),
+                owner_uid: caldrix_client::trust::current_uid(),
             };
             let pool = Pool::new(config);
             let smol = test_models::smollm2().display().to_string();

@@ -116,3 +116,34 @@ fn frames_split_only_when_whole() {
     let err = split_frame(&huge).unwrap_err();
     assert!(matches!(err, FrameError::TooLarge { len } if len == MAX_FRAME_BYTES + 1), "{err}");
 }
+
+/// Regression: a `none` constraint ignored keys beside its tag (serde's unit-variant rule).
+#[test]
+fn unknown_keys_are_refused_inside_a_none_constraint_too() {
+    let json = FrameFormat::Json;
+    let ok = br#"{"type":"generate","context":1,"max_new_tokens":4,"constraint":{"kind":"none"}}"#;
+    let Request::Generate(g) = decode::<Request>(ok, json).unwrap() else { panic!() };
+    assert_eq!(g.constraint, Constraint::None);
+    let bad = br#"{"type":"generate","context":1,"max_new_tokens":4,"constraint":{"kind":"none","schema":"{}"}}"#;
+    let err = decode::<Request>(bad, json).unwrap_err();
+    assert!(err.to_string().contains("unknown field `schema`"), "{err}");
+    // And it still encodes as the documented shape.
+    let frame = encode(&Constraint::None, json).unwrap();
+    assert_eq!(&frame[4..], br#"{"kind":"none"}"#);
+}
+
+/// Every decode error is a sentence for a person: no Rust debug text from the CBOR library.
+#[test]
+fn cbor_errors_read_as_sentences() {
+    let frame = encode(&Request::Status {}, FrameFormat::Cbor).unwrap();
+    let truncated = &frame[4..frame.len() - 2];
+    let cases: [&[u8]; 3] = [truncated, b"\xa1\x64type\x64nope", b"\xa1\xff"];
+    for payload in cases {
+        let err = decode::<Request>(payload, FrameFormat::Cbor).unwrap_err().to_string();
+        for debug in ["Semantic(", "Io(", "Syntax(", "Error {", "kind:"] {
+            assert!(!err.contains(debug), "{err}");
+        }
+    }
+    let err = decode::<Request>(truncated, FrameFormat::Cbor).unwrap_err().to_string();
+    assert!(err.contains("ends in the middle of a value"), "{err}");
+}

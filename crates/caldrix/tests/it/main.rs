@@ -2,11 +2,22 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "a failed unwrap is a failed test")]
 
+mod fuzz;
+mod fuzz_cases;
+mod hardening;
 mod pool;
 
 use std::process::{Command, Output};
 
 pub use test_models::{gemma3, smollm2};
+
+/// A fresh directory of mode 0700 (a socket's directory must be private), emptied first.
+fn private_dir(dir: &std::path::Path) {
+    let _ = std::fs::remove_dir_all(dir);
+    std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
+        .create(dir)
+        .unwrap();
+}
 
 fn caldrix(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_caldrix")).args(args).output().expect("caldrix runs")

@@ -13,17 +13,21 @@ use caldrix_proto::{
 
 use crate::smollm2;
 
-struct Daemon {
-    child: Child,
-    socket: PathBuf,
-    dir: PathBuf,
+pub(crate) struct Daemon {
+    pub(crate) child: Child,
+    pub(crate) socket: PathBuf,
+    pub(crate) dir: PathBuf,
 }
 
 impl Daemon {
-    fn start(name: &str, frames: FrameFormat, extra: &[&str], socket: Option<&Path>) -> Daemon {
+    pub(crate) fn start(
+        name: &str,
+        frames: FrameFormat,
+        extra: &[&str],
+        socket: Option<&Path>,
+    ) -> Daemon {
         let dir = std::env::temp_dir().join(format!("caldrix-pool-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        crate::private_dir(&dir);
         let socket = socket.map_or_else(|| dir.join("pool.sock"), Path::to_path_buf);
         let model = smollm2();
         let mut args = vec![
@@ -64,7 +68,7 @@ impl Daemon {
 
     /// A connected client. A connection just closed may hold its slot for a moment after the
     /// client let go (the daemon notices the close asynchronously): retry a refusal briefly.
-    async fn client(&self, frames: FrameFormat) -> Client {
+    pub(crate) async fn client(&self, frames: FrameFormat) -> Client {
         let started = Instant::now();
         loop {
             match Client::connect(&self.socket, frames, "test").await {
@@ -88,11 +92,11 @@ impl Drop for Daemon {
     }
 }
 
-fn seg(id: &str, role: Role, text: &str) -> Segment {
+pub(crate) fn seg(id: &str, role: Role, text: &str) -> Segment {
     Segment { id: id.into(), role, text: text.into(), pinned: false }
 }
 
-fn generate(context: u64, max_new_tokens: u32, append_as: Option<&str>) -> Generate {
+pub(crate) fn generate(context: u64, max_new_tokens: u32, append_as: Option<&str>) -> Generate {
     Generate {
         context,
         constraint: Constraint::None,
@@ -103,7 +107,7 @@ fn generate(context: u64, max_new_tokens: u32, append_as: Option<&str>) -> Gener
     }
 }
 
-fn runtime() -> tokio::runtime::Runtime {
+pub(crate) fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
 }
 
@@ -327,7 +331,7 @@ fn bad_input_gets_an_error_and_the_daemon_serves_the_next_client() {
     });
 }
 
-fn frame(payload: &[u8]) -> Vec<u8> {
+pub(crate) fn frame(payload: &[u8]) -> Vec<u8> {
     let mut out = (payload.len() as u32).to_be_bytes().to_vec();
     out.extend_from_slice(payload);
     out
@@ -473,7 +477,7 @@ fn two_members_resident_and_one_queue_per_member() {
 #[test]
 fn a_scripted_member_replays_checked_replies_through_the_protocol() {
     let dir = std::env::temp_dir().join(format!("caldrix-script-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    crate::private_dir(&dir);
     let script = dir.join("replies.json");
     let turn = r#"{"thought":"Look first.","final":"done"}"#;
     std::fs::write(&script, serde_json::to_string(&[turn, "edit", "not json"]).unwrap()).unwrap();

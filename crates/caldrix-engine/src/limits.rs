@@ -1,0 +1,15 @@
+//! The bounds of one generation's request, enforced before any row is computed (by
+//! `GenerateParams::check`, by the constraint compiler) and documented in `docs/protocol.md`.
+
+/// Most alternatives per token a caller may ask for: what the common APIs allow.
+pub const MAX_TOP_LOGPROBS: usize = 20;
+
+/// Most options of a OneOf constraint: each is scored on a sequence of its own.
+pub const MAX_ONE_OF_OPTIONS: usize = 64;
+
+/// Longest OneOf option, in bytes.
+pub const MAX_OPTION_BYTES: usize = 4096;
+
+/// Largest JSON schema, in bytes of its JSON text (llguidance's own grammar limits apply
+/// after it: `max_grammar_size` and the lexer's fuel).
+pub const MAX_SCHEMA_BYTES: usize = 256 << 10;
