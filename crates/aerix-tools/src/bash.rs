@@ -129,11 +129,12 @@ fn signal_group(pgid: i32, signal: Signal) {
     let _ = killpg(Pid::from_raw(pgid), signal);
 }
 
-/// `TERM` to the group, then `KILL` after the grace period if the shell is still there.
-fn terminate(child: &mut Child, pgid: i32) -> Option<ExitStatus> {
+/// `TERM` to the group, then `KILL` after the grace period (or once any of `cancels` is
+/// hurried) if the shell is still there.
+fn terminate(child: &mut Child, pgid: i32, cancels: &[&Cancel]) -> Option<ExitStatus> {
     signal_group(pgid, Signal::SIGTERM);
     let deadline = Instant::now() + KILL_GRACE;
-    while Instant::now() < deadline {
+    while Instant::now() < deadline && !cancels.iter().any(|c| c.is_hurried()) {
         if let Ok(Some(status)) = child.try_wait() {
             // The shell is gone; anything it left in the group goes too.
             signal_group(pgid, Signal::SIGKILL);
@@ -164,11 +165,11 @@ fn execute(
             Err(e) => return Err(ToolError::new(format!("waiting for the command: {e}"))),
         }
         if cancels.iter().any(|c| c.is_cancelled()) {
-            terminate(&mut child, pgid);
+            terminate(&mut child, pgid, cancels);
             break Ending::Cancelled;
         }
         if started.elapsed() >= timeout {
-            terminate(&mut child, pgid);
+            terminate(&mut child, pgid, cancels);
             break Ending::Timeout(timeout.as_secs());
         }
         std::thread::sleep(

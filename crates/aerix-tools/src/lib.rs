@@ -12,7 +12,7 @@ mod search;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -32,17 +32,30 @@ pub struct ToolEnv<'a> {
     pub files: &'a FileSet,
 }
 
-/// A cancellation flag shared by the runtime and the tools.
+/// A cancellation flag shared by the runtime and the tools. Cancelled, a command gets `TERM`
+/// and a grace before `KILL`; hurried as well (the user asked twice), no more grace.
 #[derive(Clone, Debug, Default)]
-pub struct Cancel(Arc<AtomicBool>);
+pub struct Cancel(Arc<AtomicU8>);
+
+const CANCELLED: u8 = 1;
+const HURRIED: u8 = 2;
 
 impl Cancel {
     pub fn cancel(&self) {
-        self.0.store(true, Ordering::SeqCst);
+        self.0.fetch_max(CANCELLED, Ordering::SeqCst);
+    }
+
+    /// Cancels, and ends the grace of commands already sent `TERM`.
+    pub fn hurry(&self) {
+        self.0.store(HURRIED, Ordering::SeqCst);
     }
 
     pub fn is_cancelled(&self) -> bool {
-        self.0.load(Ordering::SeqCst)
+        self.0.load(Ordering::SeqCst) >= CANCELLED
+    }
+
+    pub fn is_hurried(&self) -> bool {
+        self.0.load(Ordering::SeqCst) >= HURRIED
     }
 }
 

@@ -62,6 +62,24 @@ fn cancel_is_seen_within_a_poll() {
 }
 
 #[test]
+fn a_hurried_cancel_kills_a_command_that_ignores_term_without_the_grace() {
+    let s = Scratch::new("bash-hurry", false);
+    let cancel = s.cancel.clone();
+    std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        cancel.cancel();
+        std::thread::sleep(Duration::from_millis(300));
+        cancel.hurry();
+    });
+    let start = Instant::now();
+    let out = s.ok("bash", json!({"command": "trap '' TERM; sleep 30"}));
+    assert_eq!(out, "[cancelled]");
+    // Without the hurry, KILL would come 2 s after TERM (at 2.3 s).
+    let took = start.elapsed();
+    assert!(took >= Duration::from_millis(600) && took < Duration::from_millis(1500), "{took:?}");
+}
+
+#[test]
 fn background_jobs_report_when_they_exit_and_die_with_the_agent() {
     let s = Scratch::new("bash-jobs", false);
     let out = s.ok("bash", json!({"command": "sleep 0.3; echo done", "background": true}));
