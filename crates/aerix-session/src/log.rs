@@ -41,6 +41,17 @@ impl Log {
         &self.id
     }
 
+    /// Another handle on the same open file. Both append (each event is one write of one
+    /// line), so their events never interleave within a line.
+    pub fn try_clone(&self) -> Result<Log, SessionError> {
+        let file = self.file.try_clone().map_err(|source| SessionError::Io {
+            what: "cannot open the session log",
+            path: self.path.clone(),
+            source,
+        })?;
+        Ok(Log { id: self.id.clone(), path: self.path.clone(), file })
+    }
+
     pub fn path(&self) -> &Path {
         &self.path
     }

@@ -143,3 +143,28 @@ fn concurrent_sessions_all_reach_the_index() {
     assert_eq!(ids.len(), 16, "every session has its own id and log");
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+#[test]
+fn a_cloned_log_handle_appends_whole_lines_beside_the_first() {
+    let dir = temp("clone");
+    let store = Store::new(&dir);
+    let log = store.create("proj-1", &dir, "m.gguf", "go").unwrap();
+    let writers: Vec<_> = ["a", "b"]
+        .into_iter()
+        .map(|name| {
+            let mut log = log.try_clone().unwrap();
+            std::thread::spawn(move || {
+                for i in 0..200 {
+                    let text = "x".repeat(i * 50);
+                    log.append(&segment(&format!("{name}{i}"), SegmentOp::Append, Some(&text)))
+                        .unwrap();
+                }
+            })
+        })
+        .collect();
+    writers.into_iter().for_each(|w| w.join().unwrap());
+    let read = read_log(log.path()).unwrap();
+    assert!(read.skipped.is_empty(), "{:?}", read.skipped);
+    assert_eq!(read.events.len(), 400);
+    std::fs::remove_dir_all(dir).unwrap();
+}
