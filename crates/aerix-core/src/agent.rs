@@ -127,6 +127,9 @@ impl Agent {
 
     async fn turn_loop(&mut self, rt: &mut Runtime<'_>) -> Result<AgentEnd, CoreError> {
         loop {
+            if self.cancel.is_cancelled() {
+                return Err(CoreError::Cancelled);
+            }
             if self.turns >= self.spec.max_turns {
                 return Ok(self.end(
                     Outcome::Budget,
@@ -147,11 +150,12 @@ impl Agent {
                 }
                 Body::Calls(calls) => {
                     // Results go to the pool together (one request), in call order; a
-                    // `context` call first sees every earlier result of its turn.
+                    // `context` call first sees every earlier result of its turn. On a cancel
+                    // the calls not yet run are skipped; the results so far are kept.
                     let mut results = Vec::new();
                     for call in calls {
                         if self.cancel.is_cancelled() {
-                            return Err(CoreError::Cancelled);
+                            break;
                         }
                         if call.tool == "context" {
                             let earlier = std::mem::take(&mut results);

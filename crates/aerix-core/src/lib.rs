@@ -8,6 +8,7 @@
 mod agent;
 mod calls;
 mod context;
+mod generation;
 mod prompts;
 mod request;
 mod route;
@@ -19,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use aerix_config::Settings;
 use aerix_session::Event;
+use aerix_tools::Cancel;
 use caldrix_client::{Client, ClientError};
 
 pub use agent::{Agent, AgentEnd, AgentSpec};
@@ -41,6 +43,8 @@ pub struct Runtime<'a> {
     pub settings: &'a Settings,
     pub prompts: &'a Prompts,
     pub cwd: &'a Path,
+    /// Set when the user cancels: generations get a `cancel` frame, tools and agents stop.
+    pub cancel: Cancel,
     /// Where the request's time went.
     pub stats: Stats,
     schemas: HashMap<Vec<String>, String>,
@@ -65,6 +69,7 @@ impl<'a> Runtime<'a> {
         settings: &'a Settings,
         prompts: &'a Prompts,
         cwd: &'a Path,
+        cancel: Cancel,
     ) -> Runtime<'a> {
         Runtime {
             client,
@@ -72,19 +77,20 @@ impl<'a> Runtime<'a> {
             settings,
             prompts,
             cwd,
+            cancel,
             stats: Stats::default(),
             schemas: HashMap::new(),
         }
     }
 
-    /// A generation, timed into `stats`.
+    /// A generation, timed into `stats`; the cancel flag ends it.
     pub(crate) async fn generate(
         &mut self,
         generate: caldrix_proto::Generate,
-    ) -> Result<caldrix_proto::Done, ClientError> {
+    ) -> Result<caldrix_proto::Done, CoreError> {
         let start = Instant::now();
         self.stats.first_generate.get_or_insert(start);
-        let done = self.client.generate(generate, |_| {}).await;
+        let done = generation::run(self.client, generate, &self.cancel).await;
         self.stats.generations += 1;
         self.stats.generating += start.elapsed();
         done
@@ -102,7 +108,10 @@ impl<'a> Runtime<'a> {
 #[derive(Debug, thiserror::Error)]
 pub enum CoreError {
     #[error("the pool: {0}")]
-    Pool(#[from] ClientError),
+    Pool(ClientError),
+    /// The pool's end of the connection went away (the daemon died or was killed).
+    #[error("pool gone: {0}")]
+    PoolGone(ClientError),
     /// A named failure of the agent.
     #[error("{0}")]
     Failed(String),
@@ -111,4 +120,22 @@ pub enum CoreError {
     Killed(String),
     #[error("cancelled")]
     Cancelled,
+}
+
+impl From<ClientError> for CoreError {
+    fn from(e: ClientError) -> CoreError {
+        if pool_gone(&e) { CoreError::PoolGone(e) } else { CoreError::Pool(e) }
+    }
+}
+
+/// Whether `e` says the pool's end of the connection is gone, rather than a refusal.
+pub fn pool_gone(e: &ClientError) -> bool {
+    use std::io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset, UnexpectedEof};
+    match e {
+        ClientError::Closed => true,
+        ClientError::Io(io) => {
+            matches!(io.kind(), BrokenPipe | ConnectionReset | ConnectionAborted | UnexpectedEof)
+        }
+        _ => false,
+    }
 }

@@ -2,7 +2,6 @@
 
 use aerix_config::InstructionFile;
 use aerix_session::{Event, Rebuilt};
-use aerix_tools::Cancel;
 use caldrix_proto::Role;
 
 use crate::agent::{Agent, AgentEnd, AgentSpec};
@@ -34,7 +33,6 @@ pub struct Request {
     pub max_turns: u32,
     /// The root's context and plan from the session log, when resuming.
     pub resume: Option<Rebuilt>,
-    pub cancel: Cancel,
 }
 
 #[derive(Debug)]
@@ -197,7 +195,7 @@ pub async fn run_request(rt: &mut Runtime<'_>, request: Request) -> Result<Reque
         tools,
         max_turns: request.max_turns,
     };
-    let mut agent = Agent::new(spec, context, rt.cwd, request.cancel.clone());
+    let mut agent = Agent::new(spec, context, rt.cwd, rt.cancel.clone());
     if let Some(rebuilt) = &rebuilt {
         agent.plan = rebuilt.plan.clone();
         agent.next_call = rebuilt.calls;

@@ -125,8 +125,14 @@ impl Fire<'_> {
 }
 
 impl Hooks {
-    /// Runs the handlers `fire` matches, in parallel, and gathers what they said.
-    pub fn fire(&self, session: &Session, fire: Fire<'_>) -> Fired {
+    /// Runs the handlers `fire` matches, in parallel, and gathers what they said. A handler
+    /// still running once `cancelled()` is true is ended as one past its timeout.
+    pub fn fire(
+        &self,
+        session: &Session,
+        fire: Fire<'_>,
+        cancelled: &(dyn Fn() -> bool + Sync),
+    ) -> Fired {
         let event = fire.event();
         let handlers = self.matching(event, fire.match_value());
         if handlers.is_empty() {
@@ -143,6 +149,7 @@ impl Hooks {
                         project_dir: &session.project_dir,
                         input: input.clone(),
                         timeout: handler.timeout(),
+                        cancelled,
                     };
                     scope.spawn(move || run(spawn))
                 })
@@ -293,9 +300,9 @@ mod tests {
             group(&["cat > end.json"]),
         ));
         let session = dir.session();
-        hooks.fire(&session, Fire::SessionStart(StartSource::Resume));
-        hooks.fire(&session, Fire::UserPromptSubmit { prompt: "fix it" });
-        let fired = hooks.fire(&session, Fire::SessionEnd(EndReason::Other));
+        hooks.fire(&session, Fire::SessionStart(StartSource::Resume), &|| false);
+        hooks.fire(&session, Fire::UserPromptSubmit { prompt: "fix it" }, &|| false);
+        let fired = hooks.fire(&session, Fire::SessionEnd(EndReason::Other), &|| false);
         assert_eq!(fired.runs[0].ending, Ending::Exit(0));
         let read = |name: &str| -> serde_json::Value {
             serde_json::from_str(&std::fs::read_to_string(dir.0.join(name)).unwrap()).unwrap()
@@ -317,7 +324,7 @@ mod tests {
             r#"{{"hooks": {{"SessionStart": {}}}}}"#,
             group(&["sleep 1; echo first", "sleep 1; echo second", "exit 1"])
         ));
-        let fired = hooks.fire(&dir.session(), Fire::SessionStart(StartSource::Startup));
+        let fired = hooks.fire(&dir.session(), Fire::SessionStart(StartSource::Startup), &|| false);
         assert!(fired.runs[0].duration < Duration::from_millis(1900), "{:?}", fired.runs);
         assert_eq!(fired.context.as_deref(), Some("first\n\nsecond"));
         assert_eq!(fired.notes, ["hooks: SessionStart hook `exit 1` exited 1"]);
@@ -331,7 +338,7 @@ mod tests {
             r#"{{"hooks": {{"UserPromptSubmit": {}}}}}"#,
             group(&["head -c 12000 /dev/zero | tr '\\0' a"])
         ));
-        let fired = hooks.fire(&dir.session(), Fire::UserPromptSubmit { prompt: "p" });
+        let fired = hooks.fire(&dir.session(), Fire::UserPromptSubmit { prompt: "p" }, &|| false);
         let context = fired.context.unwrap();
         let saved = dir.0.join("spool/hook-UserPromptSubmit-1.txt");
         assert!(
@@ -353,7 +360,7 @@ mod tests {
             r#"{{"hooks": {{"UserPromptSubmit": {}}}}}"#,
             group(&["echo ok", "echo 'not today' >&2; exit 2"])
         ));
-        let fired = hooks.fire(&dir.session(), Fire::UserPromptSubmit { prompt: "p" });
+        let fired = hooks.fire(&dir.session(), Fire::UserPromptSubmit { prompt: "p" }, &|| false);
         let block = fired.block.unwrap();
         assert_eq!(
             (block.command.as_str(), block.reason.as_str()),

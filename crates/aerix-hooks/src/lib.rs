@@ -1,7 +1,8 @@
 //! Claude Code's hooks contract, as aerix runs it: the hook files (Claude Code's settings shape,
 //! `{"hooks": {"<Event>": [{"matcher": ..., "hooks": [{"type": "command", ...}]}]}}`), matchers,
 //! running a handler (`sh -c`, the event's JSON on stdin, `CLAUDE_PROJECT_DIR`, its own process
-//! group, the timeout then `TERM` and `KILL`), and what its exit status and output mean.
+//! group, the timeout or the caller's cancel then `TERM` and `KILL`), and what its exit status
+//! and output mean.
 //!
 //! Today aerix fires the session events: `SessionStart`, `UserPromptSubmit` and `SessionEnd`.
 //! This crate knows nothing of agents, contexts, the pool or the session log: the caller turns
@@ -21,7 +22,7 @@ pub use fire::{Blocked, EndReason, Fire, Fired, Session, StartSource};
 pub use matcher::Matcher;
 pub use process::Ending;
 
-/// Between `TERM` and `KILL` when a handler runs past its timeout.
+/// Between `TERM` and `KILL` when a handler runs past its timeout or is cancelled.
 pub const KILL_GRACE: Duration = Duration::from_secs(2);
 /// Injected text longer than this many characters is saved to a file instead.
 pub const MAX_INJECTED_CHARS: usize = 10_000;

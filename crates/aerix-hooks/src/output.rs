@@ -56,6 +56,15 @@ pub(crate) fn interpret(event: HookEvent, command: &str, finished: &Finished) ->
                 String::new()
             }
         )),
+        Ending::Cancelled { killed } => note(format!(
+            "{} was cancelled: sent TERM{}",
+            name(),
+            if *killed {
+                format!(", then KILL after {:?}", crate::KILL_GRACE)
+            } else {
+                String::new()
+            }
+        )),
         Ending::NotStarted(why) => note(format!("{} could not start: {why}", name())),
     }
 }
@@ -257,6 +266,13 @@ mod tests {
             "",
             "",
             note("SessionStart hook `hook.sh` timed out after 1s: sent TERM"),
+        );
+        check(
+            SessionStart,
+            Ending::Cancelled { killed: false },
+            "partial",
+            "",
+            note("SessionStart hook `hook.sh` was cancelled: sent TERM"),
         );
     }
 }

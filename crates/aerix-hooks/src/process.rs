@@ -32,6 +32,10 @@ pub enum Ending {
         after: Duration,
         killed: bool,
     },
+    /// The run was cancelled while it ran; `killed` as for a timeout.
+    Cancelled {
+        killed: bool,
+    },
     /// `sh` could not be started.
     NotStarted(String),
 }
@@ -50,6 +54,7 @@ impl Ending {
             Ending::Exit(code) => format!("exit {code}"),
             Ending::Signal(signal) => format!("signal {signal}"),
             Ending::Timeout { after, .. } => format!("timeout after {after:?}"),
+            Ending::Cancelled { .. } => "cancelled".to_owned(),
             Ending::NotStarted(why) => format!("not started: {why}"),
         }
     }
@@ -62,6 +67,8 @@ pub(crate) struct Spawn<'a> {
     pub(crate) project_dir: &'a Path,
     pub(crate) input: Vec<u8>,
     pub(crate) timeout: Duration,
+    /// Polled while it runs: true ends it as a timeout would.
+    pub(crate) cancelled: &'a (dyn Fn() -> bool + Sync),
 }
 
 pub(crate) struct Finished {
@@ -118,6 +125,10 @@ pub(crate) fn run(spawn: Spawn<'_>) -> Finished {
         if started.elapsed() >= spawn.timeout {
             let killed = terminate(&mut child, pgid);
             break Ending::Timeout { after: spawn.timeout, killed };
+        }
+        if (spawn.cancelled)() {
+            let killed = terminate(&mut child, pgid);
+            break Ending::Cancelled { killed };
         }
         std::thread::sleep(POLL.min(spawn.timeout.saturating_sub(started.elapsed())));
     };
@@ -216,12 +227,22 @@ mod tests {
     use super::{Ending, Spawn, run};
 
     fn sh(command: &str, input: &str, timeout: Duration) -> super::Finished {
+        sh_until(command, input, timeout, &|| false)
+    }
+
+    fn sh_until(
+        command: &str,
+        input: &str,
+        timeout: Duration,
+        cancelled: &(dyn Fn() -> bool + Sync),
+    ) -> super::Finished {
         run(Spawn {
             command,
             cwd: Path::new("/tmp"),
             project_dir: Path::new("/the/project"),
             input: input.as_bytes().to_vec(),
             timeout,
+            cancelled,
         })
     }
 
@@ -248,6 +269,20 @@ mod tests {
             Ending::Timeout { after: Duration::from_millis(200), killed: false }
         );
         assert!(out.duration < Duration::from_secs(2), "{:?}", out.duration);
+    }
+
+    #[test]
+    fn a_cancelled_handler_gets_term_then_kill() {
+        let since = std::time::Instant::now();
+        let after_200ms = || since.elapsed() >= Duration::from_millis(200);
+        let out = sh_until("sleep 30", "", Duration::from_secs(60), &after_200ms);
+        assert_eq!(out.ending, Ending::Cancelled { killed: false });
+        assert!(out.duration < Duration::from_secs(2), "{:?}", out.duration);
+        let since = std::time::Instant::now();
+        let after_200ms = || since.elapsed() >= Duration::from_millis(200);
+        let out = sh_until("trap '' TERM; sleep 30", "", Duration::from_secs(60), &after_200ms);
+        assert_eq!(out.ending, Ending::Cancelled { killed: true });
+        assert!(out.duration < Duration::from_secs(5), "{:?}", out.duration);
     }
 
     #[test]

@@ -18,8 +18,10 @@ pub enum Exit {
     Usage,
     /// A settings file that does not parse or holds a bad value.
     Config,
-    /// Interrupted by the user.
+    /// Cancelled by SIGINT or SIGHUP.
     Cancelled,
+    /// Cancelled by SIGTERM.
+    Terminated,
 }
 
 impl Exit {
@@ -32,6 +34,7 @@ impl Exit {
             Exit::Usage => 64,
             Exit::Config => 78,
             Exit::Cancelled => 130,
+            Exit::Terminated => 143,
         }
     }
 

@@ -1,11 +1,12 @@
 //! `aerix -p`: one request, run in place, ending with the diff it made.
 
 use std::collections::BTreeSet;
+use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use aerix_config::{Env, Settings};
-use aerix_core::{Prompts, Request, Runtime, Sink as _, run_request};
+use aerix_core::{CoreError, Prompts, Request, Runtime, Sink as _, run_request};
 use aerix_hooks::{EndReason, Fire, HookFiles, StartSource};
 use aerix_session::{Event, Outcome, Store, read_log, rebuild};
 use aerix_tools::Cancel;
@@ -14,6 +15,7 @@ use anyhow::Context as _;
 use crate::exit::Exit;
 use crate::hooks::SessionHooks;
 use crate::pool;
+use crate::signals::{self, Pending, Signals};
 use crate::sink::HeadlessSink;
 
 pub struct Options {
@@ -57,7 +59,17 @@ fn print_changes(snapshot: &Snapshot) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `future`'s output, or `None` when the run is cancelled first.
+async fn unless_cancelled<T>(cancel: &Cancel, future: impl Future<Output = T>) -> Option<T> {
+    tokio::select! {
+        out = future => Some(out),
+        () = signals::cancelled(cancel) => None,
+    }
+}
+
 pub async fn run(settings: &Settings, env: &Env, options: Options) -> anyhow::Result<Exit> {
+    let signals = Signals::install().context("handling SIGINT, SIGTERM and SIGHUP")?;
+    let cancel = &signals.cancel;
     let root = aerix_config::project_root(&options.cwd);
     let instructions = aerix_config::instruction_files(&root, &options.cwd)?;
     let data = env.data_home().context("no data directory: set HOME or XDG_DATA_HOME")?;
@@ -105,8 +117,13 @@ pub async fn run(settings: &Settings, env: &Env, options: Options) -> anyhow::Re
         project_dir: root.clone(),
         spool_dir: log.spool_dir(),
     };
+    match log.try_clone() {
+        Ok(log) => signals.pending(Pending { log, store: store.clone(), project: project.clone() }),
+        Err(e) => eprintln!("aerix: a second signal cannot end the session: {e}"),
+    }
     let mut sink = HeadlessSink { log, failed: None, quiet: options.quiet };
-    let mut end = End { store: &store, project: &project, hooks: None, snapshot: None };
+    let mut end =
+        End { store: &store, project: &project, signals: &signals, hooks: None, snapshot: None };
     sink.event(Event::SessionStart {
         session: session_id.clone(),
         project: project.clone(),
@@ -119,25 +136,33 @@ pub async fn run(settings: &Settings, env: &Env, options: Options) -> anyhow::Re
     });
     eprintln!("session {session_id}{}", if rebuilt.is_some() { " (resumed)" } else { "" });
 
+    // Until the runtime runs, a signal ends the run at the step it interrupts.
     let mut notes = Vec::new();
-    let connected = pool::connect(settings, env, &mut notes).await;
+    let connected = unless_cancelled(cancel, pool::connect(settings, env, &mut notes)).await;
     for note in &notes {
         eprintln!("{note}");
     }
     let mut client = match connected {
-        Ok(client) => client,
-        Err(e) => return end.finish(&mut sink, Outcome::Failed, Err(e)),
+        Some(Ok(client)) => client,
+        Some(Err(e)) => return end.finish(&mut sink, Outcome::Failed, Err(e)),
+        None => return end.finish(&mut sink, Outcome::Cancelled, Ok(())),
     };
     let load_timeout = Duration::from_secs(settings.pool.start_timeout_secs);
-    let main = match pool::bind(&mut client, &settings.main, "main", load_timeout).await {
-        Ok(main) => main,
-        Err(e) => return end.finish(&mut sink, Outcome::Failed, Err(e)),
+    let bound = pool::bind(&mut client, &settings.main, "main", load_timeout);
+    let main = match unless_cancelled(cancel, bound).await {
+        Some(Ok(main)) => main,
+        Some(Err(e)) => return end.finish(&mut sink, Outcome::Failed, Err(e)),
+        None => return end.finish(&mut sink, Outcome::Cancelled, Ok(())),
     };
     let decision = match &settings.decision {
-        Some(member) => match pool::bind(&mut client, member, "decision", load_timeout).await {
-            Ok(bound) => Some(bound.alias),
-            Err(e) => return end.finish(&mut sink, Outcome::Failed, Err(e)),
-        },
+        Some(member) => {
+            let bound = pool::bind(&mut client, member, "decision", load_timeout);
+            match unless_cancelled(cancel, bound).await {
+                Some(Ok(bound)) => Some(bound.alias),
+                Some(Err(e)) => return end.finish(&mut sink, Outcome::Failed, Err(e)),
+                None => return end.finish(&mut sink, Outcome::Cancelled, Ok(())),
+            }
+        }
         None => None,
     };
 
@@ -145,7 +170,10 @@ pub async fn run(settings: &Settings, env: &Env, options: Options) -> anyhow::Re
     // UserPromptSubmit's is appended to the prompt; a block or `continue: false` ends the run.
     let source = if rebuilt.is_some() { StartSource::Resume } else { StartSource::Startup };
     let hooks = end.hooks.insert(SessionHooks { hooks: loaded.hooks, session: hook_session });
-    let started = hooks.fire(Fire::SessionStart(source), &mut sink);
+    let started = hooks.fire(Fire::SessionStart(source), cancel, &mut sink);
+    if cancel.is_cancelled() {
+        return end.finish(&mut sink, Outcome::Cancelled, Ok(()));
+    }
     if let Some(stop) = started.stop {
         let e = anyhow::anyhow!(
             "a SessionStart hook (`{}`) ended the run: {}",
@@ -154,7 +182,11 @@ pub async fn run(settings: &Settings, env: &Env, options: Options) -> anyhow::Re
         );
         return end.finish(&mut sink, Outcome::Killed, Err(e));
     }
-    let submitted = hooks.fire(Fire::UserPromptSubmit { prompt: &options.prompt }, &mut sink);
+    let submitted =
+        hooks.fire(Fire::UserPromptSubmit { prompt: &options.prompt }, cancel, &mut sink);
+    if cancel.is_cancelled() {
+        return end.finish(&mut sink, Outcome::Cancelled, Ok(()));
+    }
     if let Some(stop) = submitted.stop {
         let e = anyhow::anyhow!(
             "a UserPromptSubmit hook (`{}`) ended the run: {}",
@@ -185,9 +217,9 @@ pub async fn run(settings: &Settings, env: &Env, options: Options) -> anyhow::Re
         decision,
         max_turns: options.max_turns.unwrap_or(settings.max_turns),
         resume: rebuilt,
-        cancel: Cancel::default(),
     };
-    let mut runtime = Runtime::new(&mut client, &mut sink, settings, &prompts, &options.cwd);
+    let mut runtime =
+        Runtime::new(&mut client, &mut sink, settings, &prompts, &options.cwd, cancel.clone());
     let request_start = Instant::now();
     let result = run_request(&mut runtime, request).await;
     let stats = runtime.stats.clone();
@@ -213,6 +245,7 @@ pub async fn run(settings: &Settings, env: &Env, options: Options) -> anyhow::Re
             }
             (request_end.end.outcome, Ok(()))
         }
+        Err(CoreError::Cancelled) => (Outcome::Cancelled, Ok(())),
         Err(e) => (Outcome::Failed, Err(anyhow::Error::from(e))),
     };
     end.finish(&mut sink, outcome, result)
@@ -222,6 +255,7 @@ pub async fn run(settings: &Settings, env: &Env, options: Options) -> anyhow::Re
 struct End<'a> {
     store: &'a Store,
     project: &'a str,
+    signals: &'a Signals,
     /// Set once `SessionStart` has fired: `SessionEnd` fires too.
     hooks: Option<SessionHooks>,
     /// Set once the request is about to run: its diff is printed.
@@ -236,14 +270,20 @@ impl End<'_> {
         outcome: Outcome,
         result: anyhow::Result<()>,
     ) -> anyhow::Result<Exit> {
-        let exit = Exit::of(outcome);
+        let exit = match outcome {
+            Outcome::Cancelled => self.signals.exit(),
+            _ => Exit::of(outcome),
+        };
         if let Err(e) = &result {
             eprintln!("aerix: {e:#}");
         }
-        sink.event(Event::SessionEnd { outcome, exit_code: exit.code() });
-        let _ = self.store.finish(self.project, sink.log.id(), outcome.as_str());
+        self.signals.end_session(|_| {
+            sink.event(Event::SessionEnd { outcome, exit_code: exit.code() });
+            let _ = self.store.finish(self.project, sink.log.id(), outcome.as_str());
+        });
         if let Some(hooks) = &self.hooks {
-            hooks.fire(Fire::SessionEnd(EndReason::Other), sink);
+            // Its own bound (30 s), even after a cancel; a second signal ends it.
+            hooks.fire(Fire::SessionEnd(EndReason::Other), &self.signals.cancel, sink);
         }
         if let Some(snapshot) = &self.snapshot
             && let Err(e) = print_changes(snapshot)

@@ -4,6 +4,7 @@
 use aerix_core::Sink as _;
 use aerix_hooks::{Fire, Fired, Hooks, Session};
 use aerix_session::Event;
+use aerix_tools::Cancel;
 
 use crate::sink::HeadlessSink;
 
@@ -14,13 +15,20 @@ pub struct SessionHooks {
 }
 
 impl SessionHooks {
-    /// Fires `fire` (the handlers run on this thread's blocking section) and logs its runs.
-    pub fn fire(&self, fire: Fire<'_>, sink: &mut HeadlessSink) -> Fired {
+    /// Fires `fire` (the handlers run on this thread's blocking section) and logs its runs;
+    /// handlers still running when `cancel` is cancelled (`SessionEnd`: hurried, as it runs
+    /// after a cancel) are ended.
+    pub fn fire(&self, fire: Fire<'_>, cancel: &Cancel, sink: &mut HeadlessSink) -> Fired {
         if self.hooks.is_empty() {
             return Fired::default();
         }
+        let cancelled = || match fire {
+            Fire::SessionEnd(_) => cancel.is_hurried(),
+            _ => cancel.is_cancelled(),
+        };
         // The handlers block this worker thread (the runtime is multi-threaded).
-        let fired = tokio::task::block_in_place(|| self.hooks.fire(&self.session, fire));
+        let fired =
+            tokio::task::block_in_place(|| self.hooks.fire(&self.session, fire, &cancelled));
         for run in &fired.runs {
             sink.event(Event::Hook {
                 agent: None,

@@ -6,6 +6,7 @@ mod headless;
 mod hooks;
 mod pool;
 mod sessions;
+mod signals;
 mod sink;
 
 use std::path::{Path, PathBuf};

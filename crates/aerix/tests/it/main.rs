@@ -4,15 +4,19 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "a failed unwrap is a failed test")]
 
+mod cancel;
 mod cli;
+mod crash;
 mod hooks;
 mod parse;
 mod real;
 mod request;
 mod tools;
 
+use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -124,14 +128,21 @@ impl World {
         String::from_utf8(out.stdout).unwrap()
     }
 
-    /// `aerix` in the world; `home/bin` leads its `PATH` (hook commands found there).
+    /// `aerix` run to its end in the world.
     pub fn aerix(&self, args: &[&str]) -> Output {
+        self.aerix_command(args).output().unwrap()
+    }
+
+    /// The `aerix` command in the world; `home/bin` leads its `PATH` (hook commands found
+    /// there).
+    pub fn aerix_command(&self, args: &[&str]) -> Command {
         let path = std::env::join_paths(
             std::iter::once(self.home.join("bin"))
                 .chain(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())),
         )
         .unwrap();
-        Command::new(env!("CARGO_BIN_EXE_aerix"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_aerix"));
+        command
             .args(args)
             .current_dir(&self.repo)
             .env("PATH", path)
@@ -140,9 +151,8 @@ impl World {
             .env("XDG_DATA_HOME", self.home.join("data"))
             .env("XDG_STATE_HOME", self.home.join("state"))
             .env("XDG_RUNTIME_DIR", self.home.join("run"))
-            .env_remove("AERIX_LOG")
-            .output()
-            .unwrap()
+            .env_remove("AERIX_LOG");
+        command
     }
 
     /// The events of the project's only (or latest) session.
@@ -152,15 +162,38 @@ impl World {
     }
 
     pub fn log_path(&self) -> PathBuf {
-        let sessions = self.home.join("data/aerix/sessions");
-        let project = std::fs::read_dir(&sessions).unwrap().next().unwrap().unwrap().path();
+        self.try_log_path().expect("a session log")
+    }
+
+    /// The latest session's log, once there is one.
+    pub fn try_log_path(&self) -> Option<PathBuf> {
+        let project = self.project_dir()?;
         let mut logs: Vec<PathBuf> = std::fs::read_dir(&project)
-            .unwrap()
+            .ok()?
             .map(|e| e.unwrap().path())
             .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
             .collect();
         logs.sort();
-        logs.pop().unwrap()
+        logs.pop()
+    }
+
+    /// The project's sessions directory, once there is one.
+    fn project_dir(&self) -> Option<PathBuf> {
+        let sessions = self.home.join("data/aerix/sessions");
+        Some(std::fs::read_dir(&sessions).ok()?.next()?.ok()?.path())
+    }
+
+    /// The project's `index.json`.
+    pub fn index(&self) -> Value {
+        let path = self.project_dir().unwrap().join("index.json");
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    }
+
+    /// The outcome `index.json` records for the latest session.
+    pub fn sessions_outcome(&self) -> String {
+        let index = self.index();
+        let last = index["sessions"].as_array().unwrap().last().unwrap().clone();
+        last["outcome"].as_str().unwrap_or("").to_owned()
     }
 }
 
@@ -203,4 +236,72 @@ pub fn stderr(out: &Output) -> String {
 /// Events of one type.
 pub fn of_type<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
     events.iter().filter(|e| e["type"] == kind).collect()
+}
+
+/// Waits until `ready` gives a value, looking every 20 ms; panics with what `child` printed if
+/// it exits first, or when `timeout` passes.
+pub fn wait_for<T>(
+    child: &mut Child,
+    timeout: Duration,
+    mut ready: impl FnMut() -> Option<T>,
+) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = ready() {
+            return value;
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut err = String::new();
+            if let Some(mut pipe) = child.stderr.take() {
+                let _ = pipe.read_to_string(&mut err);
+            }
+            panic!("aerix exited ({status}) before it was ready:\n{err}");
+        }
+        assert!(Instant::now() < deadline, "not ready within {timeout:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A pid a command wrote to `path` (`echo $$ > path`), once it is there.
+pub fn read_pid(path: &Path) -> Option<i32> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+/// Sends `signal` (`INT`, `TERM`, `KILL`, ...) to `pid`.
+pub fn send(signal: &str, pid: i32) {
+    let status = Command::new("kill").arg(format!("-{signal}")).arg(pid.to_string()).status();
+    assert!(status.unwrap().success(), "kill -{signal} {pid}");
+}
+
+/// Sends `signal` to every process of group `pgid`.
+pub fn send_group(signal: &str, pgid: i32) {
+    let _ = Command::new("kill").args(["-s", signal, "--", &format!("-{pgid}")]).status();
+}
+
+/// The live processes (zombies left out) of process group `pgid`, from `/proc`.
+pub fn group_members(pgid: i32) -> Vec<i32> {
+    let mut members = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else { continue };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
+        // `pid (comm) state ppid pgrp ...`; comm may hold spaces and parentheses.
+        let Some((_, rest)) = stat.rsplit_once(") ") else { continue };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        if fields.len() > 2 && fields[0] != "Z" && fields[2] == pgid.to_string() {
+            members.push(pid);
+        }
+    }
+    members
+}
+
+/// Waits up to `timeout` for process group `pgid` to be empty; its members if it is not.
+pub fn group_survivors(pgid: i32, timeout: Duration) -> Vec<i32> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let members = group_members(pgid);
+        if members.is_empty() || Instant::now() >= deadline {
+            return members;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }

@@ -1,0 +1,127 @@
+//! SIGINT, SIGTERM and SIGHUP. The first sets the run's cancel flag: the runtime sends the
+//! generation a `cancel` frame, `bash` ends its command's group (`TERM`, `KILL` after 2 s),
+//! background jobs and running hooks are ended, and the run ends `cancelled` (exit 130; 143
+//! after SIGTERM). A second hurries the flag (a command still in its grace is killed, a
+//! `SessionEnd` hook is sent `TERM`) and exits at once, writing `session.end` first when the
+//! run has not.
+//!
+//! Only the binary handles signals; the runtime sees nothing but the flag.
+
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use aerix_session::{Event, Log, Outcome, Store};
+use aerix_tools::Cancel;
+use tokio::signal::unix::{SignalKind, signal};
+
+use crate::exit::Exit;
+
+/// After a second signal, how long the tools and hooks have to signal their process groups
+/// (they look every 20 ms) before the process exits.
+const LAST_TERM: Duration = Duration::from_millis(100);
+
+#[derive(Clone)]
+pub struct Signals {
+    /// Cancelled by the first signal, hurried by a second.
+    pub cancel: Cancel,
+    /// The exit status the first signal asks for; 0 before any.
+    status: Arc<AtomicI32>,
+    /// The session's `session.end`, written by whoever comes first: the run, or a second
+    /// signal.
+    end: Arc<Mutex<SessionEnd>>,
+}
+
+#[derive(Default)]
+struct SessionEnd {
+    /// What a second signal writes to.
+    pending: Option<Pending>,
+    ended: bool,
+}
+
+/// A session whose `session.end` is not written yet.
+pub struct Pending {
+    pub log: Log,
+    pub store: Store,
+    pub project: String,
+}
+
+impl Signals {
+    /// Handles the three signals from now on (inside a tokio runtime).
+    pub fn install() -> std::io::Result<Signals> {
+        let mut interrupt = signal(SignalKind::interrupt())?;
+        let mut terminate = signal(SignalKind::terminate())?;
+        let mut hangup = signal(SignalKind::hangup())?;
+        let signals = Signals {
+            cancel: Cancel::default(),
+            status: Arc::new(AtomicI32::new(0)),
+            end: Arc::default(),
+        };
+        let handler = signals.clone();
+        tokio::spawn(async move {
+            loop {
+                let (name, exit) = tokio::select! {
+                    _ = interrupt.recv() => ("SIGINT", Exit::Cancelled),
+                    _ = terminate.recv() => ("SIGTERM", Exit::Terminated),
+                    _ = hangup.recv() => ("SIGHUP", Exit::Cancelled),
+                };
+                handler.received(name, exit).await;
+            }
+        });
+        Ok(signals)
+    }
+
+    async fn received(&self, name: &str, exit: Exit) {
+        let first =
+            self.status.compare_exchange(0, exit.code(), Ordering::SeqCst, Ordering::SeqCst);
+        if first.is_ok() {
+            eprintln!("aerix: {name}: cancelling (a second signal exits at once)");
+            self.cancel.cancel();
+            return;
+        }
+        let exit = self.exit();
+        self.cancel.hurry();
+        tokio::time::sleep(LAST_TERM).await;
+        // The run may have written it meanwhile; else it is written here, last.
+        self.end_session(|pending| {
+            let Some(Pending { mut log, store, project }) = pending else { return };
+            let cancelled =
+                Event::SessionEnd { outcome: Outcome::Cancelled, exit_code: exit.code() };
+            let _ = log.append(&cancelled);
+            let _ = store.finish(&project, log.id(), Outcome::Cancelled.as_str());
+        });
+        eprintln!("aerix: {name}: exiting at once");
+        std::process::exit(exit.code());
+    }
+
+    /// The status a cancelled run exits with: 143 after SIGTERM, else 130.
+    pub fn exit(&self) -> Exit {
+        if self.status.load(Ordering::SeqCst) == Exit::Terminated.code() {
+            Exit::Terminated
+        } else {
+            Exit::Cancelled
+        }
+    }
+
+    /// The session a second signal ends if the run has not yet.
+    pub fn pending(&self, pending: Pending) {
+        self.end.lock().unwrap_or_else(PoisonError::into_inner).pending = Some(pending);
+    }
+
+    /// Runs `write` (given the pending session, if any), unless `session.end` was written
+    /// already. The lock is held while `write` runs, so it is written once and whole.
+    pub fn end_session(&self, write: impl FnOnce(Option<Pending>)) {
+        let mut end = self.end.lock().unwrap_or_else(PoisonError::into_inner);
+        if !end.ended {
+            end.ended = true;
+            write(end.pending.take());
+        }
+    }
+}
+
+/// Resolves once the first signal has come.
+pub async fn cancelled(cancel: &Cancel) {
+    while !cancel.is_cancelled() {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
