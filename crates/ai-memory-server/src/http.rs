@@ -173,10 +173,18 @@ async fn hook(
     State(state): State<AppState>,
     Path(event): Path<String>,
     axum::Extension(caller): axum::Extension<Caller>,
-    Json(body): Json<HookEvent>,
+    body: axum::body::Bytes,
 ) -> Result<Json<serde_json::Value>, MemoryError> {
     let kind = HookKind::parse(&event)
         .ok_or_else(|| MemoryError::NotFound(format!("no hook event `{event}`")))?;
+    // Read here rather than by axum's `Json`: its refusal is plain text with serde's position,
+    // and an unknown key (a misspelt `prompt`) must be refused by name, not dropped.
+    let body: HookEvent = serde_json::from_slice(&body).map_err(|e| {
+        MemoryError::Invalid(format!(
+            "the hook event is not valid: {}",
+            crate::args::strip_position(&e)
+        ))
+    })?;
     let memory = state.memory.clone();
     tokio::task::spawn_blocking(move || crate::run_hook(&memory, caller.who, kind, &body))
         .await

@@ -1,6 +1,7 @@
 //! The memory server as a library: the service every entry point shares, the MCP tools, the
 //! HTTP server, the harness hook payloads, and the session-start context.
 
+mod args;
 mod context;
 mod error;
 pub mod hook;

@@ -4,11 +4,13 @@ use std::sync::Arc;
 
 use ai_memory_index::Principal;
 use rmcp::handler::server::router::tool::ToolRouter;
-use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
+use rmcp::model::{
+    CallToolResult, ContentBlock, Implementation, JsonObject, ServerCapabilities, ServerConfig,
+};
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, tool, tool_handler, tool_router};
 
+use crate::args::{self, input_schema};
 use crate::error::MemoryError;
 use crate::service::{Caller, Memory, PageRef, Query, WritePage};
 
@@ -54,21 +56,30 @@ impl MemoryMcp {
         self.default.clone().ok_or(MemoryError::Unauthorized)
     }
 
-    async fn run<T, F>(
+    /// Reads `tool`'s arguments as `A` (a refusal is a tool error, and nothing runs), then runs
+    /// `f` off the async threads as the request's caller.
+    async fn run<A, T, F>(
         &self,
+        tool: &'static str,
+        args: JsonObject,
         ctx: RequestContext<RoleServer>,
         f: F,
     ) -> Result<CallToolResult, ErrorData>
     where
+        A: schemars::JsonSchema + serde::de::DeserializeOwned + Send + 'static,
         T: serde::Serialize + Send + 'static,
-        F: FnOnce(&Memory, &Caller) -> Result<T, MemoryError> + Send + 'static,
+        F: FnOnce(&Memory, &Caller, A) -> Result<T, MemoryError> + Send + 'static,
     {
+        let req = match args::parse::<A>(tool, args) {
+            Ok(req) => req,
+            Err(e) => return tool_result::<T>(Err(e)),
+        };
         let caller = match self.caller(&ctx) {
             Ok(c) => c,
             Err(e) => return tool_result::<T>(Err(e)),
         };
         let memory = self.memory.clone();
-        let result = tokio::task::spawn_blocking(move || f(&memory, &caller))
+        let result = tokio::task::spawn_blocking(move || f(&memory, &caller, req))
             .await
             .unwrap_or_else(|e| Err(MemoryError::Invalid(format!("the call failed: {e}"))));
         tool_result(result)
@@ -77,44 +88,52 @@ impl MemoryMcp {
     #[tool(
         description = "Write (create or replace) a memory page: markdown, optionally opening with YAML frontmatter. \
         scope: project (default), global (every project) or profile (your cross-project defaults, under profile/<category>/). \
-        A rewrite replaces the whole page."
+        A rewrite replaces the whole page.",
+        input_schema = input_schema::<WritePage>()
     )]
     async fn memory_write_page(
         &self,
-        Parameters(req): Parameters<WritePage>,
+        args: JsonObject,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
-        self.run(ctx, move |m, c| m.write_page(c, &req)).await
+        self.run("memory_write_page", args, ctx, |m, c, req: WritePage| m.write_page(c, &req)).await
     }
 
-    #[tool(description = "Read a memory page: its text (frontmatter included) and recent history.")]
+    #[tool(
+        description = "Read a memory page: its text (frontmatter included) and recent history.",
+        input_schema = input_schema::<PageRef>()
+    )]
     async fn memory_read_page(
         &self,
-        Parameters(req): Parameters<PageRef>,
+        args: JsonObject,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
-        self.run(ctx, move |m, c| m.read_page(c, &req)).await
+        self.run("memory_read_page", args, ctx, |m, c, req: PageRef| m.read_page(c, &req)).await
     }
 
     #[tool(
         description = "Search memory: pages of this project (hits) and of the global scope, the profile \
-        included (global_scope_hits), best first."
+        included (global_scope_hits), best first.",
+        input_schema = input_schema::<Query>()
     )]
     async fn memory_query(
         &self,
-        Parameters(req): Parameters<Query>,
+        args: JsonObject,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
-        self.run(ctx, move |m, c| m.query(c, &req)).await
+        self.run("memory_query", args, ctx, |m, c, req: Query| m.query(c, &req)).await
     }
 
-    #[tool(description = "Delete a memory page (git keeps its history).")]
+    #[tool(
+        description = "Delete a memory page (git keeps its history).",
+        input_schema = input_schema::<PageRef>()
+    )]
     async fn memory_delete_page(
         &self,
-        Parameters(req): Parameters<PageRef>,
+        args: JsonObject,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
-        self.run(ctx, move |m, c| {
+        self.run("memory_delete_page", args, ctx, |m, c, req: PageRef| {
             m.delete_page(c, &req).map(|commit| serde_json::json!({ "commit": commit }))
         })
         .await

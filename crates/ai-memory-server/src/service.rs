@@ -26,6 +26,7 @@ pub struct Caller {
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct WritePage {
     /// `project` (default), `global` or `profile`.
     #[serde(default)]
@@ -52,6 +53,7 @@ pub struct WritePage {
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct PageRef {
     #[serde(default)]
     pub scope: Option<String>,
@@ -63,6 +65,7 @@ pub struct PageRef {
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct Query {
     /// Words to search for.
     pub query: String,
@@ -97,6 +100,7 @@ pub struct ReadOut {
 
 /// A hook's report, in harness-independent terms.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
 pub struct HookEvent {
     pub harness: String,
     pub session_id: String,

@@ -5,6 +5,7 @@
 
 mod auth;
 mod hooks;
+mod inputs;
 mod mcp;
 mod profile;
 mod store;

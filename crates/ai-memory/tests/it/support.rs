@@ -101,6 +101,12 @@ impl Server {
         server
     }
 
+    /// Kills the server with SIGKILL, as a crash would, and waits for it to be gone.
+    pub fn kill(&mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+
     /// Stops the server and hands its data directory over (to start another on it).
     pub fn stop(mut self) -> Scratch {
         self.data_dir.take().expect("a server started by `start` owns its data directory")
@@ -161,13 +167,10 @@ impl Server {
 
     /// Files on the wiki's branch.
     pub fn files(&self) -> Vec<String> {
-        let o = Command::new("git")
-            .arg("--git-dir")
-            .arg(self.data.join("wiki.git"))
-            .args(["ls-tree", "-r", "--name-only", "main"])
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&o.stdout).lines().map(str::to_owned).collect()
+        git(&self.data, &["ls-tree", "-r", "--name-only", "main"])
+            .lines()
+            .map(str::to_owned)
+            .collect()
     }
 }
 
@@ -178,15 +181,21 @@ impl Drop for Server {
     }
 }
 
+/// `git` on a data directory's wiki; its stdout (empty when it fails).
+pub fn git(data: &Path, args: &[&str]) -> String {
+    let o = Command::new("git").arg("--git-dir").arg(data.join("wiki.git")).args(args).output();
+    String::from_utf8_lossy(&o.unwrap().stdout).into_owned()
+}
+
 /// Calls a tool; returns whether it is an error, and its text.
 pub async fn call(
     client: &RunningService<RoleClient, ()>,
-    tool: &'static str,
+    tool: &str,
     args: Value,
 ) -> (bool, String) {
     let Value::Object(args) = args else { panic!("arguments must be an object") };
-    let result =
-        client.call_tool(CallToolRequestParams::new(tool).with_arguments(args)).await.unwrap();
+    let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(args);
+    let result = client.call_tool(params).await.unwrap();
     let text = result
         .content
         .iter()
@@ -198,7 +207,7 @@ pub async fn call(
 }
 
 /// Calls a tool that must succeed; returns its JSON.
-pub async fn ok(client: &RunningService<RoleClient, ()>, tool: &'static str, args: Value) -> Value {
+pub async fn ok(client: &RunningService<RoleClient, ()>, tool: &str, args: Value) -> Value {
     let (err, text) = call(client, tool, args.clone()).await;
     assert!(!err, "{tool} {args}: {text}");
     serde_json::from_str(&text).unwrap()
