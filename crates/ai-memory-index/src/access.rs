@@ -150,14 +150,7 @@ impl Index {
         restricted: bool,
         creator: Option<i64>,
     ) -> Result<ProjectRow, IndexError> {
-        let conn = self.conn();
-        conn.execute(
-            "INSERT INTO projects (workspace, name, restricted, creator) VALUES (?1, ?2, ?3, ?4)
-             ON CONFLICT (workspace, name) DO NOTHING",
-            params![workspace.as_str(), project.as_str(), restricted, creator],
-        )?;
-        project_row(&conn, workspace.as_str(), project.as_str())?
-            .ok_or_else(|| IndexError::NotFound(format!("project {workspace}/{project}")))
+        ensure_project_in(&self.conn(), workspace, project, restricted, creator)
     }
 
     pub fn project(
@@ -228,7 +221,24 @@ impl Index {
     }
 }
 
-fn project_row(
+/// `Index::ensure_project` on a connection the caller holds (inside its transaction).
+pub(crate) fn ensure_project_in(
+    conn: &rusqlite::Connection,
+    workspace: &WorkspaceName,
+    project: &ProjectName,
+    restricted: bool,
+    creator: Option<i64>,
+) -> Result<ProjectRow, IndexError> {
+    conn.execute(
+        "INSERT INTO projects (workspace, name, restricted, creator) VALUES (?1, ?2, ?3, ?4)
+         ON CONFLICT (workspace, name) DO NOTHING",
+        params![workspace.as_str(), project.as_str(), restricted, creator],
+    )?;
+    project_row(conn, workspace.as_str(), project.as_str())?
+        .ok_or_else(|| IndexError::NotFound(format!("project {workspace}/{project}")))
+}
+
+pub(crate) fn project_row(
     conn: &rusqlite::Connection,
     ws: &str,
     name: &str,

@@ -1,7 +1,6 @@
 //! What hooks report: sessions (start, end) and the user's prompts, captured sanitized.
 
 use ai_memory_core::Clean;
-use ai_memory_store::Wiki;
 use rusqlite::{OptionalExtension, params};
 
 use crate::{Index, IndexError, ProjectRow, now};
@@ -117,45 +116,5 @@ impl Index {
             .query_row("SELECT ended FROM sessions WHERE id = ?1", [session], |r| r.get(0))
             .optional()?;
         Ok(ended.map(|e| e.is_some()))
-    }
-
-    /// Makes the page tables again from the wiki alone: every project with settings or pages,
-    /// every page that parses. Operators, grants, sessions and prompts stay. Returns the pages
-    /// indexed and the stored files that do not parse (named, left in the wiki).
-    pub fn rebuild(&self, wiki: &Wiki) -> Result<(usize, Vec<String>), IndexError> {
-        let metas = wiki.project_metas()?;
-        let pages = wiki.pages()?;
-        {
-            let conn = self.conn();
-            conn.execute("DELETE FROM pages", [])?;
-            // Change numbers start over with the pages.
-            conn.execute("DELETE FROM profile_page_cursors", [])?;
-            conn.execute("INSERT INTO pages_fts (pages_fts) VALUES ('rebuild')", [])?;
-        }
-        for (ws, project, meta) in &metas {
-            self.ensure_project(ws, project, meta.restricted, meta.creator)?;
-            self.conn().execute(
-                "UPDATE projects SET restricted = ?1, creator = ?2 WHERE workspace = ?3 AND name = ?4",
-                params![meta.restricted, meta.creator, ws.as_str(), project.as_str()],
-            )?;
-        }
-        let (mut n, mut broken) = (0, Vec::new());
-        for (location, stored) in pages {
-            match stored {
-                Ok(stored) => {
-                    let restricted_by_name = location.project.is_private_profile();
-                    let project = self.ensure_project(
-                        &location.workspace,
-                        &location.project,
-                        restricted_by_name,
-                        None,
-                    )?;
-                    self.upsert_page(&project, &stored)?;
-                    n += 1;
-                }
-                Err(e) => broken.push(e.to_string()),
-            }
-        }
-        Ok((n, broken))
     }
 }

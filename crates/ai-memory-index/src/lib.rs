@@ -8,6 +8,7 @@ mod access;
 mod events;
 mod pages;
 mod profile;
+mod sync;
 
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
@@ -18,6 +19,7 @@ pub use access::{Level, Principal, ProjectRow};
 pub use events::{PromptRow, SessionStart};
 pub use pages::{DumpRow, Hit, PageRow, QueryResult};
 pub use profile::{CandidateRow, SourcePage, SourcePrompt, Sources};
+pub use sync::Synced;
 
 #[derive(Debug, thiserror::Error)]
 pub enum IndexError {
@@ -103,6 +105,11 @@ CREATE TABLE IF NOT EXISTS sessions (
     started INTEGER NOT NULL,
     ended INTEGER
 );
+-- The wiki commit the page tables were last brought to (`Index::sync`).
+CREATE TABLE IF NOT EXISTS wiki_sync (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    tip TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS prompts (
     id INTEGER PRIMARY KEY,
     session_id TEXT NOT NULL,
@@ -169,8 +176,10 @@ fn prepare(conn: &Connection) -> Result<bool, IndexError> {
     conn.execute_batch(SCHEMA)?;
     conn.execute_batch(profile::PROFILE_SCHEMA)?;
     if has_pages && version != SCHEMA_VERSION {
-        // The page tables are made again: their change numbers start over.
+        // The page tables are made again: their change numbers start over, and they follow
+        // no commit of the wiki yet.
         conn.execute("DELETE FROM profile_page_cursors", [])?;
+        conn.execute("DELETE FROM wiki_sync", [])?;
     }
     conn.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION}"))?;
     Ok(!has_pages || version != SCHEMA_VERSION)

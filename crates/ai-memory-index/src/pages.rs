@@ -52,40 +52,11 @@ fn fts_query(text: &str) -> Option<String> {
 
 impl Index {
     pub fn upsert_page(&self, project: &ProjectRow, stored: &Stored) -> Result<(), IndexError> {
-        let fallback = stored
-            .location
-            .path
-            .as_str()
-            .rsplit('/')
-            .next()
-            .unwrap_or_default()
-            .trim_end_matches(".md");
-        let frontmatter =
-            serde_json::to_string(&stored.page.frontmatter).unwrap_or_else(|_| "{}".into());
-        self.conn().execute(
-            "INSERT INTO pages (project_id, path, project_key, title, summary, frontmatter, body, seq)
-             VALUES (?1, ?2, 'p' || ?1, ?3, ?4, ?5, ?6, (SELECT COALESCE(MAX(seq), 0) + 1 FROM pages))
-             ON CONFLICT (project_id, path) DO UPDATE SET title = excluded.title,
-                summary = excluded.summary, frontmatter = excluded.frontmatter, body = excluded.body,
-                seq = excluded.seq",
-            params![
-                project.id,
-                stored.location.path.as_str(),
-                stored.page.title(fallback),
-                stored.page.summary(),
-                frontmatter,
-                stored.page.body,
-            ],
-        )?;
-        Ok(())
+        upsert_page_in(&self.conn(), project, stored)
     }
 
     pub fn delete_page(&self, project: &ProjectRow, path: &PagePath) -> Result<bool, IndexError> {
-        let n = self.conn().execute(
-            "DELETE FROM pages WHERE project_id = ?1 AND path = ?2",
-            params![project.id, path.as_str()],
-        )?;
-        Ok(n > 0)
+        delete_page_in(&self.conn(), project, path)
     }
 
     /// Pages of a project, in path order (the caller has checked it may read the project).
@@ -207,6 +178,52 @@ impl Index {
         })?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
+}
+
+/// `Index::upsert_page` on a connection the caller holds (inside its transaction).
+pub(crate) fn upsert_page_in(
+    conn: &rusqlite::Connection,
+    project: &ProjectRow,
+    stored: &Stored,
+) -> Result<(), IndexError> {
+    let fallback = stored
+        .location
+        .path
+        .as_str()
+        .rsplit('/')
+        .next()
+        .unwrap_or_default()
+        .trim_end_matches(".md");
+    let frontmatter =
+        serde_json::to_string(&stored.page.frontmatter).unwrap_or_else(|_| "{}".into());
+    conn.execute(
+            "INSERT INTO pages (project_id, path, project_key, title, summary, frontmatter, body, seq)
+             VALUES (?1, ?2, 'p' || ?1, ?3, ?4, ?5, ?6, (SELECT COALESCE(MAX(seq), 0) + 1 FROM pages))
+             ON CONFLICT (project_id, path) DO UPDATE SET title = excluded.title,
+                summary = excluded.summary, frontmatter = excluded.frontmatter, body = excluded.body,
+                seq = excluded.seq",
+            params![
+                project.id,
+                stored.location.path.as_str(),
+                stored.page.title(fallback),
+                stored.page.summary(),
+                frontmatter,
+                stored.page.body,
+            ],
+        )?;
+    Ok(())
+}
+
+pub(crate) fn delete_page_in(
+    conn: &rusqlite::Connection,
+    project: &ProjectRow,
+    path: &PagePath,
+) -> Result<bool, IndexError> {
+    let n = conn.execute(
+        "DELETE FROM pages WHERE project_id = ?1 AND path = ?2",
+        params![project.id, path.as_str()],
+    )?;
+    Ok(n > 0)
 }
 
 /// A page as the index holds it.

@@ -156,7 +156,6 @@ impl Memory {
         })?;
         let wiki = Wiki::open(data_dir)?;
         let index = Index::open(&data_dir.join("index.sqlite"))?;
-        let fresh = index.needs_rebuild();
         let llm = crate::profile::llm::provider(&settings.llm)
             .map_err(|e| MemoryError::Invalid(format!("config.toml: {e}")))?;
         let memory = Memory {
@@ -169,8 +168,18 @@ impl Memory {
             clock: Box::new(system_clock),
             llm,
         };
-        if fresh && memory.wiki.head()?.is_some() {
-            memory.index.rebuild(&memory.wiki)?;
+        // A new index is made from the wiki; one left behind by a process killed between its
+        // commit and its index write catches up on the paths changed since.
+        let synced = memory.index.sync(&memory.wiki)?;
+        if synced.pages > 0 || synced.rebuilt {
+            tracing::info!(
+                pages = synced.pages,
+                rebuilt = synced.rebuilt,
+                "the index caught up with the wiki"
+            );
+        }
+        for problem in &synced.broken {
+            tracing::warn!(%problem, "a page in the wiki does not parse; not indexed");
         }
         Ok(memory)
     }
@@ -208,22 +217,37 @@ impl Memory {
         self.pass.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Commits a page and indexes it; returns the commit.
+    /// Commits a page and indexes it; returns the commit. (The caller has made the page's
+    /// project, with its access mode, before anything is committed.)
     pub(crate) fn store_page(
         &self,
-        project: &ProjectRow,
         at: &Location,
         page: &CleanPage,
         author: &str,
     ) -> Result<String, MemoryError> {
         let commit = self.wiki.write(at, page, author)?;
-        let stored = ai_memory_store::Stored {
-            location: at.clone(),
-            text: page.text().to_owned(),
-            page: page.page().clone(),
-        };
-        self.index.upsert_page(project, &stored)?;
+        self.sync_index()?;
         Ok(commit)
+    }
+
+    /// Deletes a page from git and the index; returns the commit.
+    pub(crate) fn remove_page(&self, at: &Location, author: &str) -> Result<String, MemoryError> {
+        let commit = self.wiki.delete(at, author).map_err(|e| match e {
+            ai_memory_store::StoreError::NotFound(what) => {
+                MemoryError::NotFound(format!("no page {what}"))
+            }
+            other => other.into(),
+        })?;
+        self.sync_index()?;
+        Ok(commit)
+    }
+
+    /// Brings the index to the wiki's tip (git is written first: the index follows it).
+    pub(crate) fn sync_index(&self) -> Result<(), MemoryError> {
+        for problem in self.index.sync(&self.wiki)?.broken {
+            tracing::warn!(%problem, "a page in the wiki does not parse; not indexed");
+        }
+        Ok(())
     }
 
     /// Who a bearer token is: the root token, an operator's key, or (no token on a server with
@@ -333,10 +357,14 @@ impl Memory {
             page = CleanPage::new(sanitize(&edited.render().map_err(invalid)?)).map_err(invalid)?;
         }
 
-        let project =
-            self.project_for_write(caller.who, &at.workspace, &at.project, req.restricted)?;
+        // A new project's settings go in the commit of its first page: a crash cannot leave
+        // one without the other.
+        let meta = self
+            .plan_project(caller.who, &at.workspace, &at.project, req.restricted)?
+            .filter(|m| *m != ProjectMeta::default());
         let created = self.wiki.read(&at)?.is_none();
-        let commit = self.store_page(&project, &at, &page, &author(caller.who))?;
+        let commit = self.wiki.write_with_meta(&at, &page, meta.as_ref(), &author(caller.who))?;
+        self.sync_index()?;
         Ok(Written {
             workspace: at.workspace.to_string(),
             project: at.project.to_string(),
@@ -346,14 +374,15 @@ impl Memory {
         })
     }
 
-    /// The project a write goes to, made on first write (its access mode then fixed).
-    fn project_for_write(
+    /// Whether `who` may write to the project: `None` when it exists, else the settings a new
+    /// one is made with (its access mode then fixed).
+    fn plan_project(
         &self,
         who: Principal,
         workspace: &WorkspaceName,
         project: &ProjectName,
         restricted: Option<bool>,
-    ) -> Result<ProjectRow, MemoryError> {
+    ) -> Result<Option<ProjectMeta>, MemoryError> {
         if let Some(p) = self.index.project(workspace, project)? {
             if !self.index.can_read(who, &p)? {
                 return Err(MemoryError::NotFound(format!("no project {}/{}", workspace, project)));
@@ -370,20 +399,35 @@ impl Memory {
                     workspace, project
                 )));
             }
-            return Ok(p);
+            return Ok(None);
         }
         if !self.index.can_create(who, project) {
             return Err(MemoryError::Denied(format!("`{}` is reserved", project)));
         }
-        let private_profile = project.is_private_profile();
-        let meta = ProjectMeta {
-            restricted: restricted.unwrap_or(false) || private_profile,
+        Ok(Some(ProjectMeta {
+            restricted: restricted.unwrap_or(false) || project.is_private_profile(),
             creator: who.user_id(),
-        };
-        if meta != ProjectMeta::default() {
+        }))
+    }
+
+    /// The project a hook reports for, made (settings first, then its row) when new.
+    fn project_for_event(
+        &self,
+        who: Principal,
+        workspace: &WorkspaceName,
+        project: &ProjectName,
+    ) -> Result<ProjectRow, MemoryError> {
+        if let Some(meta) = self.plan_project(who, workspace, project, None)?
+            && meta != ProjectMeta::default()
+        {
             self.wiki.set_project_meta(workspace, project, &meta, &author(who))?;
+            self.sync_index()?;
         }
-        Ok(self.index.ensure_project(workspace, project, meta.restricted, meta.creator)?)
+        let row = self.index.project(workspace, project)?;
+        match row {
+            Some(row) => Ok(row),
+            None => Ok(self.index.ensure_project(workspace, project, false, None)?),
+        }
     }
 
     pub fn read_page(&self, caller: &Caller, req: &PageRef) -> Result<ReadOut, MemoryError> {
@@ -427,14 +471,7 @@ impl Memory {
                 at.workspace, at.project
             )));
         }
-        let commit = self.wiki.delete(&at, &author(caller.who)).map_err(|e| match e {
-            ai_memory_store::StoreError::NotFound(what) => {
-                MemoryError::NotFound(format!("no page {what}"))
-            }
-            other => other.into(),
-        })?;
-        self.index.delete_page(&project, &at.path)?;
-        Ok(commit)
+        self.remove_page(&at, &author(caller.who))
     }
 
     pub fn query(&self, caller: &Caller, req: &Query) -> Result<QueryResult, MemoryError> {
@@ -565,7 +602,7 @@ impl Memory {
         match self.index.project(&workspace, &project)? {
             Some(p) if self.index.can_read(who, &p)? => Ok(p),
             Some(_) => Err(MemoryError::NotFound(format!("no project {workspace}/{project}"))),
-            None => self.project_for_write(who, &workspace, &project, None),
+            None => self.project_for_event(who, &workspace, &project),
         }
     }
 
@@ -581,29 +618,12 @@ impl Memory {
         let (mut ok, mut bad) = (Vec::new(), Vec::new());
         for result in self.wiki.import_changed("ai-memory watcher")? {
             match result {
-                Ok(stored) => {
-                    let at = &stored.location;
-                    let project = match self.index.project(&at.workspace, &at.project)? {
-                        Some(p) => p,
-                        None => {
-                            let meta = self
-                                .wiki
-                                .project_meta(&at.workspace, &at.project)?
-                                .unwrap_or_default();
-                            self.index.ensure_project(
-                                &at.workspace,
-                                &at.project,
-                                meta.restricted || at.project.is_private_profile(),
-                                meta.creator,
-                            )?
-                        }
-                    };
-                    self.index.upsert_page(&project, &stored)?;
-                    ok.push(at.to_string());
-                }
+                Ok(stored) => ok.push(stored.location.to_string()),
                 Err(e) => bad.push(e.to_string()),
             }
         }
+        // Also what other processes committed without indexing (one killed in between).
+        self.sync_index()?;
         Ok((ok, bad))
     }
 }

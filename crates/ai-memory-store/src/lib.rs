@@ -5,6 +5,8 @@
 //! one process are also serialized so the mirror follows the branch. Files copied into `wiki/`
 //! by hand are imported by `import_changed` (the server's watcher).
 
+mod mirror;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -104,6 +106,16 @@ pub struct ProjectMeta {
     pub creator: Option<i64>,
 }
 
+/// What a commit range changed, as the index sees it (other files are not the index's).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum WikiChange {
+    /// A project's settings (`.project.toml`) were written. (First in order: a page's project
+    /// takes its access mode from them.)
+    Project(WorkspaceName, ProjectName),
+    /// A page was written or deleted.
+    Page(Location),
+}
+
 /// A page as stored, with the commit it was read at.
 #[derive(Debug, Clone)]
 pub struct Stored {
@@ -126,18 +138,80 @@ pub struct Wiki {
 }
 
 impl Wiki {
-    /// The wiki of a data directory: `wiki.git` (bare) and the `wiki/` mirror.
+    /// The wiki of a data directory: `wiki.git` (bare) and the `wiki/` mirror. A branch lock
+    /// left by a killed writer is removed, and the mirror catches up with the branch.
     pub fn open(data_dir: &Path) -> Result<Wiki, StoreError> {
         let mirror = data_dir.join("wiki");
         std::fs::create_dir_all(&mirror)
             .map_err(|source| StoreError::Io { path: mirror.clone(), source })?;
         let git = Bare::open_or_init(&data_dir.join("wiki.git"))?;
-        Ok(Wiki { git, mirror, writes: Mutex::new(()), seen: Mutex::new(HashMap::new()) })
+        let wiki = Wiki { git, mirror, writes: Mutex::new(()), seen: Mutex::new(HashMap::new()) };
+        wiki.clear_stale_lock(mirror::Wait::UntilStale);
+        {
+            let _serial = wiki.writes.lock().unwrap_or_else(|p| p.into_inner());
+            wiki.sync_mirror()?;
+        }
+        Ok(wiki)
+    }
+
+    /// Commits on the branch. A lock on it left by a killed process would refuse every commit
+    /// from then on: one old enough to be stale is removed and the commit tried once more.
+    fn commit(
+        &self,
+        changes: &[Change],
+        message: &str,
+        author: &str,
+    ) -> Result<String, StoreError> {
+        match self.git.commit(BRANCH, changes, message, author) {
+            Err(BareError::Contended { .. }) if self.clear_stale_lock(mirror::Wait::No) => {
+                Ok(self.git.commit(BRANCH, changes, message, author)?)
+            }
+            other => Ok(other?),
+        }
     }
 
     /// The branch's commit, if any page was ever written.
     pub fn head(&self) -> Result<Option<String>, StoreError> {
         Ok(self.git.head(BRANCH)?)
+    }
+
+    /// What changed between commit `from` (`None`: the empty wiki) and commit `to` of the
+    /// branch, in path order; `None` when `from` is not a commit of this repository (an index
+    /// made for another wiki: the caller rebuilds).
+    pub fn changes(
+        &self,
+        from: Option<&str>,
+        to: &str,
+    ) -> Result<Option<Vec<WikiChange>>, StoreError> {
+        let path = self.git.path();
+        let git = |source| StoreError::Git(BareError::Git { path: path.to_owned(), source });
+        let repo = git2::Repository::open_bare(path).map_err(git)?;
+        let commit = |id: &str| git2::Oid::from_str(id).and_then(|id| repo.find_commit(id));
+        let old = match from.map(commit) {
+            None => None,
+            Some(Ok(from)) => Some(from.tree().map_err(git)?),
+            Some(Err(_)) => return Ok(None),
+        };
+        let new = commit(to).and_then(|c| c.tree()).map_err(git)?;
+        let diff = repo.diff_tree_to_tree(old.as_ref(), Some(&new), None).map_err(git)?;
+        let mut out = Vec::new();
+        for delta in diff.deltas() {
+            for file in [delta.old_file(), delta.new_file()] {
+                let Some(p) = file.path().and_then(|p| p.to_str()) else { continue };
+                if let Some(rest) = p.strip_suffix(&format!("/{PROJECT_META}"))
+                    && let Some((ws, project)) = rest.split_once('/')
+                    && let (Ok(ws), Ok(project)) =
+                        (WorkspaceName::new(ws), ProjectName::new(project))
+                {
+                    out.push(WikiChange::Project(ws, project));
+                } else if let Some(location) = Location::from_git_path(p) {
+                    out.push(WikiChange::Page(location));
+                }
+            }
+        }
+        out.sort();
+        out.dedup();
+        Ok(Some(out))
     }
 
     /// Writes a page; returns the commit.
@@ -147,10 +221,26 @@ impl Wiki {
         page: &CleanPage,
         author: &str,
     ) -> Result<String, StoreError> {
+        self.write_with_meta(at, page, None, author)
+    }
+
+    /// Writes a page and, in the same commit, its project's settings (a new project's first
+    /// page); returns the commit.
+    pub fn write_with_meta(
+        &self,
+        at: &Location,
+        page: &CleanPage,
+        meta: Option<&ProjectMeta>,
+        author: &str,
+    ) -> Result<String, StoreError> {
+        let mut changes = Vec::new();
+        if let Some(meta) = meta {
+            changes.push(meta_change(&at.workspace, &at.project, meta)?);
+        }
+        changes.push(Change::Put { path: at.git_path(), bytes: page.text().as_bytes().to_vec() });
         let _serial = self.writes.lock().unwrap_or_else(|p| p.into_inner());
-        let change = Change::Put { path: at.git_path(), bytes: page.text().as_bytes().to_vec() };
-        let commit = self.git.commit(BRANCH, &[change], &format!("write {at}"), author)?;
-        self.mirror_put(&at.git_path(), page.text().as_bytes())?;
+        let commit = self.commit(&changes, &format!("write {at}"), author)?;
+        self.sync_mirror()?;
         Ok(commit)
     }
 
@@ -158,22 +248,27 @@ impl Wiki {
     pub fn delete(&self, at: &Location, author: &str) -> Result<String, StoreError> {
         let _serial = self.writes.lock().unwrap_or_else(|p| p.into_inner());
         let change = Change::Delete { path: at.git_path() };
-        let commit = match self.git.commit(BRANCH, &[change], &format!("delete {at}"), author) {
-            Err(BareError::NotFound(_)) => return Err(StoreError::NotFound(at.to_string())),
+        let commit = match self.commit(&[change], &format!("delete {at}"), author) {
+            Err(StoreError::Git(BareError::NotFound(_))) => {
+                return Err(StoreError::NotFound(at.to_string()));
+            }
             other => other?,
         };
-        let file = self.mirror.join(at.git_path());
-        match std::fs::remove_file(&file) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(source) => return Err(StoreError::Io { path: file, source }),
-        }
-        self.forget_seen(&file);
+        self.sync_mirror()?;
         Ok(commit)
     }
 
     pub fn read(&self, at: &Location) -> Result<Option<Stored>, StoreError> {
         let Some(bytes) = self.git.read(BRANCH, &at.git_path())? else { return Ok(None) };
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        let page = Page::parse(&text)
+            .map_err(|source| StoreError::Page { path: at.to_string(), source })?;
+        Ok(Some(Stored { location: at.clone(), text, page }))
+    }
+
+    /// The page as it was at `commit` (`None`: not there then).
+    pub fn read_at(&self, at: &Location, commit: &str) -> Result<Option<Stored>, StoreError> {
+        let Some(bytes) = self.git.read_at(commit, &at.git_path())? else { return Ok(None) };
         let text = String::from_utf8_lossy(&bytes).into_owned();
         let page = Page::parse(&text)
             .map_err(|source| StoreError::Page { path: at.to_string(), source })?;
@@ -223,6 +318,17 @@ impl Wiki {
         self.git.read(BRANCH, &path)?.map(|bytes| parse_meta(&path, &bytes)).transpose()
     }
 
+    /// A project's settings as they were at `commit`.
+    pub fn project_meta_at(
+        &self,
+        ws: &WorkspaceName,
+        project: &ProjectName,
+        commit: &str,
+    ) -> Result<Option<ProjectMeta>, StoreError> {
+        let path = format!("{ws}/{project}/{PROJECT_META}");
+        self.git.read_at(commit, &path)?.map(|bytes| parse_meta(&path, &bytes)).transpose()
+    }
+
     pub fn set_project_meta(
         &self,
         ws: &WorkspaceName,
@@ -230,107 +336,24 @@ impl Wiki {
         meta: &ProjectMeta,
         author: &str,
     ) -> Result<String, StoreError> {
-        let path = format!("{ws}/{project}/{PROJECT_META}");
-        let text = toml::to_string(meta)
-            .map_err(|e| StoreError::Meta { path: path.clone(), message: e.to_string() })?;
+        let change = meta_change(ws, project, meta)?;
         let _serial = self.writes.lock().unwrap_or_else(|p| p.into_inner());
-        let change = Change::Put { path: path.clone(), bytes: text.into_bytes() };
-        Ok(self.git.commit(BRANCH, &[change], &format!("settings of {ws}/{project}"), author)?)
+        self.commit(&[change], &format!("settings of {ws}/{project}"), author)
     }
+}
 
-    /// Pages copied into (or edited in) `wiki/` by hand since the last call: each one that
-    /// parses and differs from the branch is committed and returned; one that does not parse
-    /// is returned as an error naming the file and left alone.
-    pub fn import_changed(
-        &self,
-        author: &str,
-    ) -> Result<Vec<Result<Stored, StoreError>>, StoreError> {
-        let mut files = Vec::new();
-        walk(&self.mirror, &mut files);
-        let mut changed = Vec::new();
-        {
-            let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
-            for (file, stamp) in files {
-                if seen.get(&file) != Some(&stamp) {
-                    seen.insert(file.clone(), stamp);
-                    changed.push(file);
-                }
-            }
-        }
-        let mut out = Vec::new();
-        for file in changed {
-            let Ok(rel) = file.strip_prefix(&self.mirror) else { continue };
-            let Some(rel) = rel.to_str().map(|s| s.replace('\\', "/")) else { continue };
-            let Some(location) = Location::from_git_path(&rel) else { continue };
-            let bytes = match std::fs::read(&file) {
-                Ok(b) => b,
-                Err(source) => {
-                    out.push(Err(StoreError::Io { path: file, source }));
-                    continue;
-                }
-            };
-            if self.git.read(BRANCH, &rel)?.as_deref() == Some(&bytes[..]) {
-                continue;
-            }
-            let text = String::from_utf8_lossy(&bytes);
-            let page = match CleanPage::new(ai_memory_core::sanitize(&text)) {
-                Ok(page) => page,
-                Err(source) => {
-                    out.push(Err(StoreError::Page { path: rel, source }));
-                    continue;
-                }
-            };
-            self.write(&location, &page, author)?;
-            out.push(Ok(Stored {
-                location,
-                text: page.text().to_owned(),
-                page: page.page().clone(),
-            }));
-        }
-        Ok(out)
-    }
-
-    fn mirror_put(&self, rel: &str, bytes: &[u8]) -> Result<(), StoreError> {
-        let file = self.mirror.join(rel);
-        let io = |source| StoreError::Io { path: file.clone(), source };
-        if let Some(dir) = file.parent() {
-            std::fs::create_dir_all(dir).map_err(io)?;
-        }
-        let tmp = file.with_extension(format!("md.tmp{}", std::process::id()));
-        std::fs::write(&tmp, bytes).map_err(io)?;
-        std::fs::rename(&tmp, &file).map_err(io)?;
-        // What we wrote is not a hand edit.
-        if let Ok(meta) = std::fs::metadata(&file)
-            && let Ok(modified) = meta.modified()
-        {
-            let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
-            seen.insert(file.clone(), (modified, meta.len()));
-        }
-        Ok(())
-    }
-
-    fn forget_seen(&self, file: &Path) {
-        self.seen.lock().unwrap_or_else(|p| p.into_inner()).remove(file);
-    }
+fn meta_change(
+    ws: &WorkspaceName,
+    project: &ProjectName,
+    meta: &ProjectMeta,
+) -> Result<Change, StoreError> {
+    let path = format!("{ws}/{project}/{PROJECT_META}");
+    let text = toml::to_string(meta)
+        .map_err(|e| StoreError::Meta { path: path.clone(), message: e.to_string() })?;
+    Ok(Change::Put { path, bytes: text.into_bytes() })
 }
 
 fn parse_meta(path: &str, bytes: &[u8]) -> Result<ProjectMeta, StoreError> {
     toml::from_str(&String::from_utf8_lossy(bytes))
         .map_err(|e| StoreError::Meta { path: path.to_owned(), message: e.message().to_owned() })
-}
-
-/// Markdown files under `dir`, with their modification time and length.
-fn walk(dir: &Path, out: &mut Vec<(PathBuf, (SystemTime, u64))>) {
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        let Ok(meta) = entry.metadata() else { continue };
-        if meta.is_dir() {
-            walk(&path, out);
-        } else if path.extension().is_some_and(|e| e == "md")
-            && let Ok(modified) = meta.modified()
-        {
-            out.push((path, (modified, meta.len())));
-        }
-    }
 }

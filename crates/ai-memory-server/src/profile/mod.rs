@@ -271,9 +271,7 @@ impl Memory {
         let statement =
             entry.learned.as_ref().map_or(entry.summary.clone(), |l| l.statement.clone());
         self.index().forget(&row, path.as_str(), &statement, self.now())?;
-        let commit = self.wiki().delete(&at, "profile forget")?;
-        self.index().delete_page(&row, &path)?;
-        Ok(commit)
+        self.remove_page(&at, "profile forget")
     }
 
     /// `profile review`: every entry (learned, or edited by hand) and the habits short of the

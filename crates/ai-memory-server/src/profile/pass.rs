@@ -126,7 +126,7 @@ impl Memory {
                 continue;
             }
             changed.insert(entry.path.clone());
-            self.write_entry(home, &row, &entry)?;
+            self.write_entry(home, &entry)?;
             report.written.push(format!("{}/{}/{}", home.workspace, home.project, entry.path));
         }
         // An opt-out takes back its evidence, also from entries no candidate backs any more.
@@ -136,7 +136,7 @@ impl Memory {
                 // Edited by hand: the page stays the user's; only the harvester's own record
                 // of evidence loses the opted-out projects' words.
                 if entry.edited_by_hand {
-                    self.scrub_hand_edited(home, &row, &entry.path, &opted_out, report)?;
+                    self.scrub_hand_edited(home, &entry.path, &opted_out, report)?;
                 }
                 continue;
             };
@@ -151,8 +151,7 @@ impl Memory {
                 .collect();
             let path = PagePath::new(&entry.path)?;
             let Some(newest) = kept.first() else {
-                self.wiki().delete(&home.location(&path), HARVEST_AUTHOR)?;
-                index.delete_page(&row, &path)?;
+                self.remove_page(&home.location(&path), HARVEST_AUTHOR)?;
                 report.removed.push(format!("{}/{}/{}", home.workspace, home.project, entry.path));
                 continue;
             };
@@ -164,7 +163,7 @@ impl Memory {
                 }
                 l.evidence = kept;
             }
-            self.write_entry(home, &row, &scrubbed)?;
+            self.write_entry(home, &scrubbed)?;
             report.written.push(format!("{}/{}/{}", home.workspace, home.project, entry.path));
         }
         Ok(())
@@ -259,7 +258,6 @@ impl Memory {
     fn scrub_hand_edited(
         &self,
         home: &Home,
-        row: &ProjectRow,
         path: &str,
         opted_out: &BTreeSet<String>,
         report: &mut PassReport,
@@ -272,18 +270,18 @@ impl Memory {
         if let Some(text) = scrubbed {
             let page = CleanPage::new(sanitize(&text))
                 .map_err(|e| MemoryError::Invalid(format!("{path}: {e}")))?;
-            self.store_page(row, &at, &page, HARVEST_AUTHOR)?;
+            self.store_page(&at, &page, HARVEST_AUTHOR)?;
             report.written.push(format!("{}/{}/{path}", home.workspace, home.project));
         }
         Ok(())
     }
 
-    fn write_entry(&self, home: &Home, row: &ProjectRow, entry: &Entry) -> Result<(), MemoryError> {
+    fn write_entry(&self, home: &Home, entry: &Entry) -> Result<(), MemoryError> {
         let path = PagePath::new(&entry.path)?;
         let text = entry.render().map_err(|e| MemoryError::Invalid(e.to_string()))?;
         let page = CleanPage::new(sanitize(&text))
             .map_err(|e| MemoryError::Invalid(format!("{}: {e}", entry.path)))?;
-        self.store_page(row, &home.location(&path), &page, HARVEST_AUTHOR)?;
+        self.store_page(&home.location(&path), &page, HARVEST_AUTHOR)?;
         Ok(())
     }
 

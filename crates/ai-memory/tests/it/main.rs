@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests fail loudly")]
 
 mod auth;
+mod crash;
 mod hooks;
 mod inputs;
 mod mcp;
