@@ -93,7 +93,7 @@ fn json_schema_output_is_json_of_that_shape() {
 fn bad_input_is_one_clear_line_and_a_failure_status() {
     let path = smollm2();
     let model = path.to_str().unwrap();
-    let cases: [(&[&str], &str); 4] = [
+    let cases: [(&[&str], &str); 7] = [
         (&["run", "/nonexistent/model.gguf", "--prompt", "hi"], "does not exist"),
         (&["run", model, "--prompt", "hi", "--one-of", ""], "option \"\" is empty"),
         (&["run", model, "--prompt", "hi", "--json-schema", "/nonexistent.json"], "cannot read"),
@@ -101,6 +101,15 @@ fn bad_input_is_one_clear_line_and_a_failure_status() {
             &["run", model, "--prompt", &"word ".repeat(200), "--ctx", "64"],
             "context window holds 64",
         ),
+        (
+            &["run", model, "--prompt", "hi", "--repeat-penalty", "0"],
+            "the repeat penalty must be a number above 0, not 0",
+        ),
+        (
+            &["run", model, "--prompt", "hi", "--logprobs", "--top-logprobs", "21"],
+            "21 alternatives per token, more than the limit of 20",
+        ),
+        (&["run", model, "--prompt", "hi", "--temperature=-1"], "--temperature must be"),
     ];
     for (args, expected) in cases {
         let out = caldrix(args);
