@@ -140,7 +140,7 @@ pub async fn bind(
     alias: &str,
     timeout: Duration,
 ) -> anyhow::Result<Bound> {
-    let members = client.members().await.context("listing the pool's members")?;
+    let members = client.members().await.map_err(|e| named(e, "listing the pool's members"))?;
     if let Some(found) = find(&members, member) {
         return Ok(found);
     }
@@ -157,9 +157,18 @@ pub async fn bind(
     client
         .load_member_within(&alias, &member.model, flags, timeout)
         .await
-        .with_context(|| format!("loading `{}` into the pool", member.model))?;
-    let members = client.members().await.context("listing the pool's members")?;
+        .map_err(|e| named(e, &format!("loading `{}` into the pool", member.model)))?;
+    let members = client.members().await.map_err(|e| named(e, "listing the pool's members"))?;
     find(&members, member).context("the pool loaded the member but does not list it")
+}
+
+/// A client error with what was being done; a pool that went away says `pool gone` first.
+fn named(e: ClientError, doing: &str) -> anyhow::Error {
+    if aerix_core::pool_gone(&e) {
+        anyhow::anyhow!("pool gone: {doing}: {e}")
+    } else {
+        anyhow::Error::from(e).context(doing.to_owned())
+    }
 }
 
 fn find(members: &[MemberInfo], member: &Member) -> Option<Bound> {

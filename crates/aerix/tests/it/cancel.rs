@@ -14,15 +14,18 @@ use crate::{
 /// How long the first run waits for the pool to start and the command to run.
 const STARTUP: Duration = Duration::from_secs(120);
 
-/// The route, then one turn: an edit (for the diff) and `command` (which writes its process
-/// group's id to `../bash.pid`, the world's home).
+/// The route, then one turn: an edit (for the diff), a background job (its group's id in
+/// `../job.pid`, the world's home) and `command` (which writes its group's id to
+/// `../bash.pid`).
 fn replies(command: &str) -> Vec<String> {
+    let job = "echo $$ > ../job.pid; sleep 30";
     vec![
         "answer".to_owned(),
         calls(
-            "Fix add, then run the slow check.",
+            "Fix add, start the server, then run the slow check.",
             vec![
                 call("edit", json!({"path": "calc.sh", "old": "$1 - $2", "new": "$1 + $2"})),
+                call("bash", json!({"command": job, "background": true})),
                 call("bash", json!({"command": command})),
             ],
         ),
@@ -40,8 +43,9 @@ fn start(world: &World) -> Child {
         .unwrap()
 }
 
-/// The command's process group, once `sleep` runs in it.
+/// The command's process group, once `sleep` runs in it (and the job has started).
 fn running_group(world: &World, child: &mut Child) -> i32 {
+    wait_for(child, STARTUP, || read_pid(&world.home.join("job.pid")));
     let pgid = wait_for(child, STARTUP, || read_pid(&world.home.join("bash.pid")));
     wait_for(child, Duration::from_secs(5), || (group_members(pgid).len() >= 2).then_some(()));
     pgid
@@ -49,7 +53,7 @@ fn running_group(world: &World, child: &mut Child) -> i32 {
 
 /// What every cancelled run shows: the status, the diff of the edit made before the signal,
 /// `session.end` last with outcome `cancelled`, the root cancelled, the command's result
-/// `[cancelled]`, and nothing left of the command's group.
+/// `[cancelled]` and the job's end, and nothing left of the command's or the job's group.
 fn check_cancelled(world: &World, out: &Output, status: i32, pgid: i32) -> Vec<Value> {
     let text = stdout(out);
     assert_eq!(out.status.code(), Some(status), "{text}\n{}", stderr(out));
@@ -67,9 +71,14 @@ fn check_cancelled(world: &World, out: &Output, status: i32, pgid: i32) -> Vec<V
     assert_eq!(of_type(&events, "session.end").len(), 1);
     let root = of_type(&events, "agent.end");
     assert_eq!(root.last().unwrap()["outcome"], "cancelled", "{root:?}");
-    let result = of_type(&events, "message").into_iter().find(|m| m["call"] == "c2").unwrap();
+    let result = of_type(&events, "message").into_iter().find(|m| m["call"] == "c3").unwrap();
     assert_eq!(result["text"], "[cancelled]");
     assert_eq!(group_survivors(pgid, Duration::from_secs(1)), Vec::<i32>::new());
+    let job = read_pid(&world.home.join("job.pid")).unwrap();
+    assert_eq!(group_survivors(job, Duration::from_secs(1)), Vec::<i32>::new());
+    let jobs = of_type(&events, "job");
+    let ended = jobs.iter().find(|j| j["state"] == "ended").unwrap();
+    assert_eq!(ended["ending"], "[job j1 cancelled]", "{jobs:?}");
     events
 }
 
@@ -210,4 +219,35 @@ fn sigint_during_a_generation_cancels_it_and_the_connection_stays_in_step() {
     let contexts: Vec<&Value> =
         status["members"].as_array().unwrap().iter().map(|m| &m["contexts"]).collect();
     assert_eq!(contexts, [&json!(0)], "{status}");
+}
+
+#[test]
+fn sigint_during_a_session_start_hook_ends_it_and_the_run() {
+    let world = World::scripted("sigint-hook", &replies(SLEEP), true);
+    let hooks = json!({"hooks": {"SessionStart": [{"hooks": [
+        {"type": "command", "command": "echo $$ > ../start.pid; sleep 30"}
+    ]}]}});
+    std::fs::write(world.home.join("config/aerix/hooks.json"), hooks.to_string()).unwrap();
+    let mut child = start(&world);
+    let hook = wait_for(&mut child, STARTUP, || read_pid(&world.home.join("start.pid")));
+    wait_for(&mut child, Duration::from_secs(5), || (group_members(hook).len() >= 2).then_some(()));
+    let sent = Instant::now();
+    send("INT", i32::try_from(child.id()).unwrap());
+    let out = child.wait_with_output().unwrap();
+    let took = sent.elapsed();
+    assert!(took < Duration::from_secs(2), "{took:?}");
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    assert_eq!(group_survivors(hook, Duration::from_secs(1)), Vec::<i32>::new());
+    let events = world.events();
+    let runs = of_type(&events, "hook");
+    assert_eq!((runs.len(), runs[0]["ending"].as_str()), (1, Some("cancelled")), "{runs:?}");
+    assert!(stderr(&out).contains("was cancelled: sent TERM"), "{}", stderr(&out));
+    let last = events.last().unwrap();
+    assert_eq!(
+        (last["type"].as_str(), last["outcome"].as_str()),
+        (Some("session.end"), Some("cancelled"))
+    );
+    // The request never ran: no route, no turn, nothing in the tree.
+    assert!(of_type(&events, "route").is_empty());
+    assert_eq!(world.git(&["status", "--porcelain"]), "");
 }
