@@ -1,18 +1,18 @@
 //! The operations every entry point shares (MCP tools, hook endpoint, CLI), with their checks:
 //! names and paths validated, text sanitized, access decided, git then index updated.
 
-use std::collections::BTreeSet;
+mod events;
+
 use std::path::{Path, PathBuf};
 
 use ai_memory_core::{
-    Clean, GLOBAL_PROJECT, PagePath, ProjectName, Scope, Settings, WorkspaceName, sanitize,
+    GLOBAL_PROJECT, PagePath, ProjectName, Scope, Settings, WorkspaceName, sanitize,
 };
-use ai_memory_index::{Index, Principal, ProjectRow, QueryResult, SessionStart};
+use ai_memory_index::{Index, Principal, ProjectRow, QueryResult};
 use ai_memory_store::{CleanPage, Location, ProjectMeta, Wiki};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::context::session_context;
 use crate::error::MemoryError;
 
 pub use ai_memory_profile::STACK_TAGS;
@@ -410,26 +410,6 @@ impl Memory {
         }))
     }
 
-    /// The project a hook reports for, made (settings first, then its row) when new.
-    fn project_for_event(
-        &self,
-        who: Principal,
-        workspace: &WorkspaceName,
-        project: &ProjectName,
-    ) -> Result<ProjectRow, MemoryError> {
-        if let Some(meta) = self.plan_project(who, workspace, project, None)?
-            && meta != ProjectMeta::default()
-        {
-            self.wiki.set_project_meta(workspace, project, &meta, &author(who))?;
-            self.sync_index()?;
-        }
-        let row = self.index.project(workspace, project)?;
-        match row {
-            Some(row) => Ok(row),
-            None => Ok(self.index.ensure_project(workspace, project, false, None)?),
-        }
-    }
-
     pub fn read_page(&self, caller: &Caller, req: &PageRef) -> Result<ReadOut, MemoryError> {
         let (at, _) = self.locate(
             caller,
@@ -517,93 +497,6 @@ impl Memory {
             hits.truncate(limit);
         }
         Ok(result)
-    }
-
-    /// A session starts: record it (and the marker's explicit opt-outs); return the context to
-    /// inject, within `session_start.max_chars`.
-    pub fn session_start(&self, who: Principal, event: &HookEvent) -> Result<String, MemoryError> {
-        let project = self.hook_project(who, event)?;
-        let stacks: BTreeSet<&str> = event
-            .files
-            .iter()
-            .take(MAX_EVENT_FILES)
-            .filter_map(|f| ai_memory_profile::stack_of_file(f))
-            .collect();
-        self.index.add_stacks(&project, &stacks, self.now())?;
-        self.index.start_session(
-            &project,
-            &SessionStart {
-                id: &event.session_id,
-                harness: &event.harness,
-                user: who.user_id(),
-                contribute: event.contribute,
-                consume: event.consume,
-            },
-        )?;
-        let global = match self
-            .index
-            .project(&WorkspaceName::default_workspace(), &ProjectName::global())?
-        {
-            Some(g) if self.index.can_read(who, &g)? && project.id != g.id => Some(g),
-            _ => None,
-        };
-        // The digest leads: it changes only when the profile does, so it stays in the part of
-        // the harness's prompt that can be cached; the rest fills what is left of the cap.
-        let digest = self.profile_digest(who, &project)?.map(|d| d.text).unwrap_or_default();
-        let max_chars =
-            self.settings.session_start.max_chars.saturating_sub(digest.chars().count() + 1);
-        let context = session_context(&self.index, &project, global.as_ref(), max_chars)?;
-        Ok(if digest.is_empty() { context } else { format!("{digest}\n{context}") })
-    }
-
-    /// The user submitted a prompt: keep it, sanitized and cut to the capture bound.
-    pub fn prompt_submit(&self, who: Principal, event: &HookEvent) -> Result<bool, MemoryError> {
-        if !self.settings.capture.prompts {
-            return Ok(false);
-        }
-        let Some(prompt) = event.prompt.as_deref().filter(|p| !p.trim().is_empty()) else {
-            return Ok(false);
-        };
-        let project = self.hook_project(who, event)?;
-        let text: Clean = sanitize(prompt).truncated(self.settings.capture.max_prompt_bytes);
-        self.index.capture_prompt(&project, &event.session_id, who.user_id(), &text, self.now())?;
-        // File names the user mentions are activity too (`fix src/main.rs`).
-        let stacks: BTreeSet<&str> = text
-            .as_str()
-            .split(|c: char| c.is_whitespace() || matches!(c, '`' | '(' | ')' | ',' | '"' | '\''))
-            .filter(|w| w.contains('.') && w.len() < 200)
-            .filter_map(|w| ai_memory_profile::stack_of_file(w.trim_end_matches(['.', ':', ';'])))
-            .collect();
-        self.index.add_stacks(&project, &stacks, self.now())?;
-        Ok(true)
-    }
-
-    pub fn session_end(&self, who: Principal, event: &HookEvent) -> Result<bool, MemoryError> {
-        let project = self.hook_project(who, event)?;
-        let ended = self.index.end_session(&project, &event.session_id, who.user_id())?;
-        // The server's profile task runs a pass a few seconds later (a burst costs one).
-        self.pass_wanted.notify_one();
-        Ok(ended)
-    }
-
-    /// The project a hook reports for: made on first sight; never a profile project (event
-    /// capture is never attributed to one).
-    fn hook_project(&self, who: Principal, event: &HookEvent) -> Result<ProjectRow, MemoryError> {
-        if event.session_id.is_empty() || event.session_id.len() > 200 {
-            return Err(MemoryError::Invalid(
-                "a hook event needs a session id (1 to 200 bytes)".into(),
-            ));
-        }
-        let workspace = WorkspaceName::new(&event.workspace)?;
-        let project = ProjectName::new(&event.project)?;
-        if project.is_reserved() {
-            return Err(MemoryError::Invalid(format!("sessions are not recorded in `{project}`")));
-        }
-        match self.index.project(&workspace, &project)? {
-            Some(p) if self.index.can_read(who, &p)? => Ok(p),
-            Some(_) => Err(MemoryError::NotFound(format!("no project {workspace}/{project}"))),
-            None => self.project_for_event(who, &workspace, &project),
-        }
     }
 
     /// Rebuilds the index from the wiki (after importing hand-copied pages).
