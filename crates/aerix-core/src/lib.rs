@@ -9,6 +9,7 @@ mod agent;
 mod calls;
 mod context;
 mod generation;
+mod hooks;
 mod prompts;
 mod request;
 mod route;
@@ -25,6 +26,7 @@ use caldrix_client::{Client, ClientError};
 
 pub use agent::{Agent, AgentEnd, AgentSpec};
 pub use context::{Context, Label, Segment};
+pub use hooks::{HookFire, HookReply, NO_HOOKS, NoHooks, RuntimeHooks};
 pub use prompts::{EMBEDDED, Prompts, fill};
 pub use request::{HOOK_CONTEXT, Request, RequestEnd, run_request, system_segment};
 pub use route::{ROUTES, Route, route};
@@ -45,6 +47,8 @@ pub struct Runtime<'a> {
     pub cwd: &'a Path,
     /// Set when the user cancels: generations get a `cancel` frame, tools and agents stop.
     pub cancel: Cancel,
+    /// The hook events the runtime fires (compaction, delegation); `NO_HOOKS` by default.
+    pub hooks: &'a dyn RuntimeHooks,
     /// Where the request's time went.
     pub stats: Stats,
     schemas: HashMap<Vec<String>, String>,
@@ -78,9 +82,15 @@ impl<'a> Runtime<'a> {
             prompts,
             cwd,
             cancel,
+            hooks: &NO_HOOKS,
             stats: Stats::default(),
             schemas: HashMap::new(),
         }
+    }
+
+    /// The same runtime, firing its events through `hooks`.
+    pub fn with_hooks(self, hooks: &'a dyn RuntimeHooks) -> Runtime<'a> {
+        Runtime { hooks, ..self }
     }
 
     /// A generation, timed into `stats`; the cancel flag ends it.

@@ -1,0 +1,68 @@
+//! The hook events the runtime itself has a moment for (compaction, delegation). The runtime
+//! knows no hook files or processes: the binary implements `RuntimeHooks` over `aerix-hooks`,
+//! tests with a recorder, and `NO_HOOKS` fires nothing.
+
+/// An event the runtime fires, with what its input carries beyond the session's fields.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum HookFire<'a> {
+    /// Before a compaction pass; a block skips that pass. `trigger` is `auto` (the runtime's
+    /// own pass) or `manual` (the model's `context` call).
+    PreCompact { agent: &'a str, trigger: &'a str },
+    /// After a compaction pass: the context's tokens before and after, and how many segments
+    /// were replaced by markers.
+    ContextCompact { agent: &'a str, before: u32, after: u32, compacted: u32 },
+    /// A subagent is spawned by `parent` (an `agent` call).
+    AgentSpawn { agent: &'a str, parent: &'a str, agent_type: &'a str },
+    /// Before an implementer or a verifier runs (`agent_type`: a definition's name,
+    /// `implementer` or `verifier`).
+    SubagentStart { agent: &'a str, agent_type: &'a str },
+    /// A subagent's final.
+    SubagentStop { agent: &'a str, agent_type: &'a str },
+    /// A verifier starts on a piece's implementer's work.
+    Verify { agent: &'a str, implementer: &'a str, attempt: u32 },
+}
+
+impl HookFire<'_> {
+    /// Claude Code's (or aerix's) name for the event, as hook files write it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            HookFire::PreCompact { .. } => "PreCompact",
+            HookFire::ContextCompact { .. } => "ContextCompact",
+            HookFire::AgentSpawn { .. } => "AgentSpawn",
+            HookFire::SubagentStart { .. } => "SubagentStart",
+            HookFire::SubagentStop { .. } => "SubagentStop",
+            HookFire::Verify { .. } => "Verify",
+        }
+    }
+}
+
+/// What the handlers of one event said.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HookReply {
+    /// A handler blocked the action (exit 2 or `decision: "block"`), with its reason.
+    pub block: Option<String>,
+    /// `continue: false`: the agent that fired the event ends, with this reason.
+    pub stop: Option<String>,
+    /// Context for the model.
+    pub context: Option<String>,
+}
+
+/// Fires runtime events; called on the agent's task (a handler may block it: implementations
+/// run handlers where blocking is allowed).
+pub trait RuntimeHooks: Send + Sync {
+    fn fire(&self, event: HookFire<'_>) -> HookReply;
+}
+
+/// Fires nothing.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoHooks;
+
+impl RuntimeHooks for NoHooks {
+    fn fire(&self, _: HookFire<'_>) -> HookReply {
+        HookReply::default()
+    }
+}
+
+/// For a `Runtime` whose caller has no hooks.
+pub static NO_HOOKS: NoHooks = NoHooks;
