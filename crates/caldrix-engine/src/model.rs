@@ -288,6 +288,13 @@ impl Model {
         }
     }
 
+    /// Builds the constraint machinery now (the llguidance parser factory walks the whole
+    /// vocabulary: seconds on a loaded machine), so no generation pays for it: a generation's
+    /// cancel is not looked at while it is built.
+    pub fn prepare_constraints(&self) -> Result<(), EngineError> {
+        self.parser_factory().map(|_| ())
+    }
+
     /// The llguidance parser factory over this vocabulary, built on first use (it walks the
     /// whole vocabulary, hundreds of milliseconds) and shared by every constraint after.
     pub(crate) fn parser_factory(&self) -> Result<Arc<ParserFactory>, EngineError> {

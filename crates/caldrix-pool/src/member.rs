@@ -108,6 +108,11 @@ impl Member {
     pub fn start(config: MemberConfig) -> Result<Member, EngineError> {
         let params = ModelParams { gpu_layers: config.gpu_layers.unwrap_or(0) };
         let model = Arc::new(Model::load(&config.model, &params)?);
+        let json_constraint = config.script.as_ref().is_none_or(|s| s.json);
+        if json_constraint {
+            // At load, not in the first `json` generation (where a cancel would wait for it).
+            model.prepare_constraints()?;
+        }
         let window = config.window.unwrap_or(4096.min(model.trained_context()));
         let (jobs, rx) = mpsc::channel::<Job>();
         let (ready_tx, ready_rx) = mpsc::channel();
@@ -124,7 +129,6 @@ impl Member {
         }));
         let alias = config.alias.clone();
         let reference = config.reference.clone();
-        let json_constraint = config.script.as_ref().is_none_or(|s| s.json);
         let thread = {
             let (model, queue, figures) = (model.clone(), queue.clone(), figures.clone());
             std::thread::Builder::new()
