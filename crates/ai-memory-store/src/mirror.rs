@@ -133,7 +133,8 @@ impl Wiki {
             if wait == Wait::No {
                 return false;
             }
-            std::thread::sleep((STALE_LOCK - age).max(Duration::from_millis(50)));
+            // A live writer's lock is gone within milliseconds: look again soon.
+            std::thread::sleep(Duration::from_millis(50));
         }
     }
 
