@@ -126,7 +126,11 @@ pub struct Generation {
 
 impl Generation {
     /// A generation cancelled during its prefill: `reused_tokens` rows were found held.
-    fn cancelled(prompt_tokens: usize, reused_tokens: usize, prefill: Duration) -> Generation {
+    pub(crate) fn cancelled(
+        prompt_tokens: usize,
+        reused_tokens: usize,
+        prefill: Duration,
+    ) -> Generation {
         Generation {
             text: String::new(),
             tokens: Vec::new(),
@@ -275,7 +279,7 @@ impl Session<'_> {
         Ok(false)
     }
 
-    fn record(
+    pub(crate) fn record(
         &self,
         logits: &[f32],
         id: u32,

@@ -1,13 +1,16 @@
 //! Replaying a scripted reply as if the model had generated it: tokenized with the model's own
-//! vocabulary and checked against the request's constraint, with no KV work. Deterministic
-//! tests of everything above the engine run on it (a scripted pool member).
+//! vocabulary and checked against the request's constraint, with no KV work (`Model::replay`:
+//! a scripted pool member), or forced through a session so that its rows are computed and held
+//! as a real generation's (`Session::replay_on`: a replay member). Deterministic tests of
+//! everything above the engine run on them.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::constraint::{self, Constraint};
 use crate::error::EngineError;
 use crate::generate::{GenerateParams, Generation, OneOfScores, StopReason, Timings, TokenLogprob};
 use crate::model::{Model, Special, Token};
+use crate::session::{Event, Filled, Seq, Session};
 
 /// The score a scripted OneOf gives the options it did not choose (the chosen one scores 0):
 /// finite, so that it serializes, and far below any real option's.
@@ -77,6 +80,100 @@ impl Model {
             prompt_tokens: prompt.len(),
             reused_tokens: 0,
             timings: Timings { prefill: Duration::ZERO, decode: Duration::ZERO },
+        })
+    }
+}
+
+impl Session<'_> {
+    /// `reply` as the generation after `prompt` on `seq`, computed for real: the prompt is
+    /// filled as `generate_on` fills it (reusing the longest prefix `seq` holds), then the
+    /// reply's tokens are decoded in batches as if generated, so `seq` holds what a real
+    /// generation ending the same way would (every output token on an end of turn, all but the
+    /// last on `Complete`, `MaxTokens` or a full window). The reply is checked first, exactly
+    /// as `Model::replay` checks it, before any row is computed. Log-probabilities are the
+    /// model's own. A OneOf is scored for real (`generate_on`'s path) but chooses the reply's
+    /// option, which must be one of them.
+    pub fn replay_on(
+        &mut self,
+        seq: Seq,
+        prompt: &[Token],
+        reply: &str,
+        params: &GenerateParams,
+        on_event: &mut dyn FnMut(Event<'_>) -> bool,
+    ) -> Result<Generation, EngineError> {
+        let scripted = self.model.replay(prompt, reply, params)?;
+        if let (Constraint::OneOf(options), Some(script)) = (&params.constraint, &scripted.one_of) {
+            let mut generation = self.generate_on(seq, prompt, params, on_event)?;
+            if let Some(scores) = generation.one_of.as_mut() {
+                scores.chosen = script.chosen;
+                generation.text = options[script.chosen].clone();
+                generation.tokens = scripted.tokens;
+            }
+            return Ok(generation);
+        }
+        if prompt.len() >= self.n_ctx as usize {
+            return Err(EngineError::PromptTooLong { prompt: prompt.len(), window: self.n_ctx });
+        }
+        let started = Instant::now();
+        let (first, reused) = match self.fill(seq, prompt, on_event)? {
+            Filled::Logits(logits, reused) => (logits, reused),
+            Filled::Cancelled { reused } => {
+                return Ok(Generation::cancelled(prompt.len(), reused, started.elapsed()));
+            }
+        };
+        let prefill = started.elapsed();
+        let started = Instant::now();
+        let mut tokens = scripted.tokens;
+        let mut stop = scripted.stop;
+        let room = self.n_ctx as usize - prompt.len();
+        if tokens.len() > room {
+            tokens.truncate(room);
+            stop = StopReason::ContextFull;
+        }
+        if stop == StopReason::EndOfTurn && tokens.len() >= params.max_new_tokens as usize {
+            // A real generation stops at the bound before it could choose the end of turn.
+            stop = StopReason::MaxTokens;
+        }
+        // A real generation decodes each token before choosing the next; the last one is
+        // decoded only when the model went on to end its turn.
+        let rows = if stop == StopReason::EndOfTurn {
+            tokens.len()
+        } else {
+            tokens.len().saturating_sub(1)
+        };
+        let after = self.append(seq, &tokens[..rows], params.logprobs.is_some())?;
+        let mut logprobs = params.logprobs.map(|k| {
+            let mut out = Vec::new();
+            for (i, &t) in tokens.iter().enumerate() {
+                let before = if i == 0 { Some(&first) } else { after.get(i - 1) };
+                if let Some(logits) = before {
+                    self.record(logits, t.0, Some(k), Some(&mut out));
+                }
+            }
+            out
+        });
+        let mut bytes = Vec::new();
+        for (i, &t) in tokens.iter().enumerate() {
+            let before = bytes.len();
+            bytes.extend(self.model.token_bytes(t));
+            if !on_event(Event::Token { token: t, bytes: &bytes[before..] }) {
+                tokens.truncate(i + 1);
+                if let Some(l) = logprobs.as_mut() {
+                    l.truncate(i + 1);
+                }
+                stop = StopReason::Cancelled;
+                break;
+            }
+        }
+        Ok(Generation {
+            text: String::from_utf8_lossy(&bytes).into_owned(),
+            tokens,
+            stop,
+            logprobs,
+            one_of: None,
+            prompt_tokens: prompt.len(),
+            reused_tokens: reused,
+            timings: Timings { prefill, decode: started.elapsed() },
         })
     }
 }

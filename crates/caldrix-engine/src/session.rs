@@ -329,6 +329,43 @@ impl<'m> Session<'m> {
         Ok(self.ctx.get_logits_ith(0).to_vec())
     }
 
+    /// Decodes `tokens` at the end of `seq` in `batch`-sized batches, as if they had been
+    /// generated there (a replayed reply's rows). With `logits`, returns the distribution after
+    /// each token; otherwise none.
+    pub(crate) fn append(
+        &mut self,
+        seq: Seq,
+        tokens: &[Token],
+        logits: bool,
+    ) -> Result<Vec<Vec<f32>>, EngineError> {
+        self.check_seq(seq)?;
+        let mut out = Vec::new();
+        for chunk in tokens.chunks(self.batch_size as usize) {
+            let start = self.held[seq as usize].len();
+            if start + chunk.len() > self.n_ctx as usize {
+                return Err(EngineError::PromptTooLong {
+                    prompt: start + chunk.len(),
+                    window: self.n_ctx,
+                });
+            }
+            self.batch.clear();
+            for (k, t) in chunk.iter().enumerate() {
+                // The last token's output is asked for even without `logits`: a batch with no
+                // output at all is not what llama.cpp's callers usually send.
+                let output = logits || k == chunk.len() - 1;
+                self.batch
+                    .add(t.llama(), (start + k) as i32, &[seq as i32], output)
+                    .map_err(|e| decode_error(&e))?;
+            }
+            self.decode_batch(seq)?;
+            self.held[seq as usize].extend_from_slice(chunk);
+            if logits {
+                out.extend((0..chunk.len()).map(|k| self.ctx.get_logits_ith(k as i32).to_vec()));
+            }
+        }
+        Ok(out)
+    }
+
     fn decode_batch(&mut self, seq: Seq) -> Result<(), EngineError> {
         self.ctx.decode(&mut self.batch).map_err(|e| {
             // A failed decode may leave rows of this batch behind: forget them.

@@ -15,7 +15,7 @@ use std::time::Duration;
 use caldrix_proto::{ErrorKind, FrameFormat, MemberInfo};
 use tokio::sync::Notify;
 
-pub use member::{MemberConfig, Script};
+pub use member::{MemberConfig, Script, ScriptKind};
 
 use crate::context::Contexts;
 use crate::member::Member;
@@ -245,17 +245,24 @@ pub(crate) fn engine_error(e: caldrix_engine::EngineError) -> PoolError {
 /// `caldrix_hub`; downloaded into the hub cache when missing), or `script:REPLIES@MODEL` for a
 /// scripted member (REPLIES: a JSON file holding an array of reply strings, replayed in order,
 /// or `{"json": false, "replies": [...]}` for a member that refuses the `json` constraint;
-/// MODEL: the model reference whose vocabulary and template count tokens).
+/// MODEL: the model reference whose vocabulary and template count tokens), or
+/// `replay:REPLIES@MODEL` for a replay member (the same file; each reply is forced through
+/// MODEL's engine, so its rows and the prompt's are computed and stored).
 pub fn parse_model_ref(reference: &str) -> Result<(PathBuf, Option<Script>), PoolError> {
     let refused = |m: String| PoolError::new(ErrorKind::LoadRefused, m);
     let resolve = |model: &str| {
         caldrix_hub::Hub::from_env().resolve_str(model).map_err(|e| refused(e.to_string()))
     };
-    let Some(rest) = reference.strip_prefix("script:") else {
+    let (prefix, kind, rest) = if let Some(rest) = reference.strip_prefix("script:") {
+        ("script", ScriptKind::Scripted, rest)
+    } else if let Some(rest) = reference.strip_prefix("replay:") {
+        ("replay", ScriptKind::Replay, rest)
+    } else {
         return Ok((resolve(reference)?, None));
     };
     let (replies, model) = rest.split_once('@').ok_or_else(|| {
-        refused(format!("`{reference}`: a scripted member is script:REPLIES@MODEL"))
+        let what = if kind == ScriptKind::Replay { "a replay" } else { "a scripted" };
+        refused(format!("`{reference}`: {what} member is {prefix}:REPLIES@MODEL"))
     })?;
     let text = std::fs::read_to_string(replies)
         .map_err(|e| refused(format!("cannot read the script {replies}: {e}")))?;
@@ -265,13 +272,13 @@ pub fn parse_model_ref(reference: &str) -> Result<(PathBuf, Option<Script>), Poo
     let value: Option<serde_json::Value> = serde_json::from_str(&text).ok();
     let script = match &value {
         Some(v @ serde_json::Value::Array(_)) => {
-            strings(v).map(|replies| Script { replies, json: true })
+            strings(v).map(|replies| Script { replies, json: true, kind })
         }
         Some(serde_json::Value::Object(o)) => o
             .get("replies")
             .and_then(strings)
             .zip(o.get("json").and_then(serde_json::Value::as_bool).or(Some(true)))
-            .map(|(replies, json)| Script { replies, json }),
+            .map(|(replies, json)| Script { replies, json, kind }),
         _ => None,
     }
     .ok_or_else(|| {

@@ -39,16 +39,26 @@ pub struct MemberConfig {
     pub gpu_layers: Option<u32>,
     /// Bytes of KV rows the prefix store may keep (0 keeps none).
     pub budget_bytes: u64,
-    /// A scripted member: its replies are replayed in order instead of generating.
+    /// A scripted or replay member: its replies are replayed in order instead of generating.
     pub script: Option<Script>,
 }
 
-/// A scripted member's replies, and whether it takes the `json` constraint (a member without
-/// it lets clients test how they handle free text).
+/// A scripted member's replies, whether it takes the `json` constraint (a member without
+/// it lets clients test how they handle free text), and whether replies go through the engine.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Script {
     pub replies: Vec<String>,
     pub json: bool,
+    pub kind: ScriptKind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScriptKind {
+    /// `script:`: replies checked and returned; no KV row is computed.
+    Scripted,
+    /// `replay:`: replies forced through the engine after the prompt, resuming from and
+    /// stored in the prefix store like a real generation, so prefix costs are measured.
+    Replay,
 }
 
 /// What a generation keeps in the store afterwards.
@@ -191,9 +201,13 @@ fn engine_thread(
     figures: &Mutex<StoreStatus>,
     ready: mpsc::Sender<Result<(), EngineError>>,
 ) {
+    let mut replies = None;
     if let Some(script) = &config.script {
-        let _ = ready.send(Ok(()));
-        return scripted_thread(model, &script.replies, jobs, queue);
+        if script.kind == ScriptKind::Scripted {
+            let _ = ready.send(Ok(()));
+            return scripted_thread(model, &script.replies, jobs, queue);
+        }
+        replies = Some(script.replies.iter());
     }
     let setup = || -> Result<(Session<'_>, u64), EngineError> {
         let mut probe = model.session(&SessionParams {
@@ -250,9 +264,20 @@ fn engine_thread(
         }
     };
     publish(&store);
+    let mut replayed = 0usize;
     for job in jobs {
         queue.fetch_sub(1, Ordering::Relaxed);
-        let result = run_job(&mut session, &mut store, &mut rates, &job);
+        // A replay member takes its next reply once per job, whatever `run_job` retries.
+        let source = match replies.as_mut().map(Iterator::next) {
+            None => Ok(Source::Generate),
+            Some(Some(reply)) => {
+                replayed += 1;
+                Ok(Source::Replay(reply))
+            }
+            Some(None) => Err(EngineError::ScriptExhausted(replayed)),
+        };
+        let result =
+            source.and_then(|source| run_job(&mut session, &mut store, &mut rates, &job, source));
         publish(&store);
         let _ = job.events.send(MemberEvent::Done(result));
     }
@@ -328,15 +353,24 @@ impl Rates {
     }
 }
 
+/// Where a job's output comes from.
+#[derive(Clone, Copy)]
+enum Source<'a> {
+    Generate,
+    /// A replay member's reply, forced through the engine.
+    Replay(&'a str),
+}
+
 fn run_job(
     session: &mut Session<'_>,
     store: &mut Store,
     rates: &mut Rates,
     job: &Job,
+    source: Source<'_>,
 ) -> Result<Finished, EngineError> {
     let mut attempts = 0;
     loop {
-        match try_job(session, store, rates, job) {
+        match try_job(session, store, rates, job, source) {
             // Cells exhausted (rows of stored prefixes, fragmentation): evict and retry; an
             // evicted prefix costs a prefill, never a refusal.
             Err(EngineError::CellsFull) if attempts < SEQUENCES => {
@@ -356,6 +390,7 @@ fn try_job(
     store: &mut Store,
     rates: &mut Rates,
     job: &Job,
+    source: Source<'_>,
 ) -> Result<Finished, EngineError> {
     let work = match store.free_seq(session.sequences()) {
         Some(seq) => seq,
@@ -395,7 +430,7 @@ fn try_job(
     let mut pending = Vec::new();
     let events = &job.events;
     let cancel = &job.cancel;
-    let generation = session.generate_on(work, &job.prompt, &job.params, &mut |event| {
+    let mut on_event = |event: Event<'_>| {
         match event {
             Event::Progress { done, total } => {
                 let _ = events.send(MemberEvent::Progress { done, total });
@@ -414,7 +449,13 @@ fn try_job(
             }
         }
         !cancel.load(Ordering::Relaxed)
-    });
+    };
+    let generation = match source {
+        Source::Generate => session.generate_on(work, &job.prompt, &job.params, &mut on_event),
+        Source::Replay(reply) => {
+            session.replay_on(work, &job.prompt, reply, &job.params, &mut on_event)
+        }
+    };
     let generation = match generation {
         Ok(g) => g,
         Err(e) => {

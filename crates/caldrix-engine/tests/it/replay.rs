@@ -49,3 +49,67 @@ fn a_reply_is_checked_against_the_constraint() {
         .unwrap();
     assert_eq!((long.tokens.len(), long.stop), (2, StopReason::MaxTokens));
 }
+
+/// A reply forced through a session: checked first (a refusal computes nothing), then its rows
+/// are held after the prompt's as a real generation's would be, with the model's own
+/// log-probabilities; the next prompt extending it resumes from those rows; a OneOf is scored
+/// for real but chooses the reply.
+#[test]
+fn a_reply_replayed_on_a_session_computes_and_holds_its_rows() {
+    let model = support::smollm2();
+    let _lock = support::lock();
+    let mut session = support::session(model);
+    let prompt = support::chat(model, "", "Name a colour.");
+    let free = GenerateParams { logprobs: Some(2), ..with(Constraint::None) };
+
+    let err =
+        session
+            .replay_on(0, &prompt, "x", &with(Constraint::OneOf(vec!["y".into()])), &mut |_| true);
+    assert!(matches!(err, Err(EngineError::ScriptRefused { .. })), "{err:?}");
+    assert!(session.held(0).is_empty(), "a refused reply computes no row");
+
+    let mut streamed = Vec::new();
+    let out = session
+        .replay_on(0, &prompt, "Blue, like the sky.", &free, &mut |e| {
+            if let caldrix_engine::Event::Token { bytes, .. } = e {
+                streamed.extend_from_slice(bytes);
+            }
+            true
+        })
+        .unwrap();
+    let reply = model.tokenize("Blue, like the sky.", Special::Plain);
+    assert_eq!(
+        (out.text.as_str(), out.stop, out.reused_tokens),
+        ("Blue, like the sky.", StopReason::EndOfTurn, 0)
+    );
+    assert_eq!(String::from_utf8(streamed).unwrap(), out.text);
+    assert_eq!(out.tokens, reply);
+    assert_eq!(
+        session.held(0),
+        [prompt.as_slice(), reply.as_slice()].concat(),
+        "prompt and reply rows"
+    );
+    let logprobs = out.logprobs.unwrap();
+    assert_eq!(logprobs.len(), reply.len());
+    assert!(logprobs.iter().all(|l| l.logprob < 0.0 && l.top.len() == 2), "the model's own scores");
+
+    let mut next = session.held(0).to_vec();
+    next.extend(model.tokenize("\nMore?", Special::Plain));
+    let again =
+        session.replay_on(0, &next, "Red.", &with(Constraint::None), &mut |_| true).unwrap();
+    assert_eq!(again.reused_tokens, prompt.len() + reply.len(), "resumed after the first reply");
+
+    let options: Vec<String> = ["red", "green", "blue"].iter().map(|s| s.to_string()).collect();
+    let out = session
+        .replay_on(0, &prompt, "green", &with(Constraint::OneOf(options)), &mut |_| true)
+        .unwrap();
+    let scores = out.one_of.unwrap();
+    assert_eq!((out.text.as_str(), scores.chosen), ("green", 1));
+    assert!(
+        scores
+            .logprobs
+            .iter()
+            .all(|&l| l < 0.0 && l > caldrix_engine::SCRIPTED_OTHER_OPTION_LOGPROB),
+        "{scores:?}"
+    );
+}

@@ -6,6 +6,7 @@ mod fuzz;
 mod fuzz_cases;
 mod hardening;
 mod pool;
+mod replay;
 
 use std::process::{Command, Output};
 
