@@ -183,6 +183,16 @@ impl Conn {
         }
     }
 
+    /// A request's answer: a control request's one reply, a generation's last frame.
+    fn answer(&mut self, value: &Value) -> Result<Value, String> {
+        if value["type"] == "generate" {
+            self.send_value(value)?;
+            self.finish_generation()
+        } else {
+            self.request(value)
+        }
+    }
+
     /// Replies until the generation's last frame (`done` or `error`).
     fn finish_generation(&mut self) -> Result<Value, String> {
         loop {
@@ -410,16 +420,7 @@ fn run_kind(target: &Target, kind: Kind, rng: &mut Rng) -> Result<u32, String> {
                 (g(json!({"context": u64::MAX})), "unknown_context"),
             ];
             let (value, want) = rng.pick(&cases).clone();
-            let is_generate = value["type"] == "generate";
-            conn.send_value(&value)?;
-            let got = if is_generate {
-                conn.finish_generation()?
-            } else {
-                match conn.recv()? {
-                    Got::Reply(v) => v,
-                    Got::Closed => return Err("closed".into()),
-                }
-            };
+            let got = conn.answer(&value)?;
             if want == "done" {
                 if got["type"] != "done" {
                     return Err(format!("{value}: expected done, got {got}"));
@@ -432,16 +433,7 @@ fn run_kind(target: &Target, kind: Kind, rng: &mut Rng) -> Result<u32, String> {
         Kind::RandomRequest => {
             let context = fork(target, &mut conn)?;
             let value = rng.pick(&valid_requests(context)).clone();
-            let is_generate = value["type"] == "generate";
-            conn.send_value(&value)?;
-            let got = if is_generate {
-                conn.finish_generation()?
-            } else {
-                match conn.recv()? {
-                    Got::Reply(v) => v,
-                    Got::Closed => return Err("closed".into()),
-                }
-            };
+            let got = conn.answer(&value)?;
             let expected = match value["type"].as_str() {
                 Some("status") => "status",
                 Some("member_list") => "members",
