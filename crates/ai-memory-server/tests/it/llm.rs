@@ -45,6 +45,9 @@ fn pool_socket() -> PathBuf {
         .get_or_init(|| {
             // The pool lives as long as the test binary: so does its directory.
             let dir = temp("pool").keep();
+            // The client refuses a socket directory others can enter (the pool's trust rule).
+            std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o700))
+                .unwrap();
             let script = dir.join("replies.json");
             std::fs::write(&script, serde_json::to_string(&replies()).unwrap()).unwrap();
             let config = PoolConfig {
