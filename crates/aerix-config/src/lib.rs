@@ -1,14 +1,20 @@
 //! What a run of aerix is configured by: settings files, the instruction files of the
 //! repository, and the directories of the XDG base-directory layout.
 //!
-//! Later issues add skills, agent definitions and plugins here; hook files are `aerix-hooks`'s.
+//! Agent definitions (`agents`) are read here too; later issues add skills and plugins. Hook
+//! files are `aerix-hooks`'s.
 
+mod agents;
 mod env;
 mod instructions;
 mod settings;
 
 use std::path::PathBuf;
 
+pub use agents::{
+    AERIX_TOOLS, AgentDefinition, AgentDefinitions, AgentDirs, LoadedAgents, load_agents,
+    parse_agent,
+};
 pub use env::Env;
 pub use instructions::{InstructionFile, instruction_files, project_root};
 pub use settings::{

@@ -81,6 +81,12 @@ pub async fn run(settings: &Settings, env: &Env, options: Options) -> anyhow::Re
     for note in &loaded.notes {
         eprintln!("{note}");
     }
+    // Agent definitions likewise: a file that cannot be used is a note, the others load.
+    let agents =
+        aerix_config::load_agents(&aerix_config::AgentDirs::standard(env, &root, &options.cwd));
+    for note in &agents.notes {
+        eprintln!("{note}");
+    }
 
     // The session first: a bad --resume is a usage error before any pool is started.
     let resume_id = match (&options.resume, options.continue_latest) {

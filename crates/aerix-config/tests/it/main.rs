@@ -1,18 +1,20 @@
 //! Settings files and instruction files on a real directory tree.
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
 
+mod agents;
+
 use std::path::{Path, PathBuf};
 
 use aerix_config::{Env, SettingsPaths, instruction_files, load, project_root};
 
-fn temp(name: &str) -> PathBuf {
+pub(crate) fn temp(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("aerix-config-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
 
-fn write(path: &Path, text: &str) {
+pub(crate) fn write(path: &Path, text: &str) {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(path, text).unwrap();
 }

@@ -1,0 +1,382 @@
+//! Agent definitions: Markdown files with YAML frontmatter in Claude Code's format, so a user's
+//! existing subagents work unchanged. A file that cannot be used is one note naming it and is
+//! skipped; the others load.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde_yaml_ng::{Mapping, Value};
+
+use crate::Env;
+
+/// aerix's tools, in the order a definition's tool list is given back.
+pub const AERIX_TOOLS: [&str; 11] = [
+    "read", "write", "edit", "bash", "glob", "grep", "repo_map", "plan", "context", "agent",
+    "skill",
+];
+
+/// Claude Code's tool names and the aerix tool each becomes (`None`: no equivalent; the name is
+/// a note, not a failure). `docs/configuration.md` has the same table with reasons.
+const CLAUDE_TOOLS: [(&str, Option<&str>); 20] = [
+    ("Read", Some("read")),
+    ("Write", Some("write")),
+    ("Edit", Some("edit")),
+    // Several edits of one file: aerix's `edit`, called once per change.
+    ("MultiEdit", Some("edit")),
+    ("Bash", Some("bash")),
+    // Background shells: aerix's `bash` runs them and delivers their output between turns.
+    ("BashOutput", Some("bash")),
+    ("KillShell", Some("bash")),
+    ("KillBash", Some("bash")),
+    ("Glob", Some("glob")),
+    ("Grep", Some("grep")),
+    // A directory listing is a glob of its entries.
+    ("LS", Some("glob")),
+    ("Task", Some("agent")),
+    ("Agent", Some("agent")),
+    ("TodoWrite", Some("plan")),
+    ("TodoRead", Some("plan")),
+    ("Skill", Some("skill")),
+    ("SlashCommand", Some("skill")),
+    ("WebFetch", None),
+    ("WebSearch", None),
+    ("NotebookEdit", None),
+];
+
+/// One agent definition.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AgentDefinition {
+    pub name: String,
+    pub description: String,
+    /// aerix tool names, each once, in `AERIX_TOOLS` order; `None`: every tool.
+    pub tools: Option<Vec<String>>,
+    /// A model reference; `None` for `inherit` or no `model` (the caller's member).
+    pub model: Option<String>,
+    pub max_turns: Option<u32>,
+    /// The agent's system prompt: the text after the frontmatter.
+    pub body: String,
+    pub source: PathBuf,
+}
+
+/// The definitions by name; when several files define a name, the one of the directory first
+/// in `AgentDirs` order wins.
+#[derive(Clone, Debug, Default)]
+pub struct AgentDefinitions {
+    by_name: BTreeMap<String, AgentDefinition>,
+}
+
+impl AgentDefinitions {
+    pub fn get(&self, name: &str) -> Option<&AgentDefinition> {
+        self.by_name.get(name)
+    }
+
+    /// Every definition, by name.
+    pub fn iter(&self) -> impl Iterator<Item = &AgentDefinition> {
+        self.by_name.values()
+    }
+
+    pub fn len(&self) -> usize {
+        self.by_name.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_name.is_empty()
+    }
+}
+
+/// What loading found: the definitions, and one line per problem (a skipped file, a tool name
+/// without an aerix equivalent) for the caller to print.
+#[derive(Clone, Debug, Default)]
+pub struct LoadedAgents {
+    pub definitions: AgentDefinitions,
+    pub notes: Vec<String>,
+}
+
+/// The directories definitions are read from, the one that wins a name first.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AgentDirs {
+    pub dirs: Vec<PathBuf>,
+}
+
+impl AgentDirs {
+    /// From `cwd` up to the repository `root`, each directory's `.aerix/agents` then
+    /// `.claude/agents` (the closest directory wins, as in Claude Code; aerix's own over
+    /// Claude Code's); then the user's `$XDG_CONFIG_HOME/aerix/agents` and `~/.claude/agents`.
+    /// Project definitions win over the user's.
+    pub fn standard(env: &Env, root: &Path, cwd: &Path) -> AgentDirs {
+        let mut project: Vec<&Path> = cwd.ancestors().take_while(|d| d.starts_with(root)).collect();
+        if project.is_empty() {
+            project.push(cwd);
+        }
+        let mut dirs = Vec::new();
+        for dir in project {
+            dirs.push(dir.join(".aerix/agents"));
+            dirs.push(dir.join(".claude/agents"));
+        }
+        dirs.extend(env.config_home().map(|c| c.join("aerix/agents")));
+        dirs.extend(env.home.as_ref().map(|h| h.join(".claude/agents")));
+        AgentDirs { dirs }
+    }
+}
+
+/// Every `*.md` file under each directory (recursively, in path order); a missing directory
+/// holds none.
+pub fn load_agents(dirs: &AgentDirs) -> LoadedAgents {
+    let mut out = LoadedAgents::default();
+    for dir in &dirs.dirs {
+        let mut files = Vec::new();
+        if let Err(e) = markdown_files(dir, &mut files) {
+            out.notes.push(format!("agents: {}: {e}; its definitions are skipped", dir.display()));
+            continue;
+        }
+        files.sort();
+        for path in files {
+            let text = match std::fs::read_to_string(&path) {
+                Ok(text) => text,
+                Err(e) => {
+                    out.notes.push(format!("agents: {}: {e}; skipped", path.display()));
+                    continue;
+                }
+            };
+            match parse_agent(&path, &text) {
+                Ok((definition, notes)) => {
+                    out.notes.extend(notes);
+                    if let Some(winner) = out.definitions.get(&definition.name) {
+                        // Only a second file of the same directory is worth a line: a
+                        // project's definition shadowing a user's one is the point.
+                        if winner.source.starts_with(dir) {
+                            out.notes.push(format!(
+                                "agents: {}: defines `{}` again; {} is used",
+                                path.display(),
+                                definition.name,
+                                winner.source.display()
+                            ));
+                        }
+                        continue;
+                    }
+                    out.definitions.by_name.insert(definition.name.clone(), definition);
+                }
+                Err(why) => out.notes.push(format!("agents: {}: {why}; skipped", path.display())),
+            }
+        }
+    }
+    out
+}
+
+fn markdown_files(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotADirectory => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    for entry in entries {
+        let entry = entry?;
+        let path = entry.path();
+        // `metadata` follows symlinks: a linked directory or file counts as its target.
+        let Ok(meta) = std::fs::metadata(&path) else { continue };
+        if meta.is_dir() {
+            markdown_files(&path, out)?;
+        } else if path.extension().is_some_and(|e| e == "md") {
+            out.push(path);
+        }
+    }
+    Ok(())
+}
+
+/// One definition file: the definition and its notes, or why the file cannot be used.
+pub fn parse_agent(path: &Path, text: &str) -> Result<(AgentDefinition, Vec<String>), String> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let (yaml, body) = split_frontmatter(text)?;
+    let value: Value =
+        serde_yaml_ng::from_str(yaml).map_err(|e| format!("the frontmatter is not YAML: {e}"))?;
+    let Value::Mapping(map) = value else {
+        return Err("the frontmatter is not a mapping of keys".to_owned());
+    };
+    let mut notes = Vec::new();
+    let mut note = |what: String| notes.push(format!("agents: {}: {what}", path.display()));
+    let name = required_string(&map, "name")?;
+    let description = required_string(&map, "description")?;
+    let granted = tool_list(&map, "tools")?.map(|names| mapped(&names, &mut note));
+    let denied = tool_list(&map, "disallowedTools")?.map(|names| mapped(&names, &mut note));
+    let tools = match (granted, denied) {
+        (granted, None) => granted,
+        (granted, Some(denied)) => {
+            let all = || AERIX_TOOLS.iter().map(|t| t.to_string()).collect();
+            Some(granted.unwrap_or_else(all).into_iter().filter(|t| !denied.contains(t)).collect())
+        }
+    };
+    let model = match map.get("model") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(m)) if m == "inherit" => None,
+        Some(Value::String(m)) if !m.trim().is_empty() => Some(m.trim().to_owned()),
+        Some(_) => return Err("key `model` is not a model name or `inherit`".to_owned()),
+    };
+    let max_turns = match map.get("maxTurns") {
+        None | Some(Value::Null) => None,
+        Some(Value::Number(n)) => match n.as_u64().and_then(|n| u32::try_from(n).ok()) {
+            Some(n) if n > 0 => Some(n),
+            _ => return Err(format!("key `maxTurns` is {n}, not a whole number above 0")),
+        },
+        Some(_) => return Err("key `maxTurns` is not a whole number above 0".to_owned()),
+    };
+    if map.contains_key("hooks") {
+        note("its `hooks` are not run (agent-scoped hooks are not supported)".to_owned());
+    }
+    let definition = AgentDefinition {
+        name,
+        description,
+        tools,
+        model,
+        max_turns,
+        body: body.to_owned(),
+        source: path.to_owned(),
+    };
+    Ok((definition, notes))
+}
+
+/// The YAML between a first line `---` and the next `---` line, and the body after it.
+fn split_frontmatter(text: &str) -> Result<(&str, &str), String> {
+    let missing = || "no YAML frontmatter (the file must start with a `---` line)".to_owned();
+    let first = text.lines().next().ok_or_else(missing)?;
+    if first.trim_end() != "---" {
+        return Err(missing());
+    }
+    let rest = &text[first.len()..];
+    let rest = rest.strip_prefix("\r\n").or_else(|| rest.strip_prefix('\n')).unwrap_or(rest);
+    let mut at = 0;
+    for line in rest.split_inclusive('\n') {
+        if line.trim_end() == "---" {
+            let body = &rest[at + line.len()..];
+            return Ok((&rest[..at], body.trim_start_matches(['\r', '\n'])));
+        }
+        at += line.len();
+    }
+    Err("the frontmatter has no closing `---` line".to_owned())
+}
+
+fn required_string(map: &Mapping, key: &str) -> Result<String, String> {
+    match map.get(key) {
+        Some(Value::String(s)) if !s.trim().is_empty() => Ok(s.trim().to_owned()),
+        None | Some(Value::Null) => Err(format!("key `{key}` is missing")),
+        Some(Value::String(_)) => Err(format!("key `{key}` is empty")),
+        Some(_) => Err(format!("key `{key}` is not a string")),
+    }
+}
+
+/// A comma-separated string or a list of strings (both are Claude Code's).
+fn tool_list(map: &Mapping, key: &str) -> Result<Option<Vec<String>>, String> {
+    let split = |s: &str| -> Vec<String> {
+        s.split(',').map(str::trim).filter(|t| !t.is_empty()).map(str::to_owned).collect()
+    };
+    match map.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(split(s))),
+        Some(Value::Sequence(items)) => items
+            .iter()
+            .map(|item| match item {
+                Value::String(s) => Ok(s.trim().to_owned()),
+                _ => Err(format!("key `{key}` holds an item that is not a tool name")),
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some),
+        Some(_) => Err(format!("key `{key}` is neither a list nor a comma-separated string")),
+    }
+}
+
+/// Claude Code's (or aerix's own) tool names as aerix tools, each once, in `AERIX_TOOLS` order.
+fn mapped(names: &[String], note: &mut impl FnMut(String)) -> Vec<String> {
+    let mut found = Vec::new();
+    for name in names {
+        // `Bash(git diff:*)`: a permission pattern; aerix grants the whole tool.
+        let (base, pattern) = match name.split_once('(') {
+            Some((base, rest)) if rest.ends_with(')') => (base.trim(), true),
+            _ => (name.as_str(), false),
+        };
+        let tool = AERIX_TOOLS.iter().copied().find(|t| *t == base).or_else(|| {
+            CLAUDE_TOOLS.iter().find(|(cc, _)| *cc == base).and_then(|(_, aerix)| *aerix)
+        });
+        match tool {
+            Some(tool) => {
+                if pattern {
+                    note(format!("the pattern of `{name}` is not enforced; all of `{tool}` is"));
+                }
+                if !found.contains(&tool) {
+                    found.push(tool);
+                }
+            }
+            None => note(format!("tool `{name}` has no aerix equivalent and is left out")),
+        }
+    }
+    AERIX_TOOLS.iter().filter(|t| found.contains(t)).map(|t| t.to_string()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+
+    use super::*;
+
+    fn check(text: &str) -> Result<(AgentDefinition, Vec<String>), String> {
+        parse_agent(Path::new("/p/a.md"), text)
+    }
+
+    #[test]
+    fn claude_code_frontmatter_becomes_a_definition() {
+        let (d, notes) = check(
+            "---\nname: reviewer\ndescription: Reviews a diff.\ntools: Read, Grep, Glob, Bash\n\
+             model: sonnet\nmaxTurns: 7\ncolor: blue\n---\n\nYou review code.\n",
+        )
+        .unwrap();
+        assert_eq!((d.name.as_str(), d.description.as_str()), ("reviewer", "Reviews a diff."));
+        assert_eq!(d.tools.unwrap(), ["read", "bash", "glob", "grep"]);
+        assert_eq!((d.model.as_deref(), d.max_turns), (Some("sonnet"), Some(7)));
+        assert_eq!(d.body, "You review code.\n");
+        assert!(notes.is_empty(), "unknown keys are ignored: {notes:?}");
+    }
+
+    #[test]
+    fn tools_map_to_aerix_names_and_unknown_ones_are_notes() {
+        let (d, notes) = check(
+            "---\nname: x\ndescription: y\ntools:\n  - MultiEdit\n  - Edit\n  - LS\n  - WebFetch\n  \
+             - Bash(git diff:*)\n  - Task\n  - TodoWrite\n  - repo_map\nmodel: inherit\n---\nbody",
+        )
+        .unwrap();
+        assert_eq!(d.tools.unwrap(), ["edit", "bash", "glob", "repo_map", "plan", "agent"]);
+        assert_eq!(d.model, None, "inherit is the caller's member");
+        assert_eq!(notes.len(), 2, "{notes:?}");
+        assert!(notes[0].contains("`WebFetch` has no aerix equivalent"), "{notes:?}");
+        assert!(notes[1].contains("pattern of `Bash(git diff:*)` is not enforced"), "{notes:?}");
+    }
+
+    #[test]
+    fn no_tools_is_every_tool_and_disallowed_tools_are_taken_out() {
+        let (d, _) = check("---\nname: x\ndescription: y\n---\n").unwrap();
+        assert_eq!((d.tools, d.body.as_str()), (None, ""));
+        let (d, _) =
+            check("---\nname: x\ndescription: y\ndisallowedTools: Write, Edit\n---\n").unwrap();
+        let expected: Vec<&str> =
+            AERIX_TOOLS.iter().copied().filter(|t| !["write", "edit"].contains(t)).collect();
+        assert_eq!(d.tools.unwrap(), expected);
+    }
+
+    #[test]
+    fn a_bad_file_says_what_is_wrong() {
+        for (text, why) in [
+            ("name: x\n", "no YAML frontmatter"),
+            ("---\nname: x\ndescription: y\n", "no closing `---`"),
+            ("---\nname: [x\n---\n", "not YAML"),
+            ("---\n- a\n---\n", "not a mapping"),
+            ("---\ndescription: y\n---\n", "key `name` is missing"),
+            ("---\nname: x\n---\n", "key `description` is missing"),
+            ("---\nname: 3\ndescription: y\n---\n", "key `name` is not a string"),
+            ("---\nname: x\ndescription: y\nmaxTurns: 0\n---\n", "`maxTurns` is 0"),
+            ("---\nname: x\ndescription: y\nmaxTurns: many\n---\n", "`maxTurns` is not"),
+            ("---\nname: x\ndescription: y\ntools: 3\n---\n", "key `tools` is neither"),
+            ("---\nname: x\ndescription: y\nmodel: [a]\n---\n", "key `model`"),
+        ] {
+            let err = check(text).unwrap_err();
+            assert!(err.contains(why), "{text:?}: {err}");
+        }
+    }
+}
