@@ -4,6 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "a failed unwrap is a failed test")]
 
+mod agents;
 mod cancel;
 mod cli;
 mod crash;
