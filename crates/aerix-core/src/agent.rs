@@ -9,7 +9,7 @@ use caldrix_proto::{self as proto, Constraint, Generate, Role, StopReason};
 
 use crate::context::{Context, Label, Segment};
 use crate::turn::{self, Body, Call, TURN_RETRIES};
-use crate::{CoreError, Runtime, calls};
+use crate::{CoreError, Runtime, calls, compact};
 
 /// Hard-limit hits before an agent is killed.
 pub const HARD_LIMIT_HITS: u32 = 2;
@@ -159,11 +159,11 @@ impl Agent {
                         }
                         if call.tool == "context" {
                             let earlier = std::mem::take(&mut results);
-                            self.context.append_all(rt.client, rt.sink, earlier).await?;
+                            compact::append_results(self, rt, earlier).await?;
                         }
                         results.push(self.run_call(rt, call).await);
                     }
-                    self.context.append_all(rt.client, rt.sink, results).await?;
+                    compact::append_results(self, rt, results).await?;
                 }
             }
         }
@@ -174,6 +174,7 @@ impl Agent {
     async fn next_turn(&mut self, rt: &mut Runtime<'_>) -> Result<turn::Turn, CoreError> {
         let mut retries = 0;
         loop {
+            compact::before_turn(self, rt).await?;
             let max_new_tokens = self.turn_tokens(rt)?;
             let segment_id = self.fresh_id("t");
             let generate = Generate {

@@ -217,6 +217,50 @@ impl Context {
         Ok(())
     }
 
+    /// Replaces the text of several segments in one request (a compaction pass: one round
+    /// trip, one count).
+    pub async fn replace_all(
+        &mut self,
+        client: &mut Client,
+        sink: &mut dyn Sink,
+        texts: Vec<(String, String)>,
+    ) -> Result<(), CoreError> {
+        if texts.is_empty() {
+            return Ok(());
+        }
+        let edits = texts
+            .iter()
+            .map(|(id, text)| proto::Edit::Replace {
+                id: id.clone(),
+                text: text.clone(),
+                pinned: None,
+            })
+            .collect();
+        let counts = client.edit_context(self.id, edits).await?;
+        for (id, text) in &texts {
+            if let Some(segment) = self.segments.iter_mut().find(|s| &s.id == id) {
+                segment.text = text.clone();
+            }
+        }
+        self.take_counts(&counts);
+        for (id, text) in texts {
+            let tokens = self.get(&id).map(|s| s.tokens);
+            sink.event(Event::Segment {
+                agent: self.agent.clone(),
+                op: SegmentOp::Replace,
+                id,
+                role: None,
+                label: None,
+                text: Some(text),
+                tokens,
+                pinned: None,
+                recomputed_from: None,
+                prompt_tokens: None,
+            });
+        }
+        Ok(())
+    }
+
     pub async fn remove(
         &mut self,
         client: &mut Client,

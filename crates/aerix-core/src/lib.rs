@@ -7,6 +7,7 @@
 
 mod agent;
 mod calls;
+mod compact;
 mod context;
 mod generation;
 mod hooks;

@@ -58,12 +58,45 @@ impl EndReason {
     }
 }
 
+/// What started a compaction (`PreCompact`'s `trigger`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CompactTrigger {
+    /// The model asked for it.
+    Manual,
+    /// The runtime's own pass (a context over its soft limit or without room).
+    Auto,
+}
+
+impl CompactTrigger {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CompactTrigger::Manual => "manual",
+            CompactTrigger::Auto => "auto",
+        }
+    }
+}
+
 /// An event to fire, with its own input.
 #[derive(Clone, Copy, Debug)]
 pub enum Fire<'a> {
     SessionStart(StartSource),
-    UserPromptSubmit { prompt: &'a str },
+    UserPromptSubmit {
+        prompt: &'a str,
+    },
     SessionEnd(EndReason),
+    /// `custom_instructions` is empty: aerix's compaction takes none.
+    PreCompact {
+        agent: &'a str,
+        trigger: CompactTrigger,
+        custom_instructions: &'a str,
+    },
+    /// The context's tokens before and after the pass, and the segments it replaced.
+    ContextCompact {
+        agent: &'a str,
+        before: u32,
+        after: u32,
+        compacted: u32,
+    },
 }
 
 /// A handler that blocked the action or stopped the run.
@@ -94,6 +127,8 @@ impl Fire<'_> {
             Fire::SessionStart(_) => HookEvent::SessionStart,
             Fire::UserPromptSubmit { .. } => HookEvent::UserPromptSubmit,
             Fire::SessionEnd(_) => HookEvent::SessionEnd,
+            Fire::PreCompact { .. } => HookEvent::PreCompact,
+            Fire::ContextCompact { .. } => HookEvent::ContextCompact,
         }
     }
 
@@ -101,8 +136,9 @@ impl Fire<'_> {
     fn match_value(self) -> Option<&'static str> {
         match self {
             Fire::SessionStart(source) => Some(source.as_str()),
-            Fire::UserPromptSubmit { .. } => None,
+            Fire::UserPromptSubmit { .. } | Fire::ContextCompact { .. } => None,
             Fire::SessionEnd(reason) => Some(reason.as_str()),
+            Fire::PreCompact { trigger, .. } => Some(trigger.as_str()),
         }
     }
 
@@ -119,6 +155,17 @@ impl Fire<'_> {
             Fire::SessionStart(source) => input["source"] = json!(source.as_str()),
             Fire::UserPromptSubmit { prompt } => input["prompt"] = json!(prompt),
             Fire::SessionEnd(reason) => input["reason"] = json!(reason.as_str()),
+            Fire::PreCompact { agent, trigger, custom_instructions } => {
+                input["trigger"] = json!(trigger.as_str());
+                input["custom_instructions"] = json!(custom_instructions);
+                input["agent_id"] = json!(agent);
+            }
+            Fire::ContextCompact { agent, before, after, compacted } => {
+                input["agent_id"] = json!(agent);
+                input["before_tokens"] = json!(before);
+                input["after_tokens"] = json!(after);
+                input["compacted"] = json!(compacted);
+            }
         }
         input
     }
@@ -351,6 +398,47 @@ mod tests {
         assert!(context.len() < 2200 && context.len() > 2000);
         assert_eq!(std::fs::read_to_string(saved).unwrap().len(), 12_000);
         const { assert!(12_000 > MAX_INJECTED_CHARS) };
+    }
+
+    #[test]
+    fn pre_compact_matches_its_trigger_and_blocks_by_exit_2_or_decision() {
+        let dir = Dir::new("compact");
+        let record = format!("cat > {}", dir.0.join("pre.json").display());
+        let post = format!("cat > {}", dir.0.join("post.json").display());
+        let command = |c: &str| serde_json::json!({"type": "command", "command": c});
+        let block = r#"echo '{"decision": "block", "reason": "by hand"}'"#;
+        let file = serde_json::json!({"hooks": {
+            "PreCompact": [
+                {"matcher": "auto", "hooks": [command(&record), command("echo 'keep it' >&2; exit 2")]},
+                {"matcher": "manual", "hooks": [command(block)]},
+            ],
+            "ContextCompact": [{"hooks": [command(&post)]}],
+        }});
+        let hooks = dir.hooks(&file.to_string());
+        let session = dir.session();
+        let auto = crate::CompactTrigger::Auto;
+        let fire = Fire::PreCompact { agent: "a1", trigger: auto, custom_instructions: "" };
+        let fired = hooks.fire(&session, fire, &|| false);
+        assert_eq!(fired.runs.len(), 2);
+        assert_eq!(fired.block.unwrap().reason, "keep it");
+        let manual = crate::CompactTrigger::Manual;
+        let fire = Fire::PreCompact { agent: "a1", trigger: manual, custom_instructions: "" };
+        assert_eq!(hooks.fire(&session, fire, &|| false).block.unwrap().reason, "by hand");
+        let fire = Fire::ContextCompact { agent: "a1", before: 3000, after: 1900, compacted: 4 };
+        let fired = hooks.fire(&session, fire, &|| false);
+        assert_eq!((fired.runs.len(), fired.block), (1, None));
+        let read = |name: &str| -> serde_json::Value {
+            serde_json::from_str(&std::fs::read_to_string(dir.0.join(name)).unwrap()).unwrap()
+        };
+        let pre = read("pre.json");
+        assert_eq!(pre["hook_event_name"], "PreCompact");
+        assert_eq!((&pre["trigger"], &pre["custom_instructions"]), (&"auto".into(), &"".into()));
+        let post = read("post.json");
+        assert_eq!(post["hook_event_name"], "ContextCompact");
+        assert_eq!(
+            (&post["before_tokens"], &post["after_tokens"], &post["compacted"]),
+            (&3000.into(), &1900.into(), &4.into())
+        );
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! group, the timeout or the caller's cancel then `TERM` and `KILL`), and what its exit status
 //! and output mean.
 //!
-//! Today aerix fires the session events: `SessionStart`, `UserPromptSubmit` and `SessionEnd`.
+//! Today aerix fires the session events (`SessionStart`, `UserPromptSubmit`, `SessionEnd`) and
+//! the compaction events (`PreCompact`, and aerix's own `ContextCompact`).
 //! This crate knows nothing of agents, contexts, the pool or the session log: the caller turns
 //! a [`Fired`] into segments, events and exit statuses.
 
@@ -18,7 +19,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub use config::{HookFiles, Hooks, Loaded, load, load_file};
-pub use fire::{Blocked, EndReason, Fire, Fired, Session, StartSource};
+pub use fire::{Blocked, CompactTrigger, EndReason, Fire, Fired, Session, StartSource};
 pub use matcher::Matcher;
 pub use process::Ending;
 
@@ -35,11 +36,20 @@ pub enum HookEvent {
     SessionStart,
     UserPromptSubmit,
     SessionEnd,
+    /// Before a compaction pass; a block skips the pass.
+    PreCompact,
+    /// After a compaction pass (aerix's own event).
+    ContextCompact,
 }
 
 impl HookEvent {
-    pub const ALL: [HookEvent; 3] =
-        [HookEvent::SessionStart, HookEvent::UserPromptSubmit, HookEvent::SessionEnd];
+    pub const ALL: [HookEvent; 5] = [
+        HookEvent::SessionStart,
+        HookEvent::UserPromptSubmit,
+        HookEvent::SessionEnd,
+        HookEvent::PreCompact,
+        HookEvent::ContextCompact,
+    ];
 
     /// Claude Code's name, which hook files and `hook_event_name` use.
     pub fn name(self) -> &'static str {
@@ -47,6 +57,8 @@ impl HookEvent {
             HookEvent::SessionStart => "SessionStart",
             HookEvent::UserPromptSubmit => "UserPromptSubmit",
             HookEvent::SessionEnd => "SessionEnd",
+            HookEvent::PreCompact => "PreCompact",
+            HookEvent::ContextCompact => "ContextCompact",
         }
     }
 
@@ -57,7 +69,9 @@ impl HookEvent {
     /// A handler's timeout when its file gives none (the spec's bounds table).
     pub fn default_timeout(self) -> Duration {
         match self {
-            HookEvent::SessionStart => Duration::from_secs(600),
+            HookEvent::SessionStart | HookEvent::PreCompact | HookEvent::ContextCompact => {
+                Duration::from_secs(600)
+            }
             HookEvent::UserPromptSubmit | HookEvent::SessionEnd => Duration::from_secs(30),
         }
     }
@@ -67,13 +81,21 @@ impl HookEvent {
     pub fn max_timeout(self) -> Option<Duration> {
         match self {
             HookEvent::SessionEnd => Some(Duration::from_secs(30)),
-            HookEvent::SessionStart | HookEvent::UserPromptSubmit => None,
+            HookEvent::SessionStart
+            | HookEvent::UserPromptSubmit
+            | HookEvent::PreCompact
+            | HookEvent::ContextCompact => None,
         }
     }
 
-    /// Whether a group's `matcher` applies (UserPromptSubmit takes none).
+    /// Whether a group's `matcher` applies (UserPromptSubmit and ContextCompact take none).
     fn takes_matcher(self) -> bool {
-        !matches!(self, HookEvent::UserPromptSubmit)
+        !matches!(self, HookEvent::UserPromptSubmit | HookEvent::ContextCompact)
+    }
+
+    /// Whether exit 2 or `decision: "block"` blocks what fired it.
+    fn blocks(self) -> bool {
+        matches!(self, HookEvent::UserPromptSubmit | HookEvent::PreCompact)
     }
 }
 
@@ -86,7 +108,6 @@ pub const NOT_FIRED_YET: &[&str] = &[
     "Stop",
     "SubagentStart",
     "SubagentStop",
-    "PreCompact",
     "PostCompact",
 ];
 
@@ -110,7 +131,7 @@ pub struct Run {
     pub command: String,
     pub ending: Ending,
     pub duration: Duration,
-    /// It blocked the action (exit 2, or `decision: "block"`, on `UserPromptSubmit`) or ended
-    /// the run (`continue: false`).
+    /// It blocked the action (exit 2, or `decision: "block"`, on `UserPromptSubmit` and
+    /// `PreCompact`) or ended the run (`continue: false`).
     pub blocked: bool,
 }

@@ -35,7 +35,7 @@ pub(crate) fn interpret(event: HookEvent, command: &str, finished: &Finished) ->
     let note = |text: String| Effect { note: Some(text), ..Effect::default() };
     match &finished.ending {
         Ending::Exit(0) => success(event, &name(), &finished.stdout),
-        Ending::Exit(2) if event == HookEvent::UserPromptSubmit => {
+        Ending::Exit(2) if event.blocks() => {
             let reason = finished.stderr.trim();
             let reason = if reason.is_empty() { "no reason given" } else { reason };
             Effect { block: Some(reason.to_owned()), ..Effect::default() }
@@ -97,7 +97,7 @@ fn success(event: HookEvent, name: &str, stdout: &str) -> Effect {
         // `continue: false` wins over decisions.
         return effect;
     }
-    if event == HookEvent::UserPromptSubmit && text("decision").as_deref() == Some("block") {
+    if event.blocks() && text("decision").as_deref() == Some("block") {
         effect.block = Some(text("reason").unwrap_or_else(|| "no reason given".to_owned()));
         return effect;
     }

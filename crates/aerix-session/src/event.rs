@@ -128,6 +128,23 @@ pub enum Event {
         /// It blocked what fired it, or ended the run.
         blocked: bool,
     },
+    /// A compaction pass over an agent's context: why it ran (`soft_limit` or `no_room`
+    /// before a turn, `result` for a result that did not fit), the context's tokens before and
+    /// after, the pass's target and the window, the segments replaced by markers, or the
+    /// `PreCompact` hook's reason when one blocked the pass.
+    #[serde(rename = "compaction")]
+    Compaction {
+        agent: String,
+        reason: String,
+        before: u32,
+        after: u32,
+        target: u32,
+        window: u32,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        compacted: Vec<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        blocked: Option<String>,
+    },
     #[serde(rename = "agent.end")]
     AgentEnd {
         agent: String,
@@ -201,6 +218,7 @@ impl Event {
             | Event::ContextOp { agent, .. }
             | Event::Plan { agent, .. }
             | Event::Job { agent, .. }
+            | Event::Compaction { agent, .. }
             | Event::AgentEnd { agent, .. } => Some(agent),
         }
     }

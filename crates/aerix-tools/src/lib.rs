@@ -76,7 +76,6 @@ pub const TOOLS: [&str; 7] = ["read", "write", "edit", "bash", "glob", "grep", "
 /// The JSON schema of a tool's `input` (for the turn schema), or `None` for a name this crate
 /// does not have.
 pub fn input_schema(tool: &str) -> Option<Value> {
-    let string = |max: u32| serde_json::json!({"type": "string", "maxLength": max});
     let int =
         |min: u32, max: u32| serde_json::json!({"type": "integer", "minimum": min, "maximum": max});
     let object = |properties: Value, required: &[&str]| {
@@ -87,28 +86,30 @@ pub fn input_schema(tool: &str) -> Option<Value> {
             "additionalProperties": false,
         })
     };
+    // A path, a command or a pattern that is empty is refused by the tool: the schema says so.
+    let text = |max: u32| serde_json::json!({"type": "string", "minLength": 1, "maxLength": max});
     Some(match tool {
         "read" => object(
-            serde_json::json!({"path": string(400), "offset": int(1, 10_000_000), "limit": int(1, 2000)}),
+            serde_json::json!({"path": text(400), "offset": int(1, 10_000_000), "limit": int(1, 2000)}),
             &["path"],
         ),
         "write" => object(
-            serde_json::json!({"path": string(400), "content": {"type": "string"}}),
+            serde_json::json!({"path": text(400), "content": {"type": "string"}}),
             &["path", "content"],
         ),
         "edit" => object(
-            serde_json::json!({"path": string(400), "old": {"type": "string"}, "new": {"type": "string"}, "replace_all": {"type": "boolean"}}),
+            serde_json::json!({"path": text(400), "old": {"type": "string", "minLength": 1}, "new": {"type": "string"}, "replace_all": {"type": "boolean"}}),
             &["path", "old", "new"],
         ),
         "bash" => object(
-            serde_json::json!({"command": string(4000), "timeout_secs": int(1, MAX_TIMEOUT_SECS as u32), "background": {"type": "boolean"}}),
+            serde_json::json!({"command": text(4000), "timeout_secs": int(1, MAX_TIMEOUT_SECS as u32), "background": {"type": "boolean"}}),
             &["command"],
         ),
         "glob" => {
-            object(serde_json::json!({"pattern": string(400), "path": string(400)}), &["pattern"])
+            object(serde_json::json!({"pattern": text(400), "path": text(400)}), &["pattern"])
         }
         "grep" => object(
-            serde_json::json!({"pattern": string(400), "path": string(400), "glob": string(400), "max_matches": int(1, 2000)}),
+            serde_json::json!({"pattern": text(400), "path": text(400), "glob": text(400), "max_matches": int(1, 2000)}),
             &["pattern"],
         ),
         "repo_map" => object(serde_json::json!({}), &[]),

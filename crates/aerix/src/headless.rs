@@ -3,6 +3,7 @@
 use std::collections::BTreeSet;
 use std::future::Future;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use aerix_config::{Env, Settings};
@@ -13,7 +14,7 @@ use aerix_tools::Cancel;
 use anyhow::Context as _;
 
 use crate::exit::Exit;
-use crate::hooks::SessionHooks;
+use crate::hooks::{AgentHooks, SessionHooks};
 use crate::pool;
 use crate::signals::{self, Pending, Signals};
 use crate::sink::HeadlessSink;
@@ -224,8 +225,17 @@ pub async fn run(settings: &Settings, env: &Env, options: Options) -> anyhow::Re
         max_turns: options.max_turns.unwrap_or(settings.max_turns),
         resume: rebuilt,
     };
+    let agent_hooks = end.hooks.as_ref().map(|hooks| AgentHooks {
+        hooks,
+        log: sink.log.try_clone().ok().map(Mutex::new),
+        cancel: cancel.clone(),
+        quiet: options.quiet,
+    });
     let mut runtime =
         Runtime::new(&mut client, &mut sink, settings, &prompts, &options.cwd, cancel.clone());
+    if let Some(agent_hooks) = &agent_hooks {
+        runtime = runtime.with_hooks(agent_hooks);
+    }
     let request_start = Instant::now();
     let result = run_request(&mut runtime, request).await;
     let stats = runtime.stats.clone();

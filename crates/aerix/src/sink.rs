@@ -38,7 +38,7 @@ impl Sink for HeadlessSink {
 }
 
 /// One line on stderr for what a reader of a headless run wants to follow.
-fn progress(event: &Event) {
+pub fn progress(event: &Event) {
     match event {
         Event::Route { route, raw, .. } => match raw {
             Some(raw) => eprintln!("route: {route} (the member answered {raw:?})"),

@@ -7,6 +7,7 @@
 mod agents;
 mod cancel;
 mod cli;
+mod compact;
 mod crash;
 mod hooks;
 mod parse;

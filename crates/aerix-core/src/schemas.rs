@@ -1,0 +1,107 @@
+//! The input schemas of the runtime's own tools (`plan`, `context`, `agent`, `skill`), and
+//! the one-line description of any tool's input the system segment shows.
+//!
+//! Under the `Json` constraint the turn schema is the one thing a small model cannot get
+//! wrong, so every argument rule a tool checks statically is in its schema: one branch per
+//! operation where the fields differ, required fields required, non-empty strings where an
+//! empty one is refused, bounds as `minimum`/`maximum`, and no field the tool ignores. The
+//! branches are an `anyOf` (llguidance refuses a `oneOf` it cannot prove exclusive; these are
+//! exclusive by their `op` constants anyway).
+
+use serde_json::{Value, json};
+
+/// The schema of a runtime tool's input, or `None` for another name.
+pub fn runtime_input_schema(tool: &str) -> Option<Value> {
+    Some(match tool {
+        "plan" => json!({"anyOf": [
+            object(json!({"op": {"const": "read"}}), &["op"]),
+            object(json!({"op": {"const": "write"}, "text": text(4000)}), &["op", "text"]),
+        ]}),
+        "context" => context_schema(),
+        "agent" => object(
+            json!({
+                "brief": text(6000),
+                "check": text(2000),
+                "definition": text(80),
+                "member": text(80),
+            }),
+            &["brief", "check"],
+        ),
+        "skill" => json!({"anyOf": [
+            object(json!({"list": {"const": true}}), &["list"]),
+            object(json!({"name": text(80), "args": {"type": "string", "maxLength": 2000}}), &["name"]),
+        ]}),
+        _ => return None,
+    })
+}
+
+/// The context tool: `status` takes nothing; `drop`, `pin`, `unpin` at least one id;
+/// `summarize` ids and the summary; `note` its text.
+fn context_schema() -> Value {
+    let ids = json!({
+        "type": "array",
+        "items": {"type": "string", "minLength": 1, "maxLength": 40},
+        "minItems": 1,
+        "maxItems": 32,
+    });
+    json!({"anyOf": [
+        object(json!({"op": {"const": "status"}}), &["op"]),
+        object(json!({"op": {"enum": ["drop", "pin", "unpin"]}, "ids": ids}), &["op", "ids"]),
+        object(
+            json!({"op": {"const": "summarize"}, "ids": ids, "text": text(4000)}),
+            &["op", "ids", "text"],
+        ),
+        object(json!({"op": {"const": "note"}, "text": text(4000)}), &["op", "text"]),
+    ]})
+}
+
+/// A string that must say something (an empty one is refused by the tool).
+fn text(max: u32) -> Value {
+    json!({"type": "string", "minLength": 1, "maxLength": max})
+}
+
+fn object(properties: Value, required: &[&str]) -> Value {
+    json!({
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": false,
+    })
+}
+
+/// `{path, offset?, limit?}` for an object; its branches joined by ` or ` for an `anyOf`, a
+/// constant or closed set shown as its values (`{op: "drop"|"pin"|"unpin", ids}`).
+pub fn describe(schema: &Value) -> String {
+    if let Some(branches) = schema["anyOf"].as_array() {
+        return branches.iter().map(describe).collect::<Vec<_>>().join(" or ");
+    }
+    let required: Vec<&str> = schema["required"]
+        .as_array()
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let fields: Vec<String> = schema["properties"]
+        .as_object()
+        .map(|p| {
+            p.iter()
+                .map(|(k, v)| {
+                    let values = match (&v["const"], v["enum"].as_array()) {
+                        (c, _) if !c.is_null() => Some(c.to_string()),
+                        (_, Some(e)) => {
+                            Some(e.iter().map(Value::to_string).collect::<Vec<_>>().join("|"))
+                        }
+                        _ => None,
+                    };
+                    let optional = if required.contains(&k.as_str()) { "" } else { "?" };
+                    match values {
+                        Some(values) => format!("{k}{optional}: {values}"),
+                        None => format!("{k}{optional}"),
+                    }
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    format!("{{{}}}", fields.join(", "))
+}
+
+#[cfg(test)]
+mod tests;
