@@ -60,6 +60,9 @@ pub struct ContextSettings {
     pub skills_chars: u32,
     /// Bytes a tool's result may hold before it is cut (and spooled whole), by tool name.
     pub tool_caps: BTreeMap<String, u64>,
+    /// Answer a call that repeats an earlier one whose result cannot have changed with a
+    /// pointer to that result, and end an agent stuck repeating (a deviation from the spec).
+    pub repeat_guard: bool,
 }
 
 pub const DEFAULT_MODEL: &str = "bartowski/SmolLM2-135M-Instruct-GGUF:Q4_K_M";
@@ -136,6 +139,7 @@ struct FileContext {
     skills_chars: Option<u32>,
     #[serde(default)]
     tool_caps: BTreeMap<String, u64>,
+    repeat_guard: Option<bool>,
 }
 
 /// Where settings files are looked for.
@@ -217,6 +221,7 @@ pub fn defaults(env: &crate::Env) -> Settings {
             max_new_tokens: 1024,
             skills_chars: 4_000,
             tool_caps: tool_caps.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect(),
+            repeat_guard: true,
         },
         max_turns: 40,
         sources: Vec::new(),
@@ -315,6 +320,9 @@ fn apply(settings: &mut Settings, path: &Path, text: &str) -> Result<(), ConfigE
     }
     if let Some(target) = c.target_ratio {
         settings.context.target_ratio = target;
+    }
+    if let Some(guard) = c.repeat_guard {
+        settings.context.repeat_guard = guard;
     }
     let ctx = &settings.context;
     if !(ctx.soft_ratio > 0.0 && ctx.soft_ratio < 1.0) {
@@ -453,6 +461,8 @@ mod tests {
         assert_eq!(s.context.tool_cap("read"), 1000);
         assert_eq!(s.context.tool_cap("bash"), 16_000);
         assert_eq!(s.context.tool_cap("unheard_of"), DEFAULT_TOOL_CAP);
+        assert!(s.context.repeat_guard, "on by default");
+        assert!(!check("[context]\nrepeat_guard = false\n").unwrap().context.repeat_guard);
     }
 
     #[test]
