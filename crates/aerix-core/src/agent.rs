@@ -1,15 +1,16 @@
 //! One agent and its turn loop.
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use aerix_session::{Event, Outcome, Usage};
-use aerix_tools::{Cancel, FileSet, JobEnd, Jobs};
+use aerix_tools::{Cancel, FileSet, JobEnd, Jobs, ToolError};
 use caldrix_proto::{self as proto, Constraint, Generate, Role, StopReason};
 
 use crate::context::{Context, Label, Segment};
-use crate::turn::{self, Body, Call, TURN_RETRIES};
-use crate::{CoreError, Runtime, calls, compact};
+use crate::turn::{self, Answer, Body, Call, TURN_RETRIES};
+use crate::{CoreError, Runtime, calls, compact, delegate};
 
 /// Hard-limit hits before an agent is killed.
 pub const HARD_LIMIT_HITS: u32 = 2;
@@ -30,6 +31,13 @@ pub struct AgentSpec {
     /// The tools its calls may name.
     pub tools: Vec<String>,
     pub max_turns: u32,
+    /// Its place in delegation: the root 0, an implementer or verifier one more than its caller.
+    pub depth: u32,
+    /// What its `final` holds (a verifier's is a verdict).
+    pub answer: Answer,
+    /// A subagent's type for hooks (a definition's name, `implementer`, `verifier`); `None`
+    /// for the root.
+    pub agent_type: Option<String>,
 }
 
 /// How an agent ended.
@@ -53,6 +61,10 @@ pub struct Agent {
     pub(crate) jobs: Jobs,
     pub(crate) files: FileSet,
     pub(crate) cancel: Cancel,
+    /// This turn's `agent` results, run together after its other calls (`delegate.rs`).
+    pub(crate) delegated: HashMap<String, Result<String, ToolError>>,
+    /// `SubagentStop` continues taken (at most `delegate::STOP_CONTINUES`).
+    pub(crate) stop_continues: u32,
     hard_limit_hits: u32,
 }
 
@@ -68,6 +80,8 @@ impl Agent {
             jobs: Jobs::default(),
             files: FileSet::new(cwd),
             cancel,
+            delegated: HashMap::new(),
+            stop_continues: 0,
             hard_limit_hits: 0,
         }
     }
@@ -146,12 +160,17 @@ impl Agent {
                     if self.jobs.running() > 0 && self.wait_for_a_job(rt).await? {
                         continue;
                     }
+                    if delegate::stop_continues(self, rt, &text).await? {
+                        continue;
+                    }
                     return Ok(self.end(Outcome::Done, None, Some(text)));
                 }
                 Body::Calls(calls) => {
                     // Results go to the pool together (one request), in call order; a
                     // `context` call first sees every earlier result of its turn. On a cancel
                     // the calls not yet run are skipped; the results so far are kept.
+                    // `agent` calls run after the others, concurrently (`delegate.rs`).
+                    let (calls, pieces) = delegate::set_aside(calls, &self.spec.tools);
                     let mut results = Vec::new();
                     for call in calls {
                         if self.cancel.is_cancelled() {
@@ -162,6 +181,13 @@ impl Agent {
                             compact::append_results(self, rt, earlier).await?;
                         }
                         results.push(self.run_call(rt, call).await);
+                    }
+                    if !pieces.is_empty() && !self.cancel.is_cancelled() {
+                        delegate::run_all(self, rt, &pieces).await;
+                        for call in pieces {
+                            results.push(self.run_call(rt, call).await);
+                        }
+                        delegate::in_call_order(&mut results);
                     }
                     compact::append_results(self, rt, results).await?;
                 }
@@ -180,7 +206,7 @@ impl Agent {
             let generate = Generate {
                 context: self.context.id,
                 constraint: if self.spec.json {
-                    Constraint::Json { schema: rt.schema_for(&self.spec.tools) }
+                    Constraint::Json { schema: rt.schema_for(&self.spec.tools, self.spec.answer) }
                 } else {
                     Constraint::None
                 },
@@ -213,7 +239,7 @@ impl Agent {
                 stop: Some(stop_name(done.stop).into()),
             });
             let mut next_call = self.next_call;
-            match turn::parse(&text, &mut next_call) {
+            match turn::parse_as(&text, &mut next_call, self.spec.answer) {
                 Ok(turn) => {
                     self.next_call = next_call;
                     if turn.changed {

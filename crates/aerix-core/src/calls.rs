@@ -1,6 +1,6 @@
 //! Running one call: the machine's tools (`aerix-tools`), the agent's own (`plan`, `context`,
-//! `skill`), and the refusals (`agent` until delegation exists, the reserved web tools, a tool
-//! the agent may not call). Then the result's cap.
+//! `skill`), `agent` (its piece's result, `delegate.rs`), and the refusals (the reserved web
+//! tools, a tool the agent may not call). Then the result's cap.
 
 use aerix_session::Event;
 use aerix_tools::{ToolEnv, ToolError};
@@ -10,7 +10,7 @@ use serde_json::Value;
 use crate::agent::{Agent, job_started};
 use crate::context::{Label, Segment};
 use crate::turn::{Call, RESERVED_TOOLS};
-use crate::{CoreError, Runtime};
+use crate::{CoreError, Runtime, delegate};
 
 /// A call's result text, or the error the model sees as `error: ...`.
 pub(crate) async fn run(
@@ -31,9 +31,7 @@ pub(crate) async fn run(
         )));
     }
     match tool {
-        "agent" => Err(ToolError::new(
-            "refused: `agent` (delegation) is not available in this build; do the work with your own tools",
-        )),
+        "agent" => delegate::result(agent, rt, call).await,
         "plan" => plan(agent, rt, &call.input),
         "context" => context(agent, rt, &call.input).await,
         "skill" => skill(&call.input),

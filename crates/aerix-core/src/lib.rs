@@ -9,11 +9,14 @@ mod agent;
 mod calls;
 mod compact;
 mod context;
+mod definitions;
+mod delegate;
 mod generation;
 mod hooks;
 mod prompts;
 mod request;
 mod route;
+mod schemas;
 pub mod turn;
 
 use std::collections::HashMap;
@@ -27,6 +30,7 @@ use caldrix_client::{Client, ClientError};
 
 pub use agent::{Agent, AgentEnd, AgentSpec};
 pub use context::{Context, Label, Segment};
+pub use definitions::{Definition, Definitions, NO_DEFINITIONS, NoDefinitions};
 pub use hooks::{HookFire, HookReply, NO_HOOKS, NoHooks, RuntimeHooks};
 pub use prompts::{EMBEDDED, Prompts, fill};
 pub use request::{HOOK_CONTEXT, Request, RequestEnd, run_request, system_segment};
@@ -50,9 +54,11 @@ pub struct Runtime<'a> {
     pub cancel: Cancel,
     /// The hook events the runtime fires (compaction, delegation); `NO_HOOKS` by default.
     pub hooks: &'a dyn RuntimeHooks,
+    /// The agent definitions an `agent` call's `definition` names; `NO_DEFINITIONS` by default.
+    pub definitions: &'a dyn Definitions,
     /// Where the request's time went.
     pub stats: Stats,
-    schemas: HashMap<Vec<String>, String>,
+    schemas: HashMap<(Vec<String>, turn::Answer), String>,
 }
 
 /// Time spent waiting on the pool, against the rest (the runtime's own overhead and the tools).
@@ -84,6 +90,7 @@ impl<'a> Runtime<'a> {
             cwd,
             cancel,
             hooks: &NO_HOOKS,
+            definitions: &NO_DEFINITIONS,
             stats: Stats::default(),
             schemas: HashMap::new(),
         }
@@ -92,6 +99,11 @@ impl<'a> Runtime<'a> {
     /// The same runtime, firing its events through `hooks`.
     pub fn with_hooks(self, hooks: &'a dyn RuntimeHooks) -> Runtime<'a> {
         Runtime { hooks, ..self }
+    }
+
+    /// The same runtime, finding agent definitions in `definitions`.
+    pub fn with_definitions(self, definitions: &'a dyn Definitions) -> Runtime<'a> {
+        Runtime { definitions, ..self }
     }
 
     /// A generation, timed into `stats`; the cancel flag ends it.
@@ -107,11 +119,11 @@ impl<'a> Runtime<'a> {
         done
     }
 
-    /// The turn schema's text for a tool set, built once per set.
-    pub(crate) fn schema_for(&mut self, tools: &[String]) -> String {
+    /// The turn schema's text for a tool set and a kind of final, built once per pair.
+    pub(crate) fn schema_for(&mut self, tools: &[String], answer: turn::Answer) -> String {
         self.schemas
-            .entry(tools.to_vec())
-            .or_insert_with(|| turn::schema(tools).to_string())
+            .entry((tools.to_vec(), answer))
+            .or_insert_with(|| turn::schema_for(tools, answer).to_string())
             .clone()
     }
 }

@@ -7,8 +7,8 @@ use caldrix_proto::Role;
 use crate::agent::{Agent, AgentEnd, AgentSpec};
 use crate::context::{Context, Label, Segment, parse_role};
 use crate::route::{Route, route};
-use crate::turn::{ALL_TOOLS, tools_section, turns_section};
-use crate::{CoreError, Prompts, Runtime};
+use crate::turn::{ALL_TOOLS, Answer, tools_section, turns_section};
+use crate::{CoreError, Prompts, Runtime, delegate};
 
 pub const ROOT: &str = "a1";
 /// The id of the root's pinned `# Hook context` segment.
@@ -117,6 +117,8 @@ pub async fn run_request(rt: &mut Runtime<'_>, request: Request) -> Result<Reque
     } else {
         ALL_TOOLS.iter().map(|t| (*t).to_owned()).collect()
     };
+    // The root is at depth 0: with `delegation.depth = 0` it cannot spawn either.
+    let tools = delegate::without_agent_at(tools, 0, rt.settings);
     rt.sink.event(Event::AgentSpawn {
         agent: ROOT.to_owned(),
         parent: None,
@@ -194,6 +196,9 @@ pub async fn run_request(rt: &mut Runtime<'_>, request: Request) -> Result<Reque
         json: request.json,
         tools,
         max_turns: request.max_turns,
+        depth: 0,
+        answer: Answer::Text,
+        agent_type: None,
     };
     let mut agent = Agent::new(spec, context, rt.cwd, rt.cancel.clone());
     if let Some(rebuilt) = &rebuilt {

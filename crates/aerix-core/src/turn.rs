@@ -20,37 +20,34 @@ pub const ALL_TOOLS: [&str; 11] = [
 /// Names every call of which is refused.
 pub const RESERVED_TOOLS: [&str; 2] = ["web_fetch", "web_search"];
 
+/// The only tools a verifier may call: it looks and runs, it never changes a file.
+pub const VERIFIER_TOOLS: [&str; 5] = ["read", "bash", "grep", "glob", "repo_map"];
+
+/// What an agent's `final` holds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Answer {
+    /// Text for its caller (the root's answer, an implementer's summary).
+    #[default]
+    Text,
+    /// A verifier's `{"verdict": "pass"|"fail", "reason": "..."}`.
+    Verdict,
+}
+
 /// The input schema of any tool of the set.
 pub fn input_schema(tool: &str) -> Option<Value> {
     if let Some(schema) = aerix_tools::input_schema(tool) {
         return Some(schema);
     }
-    let string = |max: u32| json!({"type": "string", "maxLength": max});
-    let object = |properties: Value, required: &[&str]| json!({"type": "object", "properties": properties, "required": required, "additionalProperties": false});
-    Some(match tool {
-        "plan" => object(json!({"op": {"enum": ["read", "write"]}, "text": string(4000)}), &["op"]),
-        "context" => object(
-            json!({
-                "op": {"enum": ["status", "drop", "summarize", "pin", "unpin", "note"]},
-                "ids": {"type": "array", "items": string(40), "maxItems": 32},
-                "text": string(4000),
-            }),
-            &["op"],
-        ),
-        "agent" => object(
-            json!({"brief": string(6000), "check": string(2000), "definition": string(80), "member": string(80)}),
-            &["brief", "check"],
-        ),
-        "skill" => object(
-            json!({"name": string(80), "args": string(2000), "list": {"type": "boolean"}}),
-            &[],
-        ),
-        _ => return None,
-    })
+    crate::schemas::runtime_input_schema(tool)
 }
 
 /// The JSON schema of a turn whose calls may name `tools`.
 pub fn schema(tools: &[String]) -> Value {
+    schema_for(tools, Answer::Text)
+}
+
+/// The JSON schema of a turn whose calls may name `tools` and whose `final` is `answer`.
+pub fn schema_for(tools: &[String], answer: Answer) -> Value {
     let thought = json!({"type": "string", "maxLength": THOUGHT_CHARS});
     let calls: Vec<Value> = tools
         .iter()
@@ -76,42 +73,32 @@ pub fn schema(tools: &[String]) -> Value {
         },
         {
             "type": "object",
-            "properties": {"thought": thought, "final": {"type": "string"}},
+            "properties": {"thought": thought, "final": final_schema(answer)},
             "required": ["thought", "final"],
             "additionalProperties": false,
         },
     ]})
 }
 
+fn final_schema(answer: Answer) -> Value {
+    match answer {
+        Answer::Text => json!({"type": "string"}),
+        Answer::Verdict => json!({
+            "type": "object",
+            "properties": {"verdict": {"enum": ["pass", "fail"]}, "reason": {"type": "string"}},
+            "required": ["verdict", "reason"],
+            "additionalProperties": false,
+        }),
+    }
+}
+
 /// One line per tool: its description and its input's fields (`?` for optional ones).
 pub fn tools_section(prompts: &crate::Prompts) -> String {
     let mut out = String::from("# Tools\n");
     for tool in ALL_TOOLS {
-        let fields = input_schema(tool)
-            .map(|schema| {
-                let required: Vec<&str> = schema["required"]
-                    .as_array()
-                    .map(|r| r.iter().filter_map(Value::as_str).collect())
-                    .unwrap_or_default();
-                schema["properties"]
-                    .as_object()
-                    .map(|p| {
-                        p.keys()
-                            .map(|k| {
-                                if required.contains(&k.as_str()) {
-                                    k.clone()
-                                } else {
-                                    format!("{k}?")
-                                }
-                            })
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    })
-                    .unwrap_or_default()
-            })
-            .unwrap_or_default();
+        let fields = input_schema(tool).map(|s| crate::schemas::describe(&s)).unwrap_or_default();
         out.push_str(&format!(
-            "\n{}\ninput: {{{fields}}}\n",
+            "\n{}\ninput: {fields}\n",
             prompts.get(&format!("tools/{tool}.md")).trim()
         ));
     }
@@ -189,6 +176,12 @@ const SHAPE: &str = r#"Answer with one JSON object: {"thought": "...", "calls": 
 
 /// Reads a turn. Calls are numbered from `*next_call` (which advances).
 pub fn parse(text: &str, next_call: &mut u32) -> Result<Turn, ParseError> {
+    parse_as(text, next_call, Answer::Text)
+}
+
+/// Reads a turn whose `final` is `answer`. A verdict's final comes back as its JSON text (or
+/// the string the member gave: the caller reads the verdict, and no verdict is a `fail`).
+pub fn parse_as(text: &str, next_call: &mut u32, answer: Answer) -> Result<Turn, ParseError> {
     let trimmed = strip_fence(text.trim());
     let value: Value = serde_json::from_str(trimmed)
         .map_err(|e| ParseError(format!("Your turn is not valid JSON ({e}). {SHAPE}")))?;
@@ -222,6 +215,9 @@ pub fn parse(text: &str, next_call: &mut u32) -> Result<Turn, ParseError> {
             return Err(ParseError(format!("Your turn has neither `calls` nor `final`. {SHAPE}")));
         }
         (None, Some(Value::String(text))) => Body::Final(text.clone()),
+        (None, Some(verdict @ Value::Object(_))) if answer == Answer::Verdict => {
+            Body::Final(verdict.to_string())
+        }
         (None, Some(_)) => return Err(ParseError(format!("`final` must be a string. {SHAPE}"))),
         (Some(Value::Array(calls)), None) => {
             if calls.is_empty() {

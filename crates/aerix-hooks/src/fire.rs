@@ -97,6 +97,28 @@ pub enum Fire<'a> {
         after: u32,
         compacted: u32,
     },
+    /// An `agent` call spawns `agent` (an implementer or a verifier) for `parent`.
+    AgentSpawn {
+        agent: &'a str,
+        parent: &'a str,
+        agent_type: &'a str,
+    },
+    /// Before a subagent runs (`agent_type`: a definition's name, `implementer`, `verifier`).
+    SubagentStart {
+        agent: &'a str,
+        agent_type: &'a str,
+    },
+    /// A subagent's final; a block continues it, the reason its next instruction.
+    SubagentStop {
+        agent: &'a str,
+        agent_type: &'a str,
+    },
+    /// A verifier starts on an implementer's work (`attempt` from 1).
+    Verify {
+        agent: &'a str,
+        implementer: &'a str,
+        attempt: u32,
+    },
 }
 
 /// A handler that blocked the action or stopped the run.
@@ -121,7 +143,7 @@ pub struct Fired {
     pub notes: Vec<String>,
 }
 
-impl Fire<'_> {
+impl<'a> Fire<'a> {
     pub fn event(self) -> HookEvent {
         match self {
             Fire::SessionStart(_) => HookEvent::SessionStart,
@@ -129,16 +151,24 @@ impl Fire<'_> {
             Fire::SessionEnd(_) => HookEvent::SessionEnd,
             Fire::PreCompact { .. } => HookEvent::PreCompact,
             Fire::ContextCompact { .. } => HookEvent::ContextCompact,
+            Fire::AgentSpawn { .. } => HookEvent::AgentSpawn,
+            Fire::SubagentStart { .. } => HookEvent::SubagentStart,
+            Fire::SubagentStop { .. } => HookEvent::SubagentStop,
+            Fire::Verify { .. } => HookEvent::Verify,
         }
     }
 
     /// What matchers are matched against.
-    fn match_value(self) -> Option<&'static str> {
+    fn match_value(self) -> Option<&'a str> {
         match self {
             Fire::SessionStart(source) => Some(source.as_str()),
             Fire::UserPromptSubmit { .. } | Fire::ContextCompact { .. } => None,
             Fire::SessionEnd(reason) => Some(reason.as_str()),
             Fire::PreCompact { trigger, .. } => Some(trigger.as_str()),
+            Fire::Verify { .. } => None,
+            Fire::AgentSpawn { agent_type, .. }
+            | Fire::SubagentStart { agent_type, .. }
+            | Fire::SubagentStop { agent_type, .. } => Some(agent_type),
         }
     }
 
@@ -165,6 +195,28 @@ impl Fire<'_> {
                 input["before_tokens"] = json!(before);
                 input["after_tokens"] = json!(after);
                 input["compacted"] = json!(compacted);
+            }
+            Fire::AgentSpawn { agent, parent, agent_type } => {
+                input["agent_id"] = json!(agent);
+                input["agent_type"] = json!(agent_type);
+                input["parent_id"] = json!(parent);
+            }
+            Fire::SubagentStart { agent, agent_type } => {
+                input["agent_id"] = json!(agent);
+                input["agent_type"] = json!(agent_type);
+            }
+            Fire::SubagentStop { agent, agent_type } => {
+                input["agent_id"] = json!(agent);
+                input["agent_type"] = json!(agent_type);
+                input["stop_hook_active"] = json!(false);
+                // Subagents have no transcript of their own: the session's holds their events.
+                input["agent_transcript_path"] = json!(session.transcript_path);
+            }
+            Fire::Verify { agent, implementer, attempt } => {
+                input["agent_id"] = json!(agent);
+                input["agent_type"] = json!("verifier");
+                input["implementer_id"] = json!(implementer);
+                input["attempt"] = json!(attempt);
             }
         }
         input
@@ -455,5 +507,48 @@ mod tests {
             ("echo 'not today' >&2; exit 2", "not today")
         );
         assert_eq!(fired.runs.iter().map(|r| r.blocked).collect::<Vec<_>>(), [false, true]);
+    }
+
+    #[test]
+    fn subagent_events_match_the_agent_type_and_subagent_stop_blocks() {
+        let dir = Dir::new("subagent");
+        let record = |name: &str| format!("cat > {}", dir.0.join(name).display());
+        let hooks = dir.hooks(&format!(
+            r#"{{"hooks": {{"SubagentStart": [{{"matcher": "verifier", "hooks": [{{"type": "command", "command": "{}"}}]}}], "SubagentStop": {}, "AgentSpawn": {}, "Verify": [{{"matcher": "nothing-matches", "hooks": [{{"type": "command", "command": "{}"}}]}}]}}}}"#,
+            record("start.json"),
+            group(&["echo 'check again' >&2; exit 2"]),
+            group(&[&record("spawn.json")]),
+            record("verify.json"),
+        ));
+        let session = dir.session();
+        let start = Fire::SubagentStart { agent: "a1.c3", agent_type: "implementer" };
+        assert!(hooks.fire(&session, start, &|| false).runs.is_empty());
+        let start = Fire::SubagentStart { agent: "a1.c3.v1", agent_type: "verifier" };
+        assert_eq!(hooks.fire(&session, start, &|| false).runs.len(), 1);
+        let spawn = Fire::AgentSpawn { agent: "a1.c3", parent: "a1", agent_type: "implementer" };
+        hooks.fire(&session, spawn, &|| false);
+        let verify = Fire::Verify { agent: "a1.c3.v1", implementer: "a1.c3", attempt: 1 };
+        assert_eq!(
+            hooks.fire(&session, verify, &|| false).runs.len(),
+            1,
+            "Verify takes no matcher"
+        );
+        let stop = Fire::SubagentStop { agent: "a1.c3", agent_type: "implementer" };
+        assert_eq!(hooks.fire(&session, stop, &|| false).block.unwrap().reason, "check again");
+        let read = |name: &str| -> serde_json::Value {
+            serde_json::from_str(&std::fs::read_to_string(dir.0.join(name)).unwrap()).unwrap()
+        };
+        let start = read("start.json");
+        assert_eq!(
+            (&start["agent_id"], &start["agent_type"]),
+            (&"a1.c3.v1".into(), &"verifier".into())
+        );
+        let spawn = read("spawn.json");
+        assert_eq!(
+            (&spawn["hook_event_name"], &spawn["parent_id"]),
+            (&"AgentSpawn".into(), &"a1".into())
+        );
+        let verify = read("verify.json");
+        assert_eq!((&verify["implementer_id"], &verify["attempt"]), (&"a1.c3".into(), &1.into()));
     }
 }

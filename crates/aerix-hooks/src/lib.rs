@@ -5,7 +5,8 @@
 //! and output mean.
 //!
 //! Today aerix fires the session events (`SessionStart`, `UserPromptSubmit`, `SessionEnd`) and
-//! the compaction events (`PreCompact`, and aerix's own `ContextCompact`).
+//! the compaction events (`PreCompact`, and aerix's own `ContextCompact`), and delegation's
+//! (`SubagentStart`, `SubagentStop`, and aerix's own `AgentSpawn` and `Verify`).
 //! This crate knows nothing of agents, contexts, the pool or the session log: the caller turns
 //! a [`Fired`] into segments, events and exit statuses.
 
@@ -40,15 +41,27 @@ pub enum HookEvent {
     PreCompact,
     /// After a compaction pass (aerix's own event).
     ContextCompact,
+    /// An `agent` call spawns an implementer or a verifier (aerix's own event).
+    AgentSpawn,
+    /// Before a subagent runs.
+    SubagentStart,
+    /// A subagent's final; a block continues it.
+    SubagentStop,
+    /// A verifier starts on an implementer's work (aerix's own event).
+    Verify,
 }
 
 impl HookEvent {
-    pub const ALL: [HookEvent; 5] = [
+    pub const ALL: [HookEvent; 9] = [
         HookEvent::SessionStart,
         HookEvent::UserPromptSubmit,
         HookEvent::SessionEnd,
         HookEvent::PreCompact,
         HookEvent::ContextCompact,
+        HookEvent::AgentSpawn,
+        HookEvent::SubagentStart,
+        HookEvent::SubagentStop,
+        HookEvent::Verify,
     ];
 
     /// Claude Code's name, which hook files and `hook_event_name` use.
@@ -59,6 +72,10 @@ impl HookEvent {
             HookEvent::SessionEnd => "SessionEnd",
             HookEvent::PreCompact => "PreCompact",
             HookEvent::ContextCompact => "ContextCompact",
+            HookEvent::AgentSpawn => "AgentSpawn",
+            HookEvent::SubagentStart => "SubagentStart",
+            HookEvent::SubagentStop => "SubagentStop",
+            HookEvent::Verify => "Verify",
         }
     }
 
@@ -72,6 +89,10 @@ impl HookEvent {
             HookEvent::SessionStart | HookEvent::PreCompact | HookEvent::ContextCompact => {
                 Duration::from_secs(600)
             }
+            HookEvent::AgentSpawn
+            | HookEvent::SubagentStart
+            | HookEvent::SubagentStop
+            | HookEvent::Verify => Duration::from_secs(600),
             HookEvent::UserPromptSubmit | HookEvent::SessionEnd => Duration::from_secs(30),
         }
     }
@@ -85,31 +106,30 @@ impl HookEvent {
             | HookEvent::UserPromptSubmit
             | HookEvent::PreCompact
             | HookEvent::ContextCompact => None,
+            HookEvent::AgentSpawn
+            | HookEvent::SubagentStart
+            | HookEvent::SubagentStop
+            | HookEvent::Verify => None,
         }
     }
 
     /// Whether a group's `matcher` applies (UserPromptSubmit and ContextCompact take none).
+    /// The subagent events and AgentSpawn match the agent type; Verify takes none.
     fn takes_matcher(self) -> bool {
         !matches!(self, HookEvent::UserPromptSubmit | HookEvent::ContextCompact)
+            && self != HookEvent::Verify
     }
 
     /// Whether exit 2 or `decision: "block"` blocks what fired it.
     fn blocks(self) -> bool {
         matches!(self, HookEvent::UserPromptSubmit | HookEvent::PreCompact)
+            || self == HookEvent::SubagentStop
     }
 }
 
 /// Claude Code events aerix reads in a hook file but does not fire yet.
-pub const NOT_FIRED_YET: &[&str] = &[
-    "PreToolUse",
-    "PostToolUse",
-    "PostToolUseFailure",
-    "Notification",
-    "Stop",
-    "SubagentStart",
-    "SubagentStop",
-    "PostCompact",
-];
+pub const NOT_FIRED_YET: &[&str] =
+    &["PreToolUse", "PostToolUse", "PostToolUseFailure", "Notification", "Stop", "PostCompact"];
 
 /// A hook file that cannot be used; its hooks are not run.
 #[derive(Debug, thiserror::Error)]

@@ -236,6 +236,7 @@ pub async fn run(settings: &Settings, env: &Env, options: Options) -> anyhow::Re
     if let Some(agent_hooks) = &agent_hooks {
         runtime = runtime.with_hooks(agent_hooks);
     }
+    let mut runtime = runtime.with_definitions(&agents.definitions);
     let request_start = Instant::now();
     let result = run_request(&mut runtime, request).await;
     let stats = runtime.stats.clone();

@@ -67,6 +67,18 @@ impl RuntimeHooks for AgentHooks<'_> {
             HookFire::ContextCompact { agent, before, after, compacted } => {
                 (agent, Fire::ContextCompact { agent, before, after, compacted })
             }
+            HookFire::AgentSpawn { agent, parent, agent_type } => {
+                (agent, Fire::AgentSpawn { agent, parent, agent_type })
+            }
+            HookFire::SubagentStart { agent, agent_type } => {
+                (agent, Fire::SubagentStart { agent, agent_type })
+            }
+            HookFire::SubagentStop { agent, agent_type } => {
+                (agent, Fire::SubagentStop { agent, agent_type })
+            }
+            HookFire::Verify { agent, implementer, attempt } => {
+                (agent, Fire::Verify { agent, implementer, attempt })
+            }
             _ => return HookReply::default(),
         };
         let fired = self.hooks.run(fire, &self.cancel);

@@ -9,6 +9,7 @@ mod cancel;
 mod cli;
 mod compact;
 mod crash;
+mod delegate;
 mod hooks;
 mod parse;
 mod real;

@@ -98,7 +98,10 @@ fn an_edit_route_gives_the_root_only_the_planner_tools() {
                 call("agent", json!({"brief": "fix add in calc.sh", "check": "sh test.sh"})),
             ],
         ),
-        final_turn("Delegation is not available.", "Planned; nothing changed."),
+        // The piece: its implementer's final, its verifier's verdict.
+        final_turn("Fixed.", "add adds now"),
+        json!({"thought": "Checked.", "final": {"verdict": "pass", "reason": "ok"}}).to_string(),
+        final_turn("Delegated.", "Planned and delegated the fix."),
     ];
     let world = World::scripted("planner", &replies, true);
     let out = world.aerix(&["-p", "Fix add."]);
@@ -115,7 +118,9 @@ fn an_edit_route_gives_the_root_only_the_planner_tools() {
     );
     assert_eq!(of_type(&events, "plan")[0]["text"], "1. fix add");
     let agent = of_type(&events, "message").into_iter().find(|m| m["tool"] == "agent").unwrap();
-    assert!(agent["text"].as_str().unwrap().starts_with("error: refused: `agent`"), "{agent}");
+    let result: serde_json::Value = serde_json::from_str(agent["text"].as_str().unwrap()).unwrap();
+    assert_eq!((&result["outcome"], &result["summary"]), (&json!("done"), &json!("add adds now")));
+    assert!(stdout(&out).starts_with("Planned and delegated the fix."), "{}", stdout(&out));
 }
 
 #[test]

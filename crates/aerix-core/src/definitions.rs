@@ -1,0 +1,49 @@
+//! The agent definitions an `agent` call's `definition` names. The runtime reads no files: the
+//! binary hands it a set (Claude Code's format, read by `aerix-config`) through `Definitions`,
+//! and `NO_DEFINITIONS` knows none.
+
+/// One agent definition, as delegation uses it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Definition {
+    pub name: String,
+    /// The aerix tools it may call (`None`: all of them).
+    pub tools: Option<Vec<String>>,
+    /// A member to run on; one the pool does not have (or Claude Code's `inherit`, `sonnet`,
+    /// ...) leaves the caller's.
+    pub model: Option<String>,
+    pub max_turns: Option<u32>,
+    /// The Markdown body: the implementer's instructions, before its brief.
+    pub body: String,
+}
+
+/// Finds definitions by name.
+pub trait Definitions: Send + Sync {
+    fn get(&self, name: &str) -> Option<Definition>;
+}
+
+/// Knows no definition.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoDefinitions;
+
+impl Definitions for NoDefinitions {
+    fn get(&self, _: &str) -> Option<Definition> {
+        None
+    }
+}
+
+/// For a `Runtime` whose caller has no definitions.
+pub static NO_DEFINITIONS: NoDefinitions = NoDefinitions;
+
+/// The set `aerix-config` reads (Claude Code's tool names already mapped to aerix's).
+impl Definitions for aerix_config::AgentDefinitions {
+    fn get(&self, name: &str) -> Option<Definition> {
+        let d = aerix_config::AgentDefinitions::get(self, name)?;
+        Some(Definition {
+            name: d.name.clone(),
+            tools: d.tools.clone(),
+            model: d.model.clone(),
+            max_turns: d.max_turns,
+            body: d.body.clone(),
+        })
+    }
+}
