@@ -9,6 +9,7 @@ use aerix_tools::{Cancel, FileSet, JobEnd, Jobs, ToolError};
 use caldrix_proto::{self as proto, Constraint, Generate, Role, StopReason};
 
 use crate::context::{Context, Label, Segment};
+use crate::repeats::{Repeats, STUCK_REPEATS, Seen};
 use crate::turn::{self, Answer, Body, Call, TURN_RETRIES};
 use crate::{CoreError, Runtime, calls, compact, delegate};
 
@@ -66,6 +67,9 @@ pub struct Agent {
     /// `SubagentStop` continues taken (at most `delegate::STOP_CONTINUES`).
     pub(crate) stop_continues: u32,
     hard_limit_hits: u32,
+    /// Calls whose results stand (`context.repeat_guard`), and why the agent is stuck.
+    repeats: Repeats,
+    stuck: Option<String>,
 }
 
 impl Agent {
@@ -83,6 +87,8 @@ impl Agent {
             delegated: HashMap::new(),
             stop_continues: 0,
             hard_limit_hits: 0,
+            repeats: Repeats::default(),
+            stuck: None,
         }
     }
 
@@ -190,6 +196,9 @@ impl Agent {
                         delegate::in_call_order(&mut results);
                     }
                     compact::append_results(self, rt, results).await?;
+                    if let Some(reason) = self.stuck.take() {
+                        return Err(CoreError::Failed(reason));
+                    }
                 }
             }
         }
@@ -300,11 +309,25 @@ impl Agent {
 
     /// Runs a call and returns its result segment (`[<tool> <id>]` and the text).
     async fn run_call(&mut self, rt: &mut Runtime<'_>, call: Call) -> Segment {
-        let result = calls::run(self, rt, &call).await;
+        let guard = rt.settings.context.repeat_guard;
+        let repeat = if guard { self.repeat_of(&call) } else { None };
+        let result = match &repeat {
+            Some((earlier, streak)) => {
+                if *streak >= STUCK_REPEATS {
+                    self.stuck = Some(Repeats::stuck(&call.tool, &call.input, earlier));
+                }
+                Ok(Repeats::pointer(earlier))
+            }
+            None => calls::run(self, rt, &call).await,
+        };
         let (text, error) = match result {
             Ok(text) => (text, false),
             Err(e) => (format!("error: {e}"), true),
         };
+        // Only a call that ran stands: a pointer is not a result to point at.
+        if guard && repeat.is_none() {
+            self.repeats.ran(&call.tool, &call.input, &call.id, !error);
+        }
         let text = calls::cap(rt, &call, text);
         rt.sink.event(Event::Message {
             agent: self.spec.id.clone(),
@@ -325,6 +348,26 @@ impl Agent {
             text: format!("[{} {}]\n{text}", call.tool, call.id),
             pinned: false,
             tokens: 0,
+        }
+    }
+
+    /// The earlier call `call` repeats, and how many repeats in a row this makes; `None` when
+    /// it must run (new, or the earlier result no longer stands as it was in the context).
+    fn repeat_of(&mut self, call: &Call) -> Option<(String, u32)> {
+        match self.repeats.check(&call.tool, &call.input) {
+            Seen::Fresh => None,
+            Seen::Repeat { earlier, streak } => {
+                let header = format!("[{} {earlier}]", call.tool);
+                let standing =
+                    self.context.get(&earlier).is_some_and(|s| s.text.starts_with(&header));
+                if standing {
+                    Some((earlier, streak))
+                } else {
+                    self.repeats.forget(&earlier);
+                    let _ = self.repeats.check(&call.tool, &call.input);
+                    None
+                }
+            }
         }
     }
 

@@ -14,6 +14,7 @@ mod delegate;
 mod generation;
 mod hooks;
 mod prompts;
+mod repeats;
 mod request;
 mod route;
 mod schemas;

@@ -176,4 +176,3 @@ fn the_tools_section_shows_each_operation_s_fields() {
     let read = super::describe(&turn::input_schema("read").unwrap());
     assert_eq!(read, "{path, offset?, limit?}");
 }
-

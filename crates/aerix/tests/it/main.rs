@@ -13,6 +13,7 @@ mod delegate;
 mod hooks;
 mod parse;
 mod real;
+mod repeats;
 mod request;
 mod tools;
 

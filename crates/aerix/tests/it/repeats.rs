@@ -1,0 +1,85 @@
+//! Calls that go nowhere (`context.repeat_guard`, a deviation from the spec): a pure call
+//! repeated with nothing changed since is answered with a pointer, three in a row end the
+//! agent as stuck; a change in between, or the guard off, runs the call again.
+
+use serde_json::{Value, json};
+
+use crate::{World, call, calls, final_turn, of_type, stderr};
+
+fn read_calc() -> Value {
+    call("read", json!({"path": "calc.sh"}))
+}
+
+fn tool_results(events: &[Value]) -> Vec<(String, String)> {
+    of_type(events, "message")
+        .into_iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| (m["call"].as_str().unwrap().to_owned(), m["text"].as_str().unwrap().to_owned()))
+        .collect()
+}
+
+#[test]
+fn three_repeats_in_a_row_end_the_agent_as_stuck() {
+    let replies = vec![
+        "answer".to_owned(),
+        calls("Read it.", vec![read_calc()]),
+        calls("Read it again.", vec![read_calc()]),
+        calls("And again.", vec![read_calc()]),
+        calls("Once more.", vec![read_calc()]),
+        final_turn("Never reached.", "done"),
+    ];
+    let world = World::scripted("repeats-stuck", &replies, true);
+    let out = world.aerix(&["-p", "What does add do?"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let events = world.events();
+    let results = tool_results(&events);
+    assert!(results[0].1.contains("add()"), "{results:?}");
+    for (id, text) in &results[1..] {
+        assert!(text.starts_with("[same call as c1"), "{id}: {text}");
+    }
+    assert_eq!(results.len(), 4);
+    let end = of_type(&events, "agent.end")[0];
+    assert_eq!(end["outcome"], "failed");
+    let reason = end["reason"].as_str().unwrap();
+    assert!(reason.starts_with("stuck: the same `read` call"), "{reason}");
+    assert!(reason.contains("first answered as c1"), "{reason}");
+}
+
+#[test]
+fn a_change_in_between_or_the_guard_off_runs_the_call_again() {
+    let replies = vec![
+        "answer".to_owned(),
+        calls("Read.", vec![read_calc()]),
+        calls(
+            "Fix, then read again.",
+            vec![
+                call("edit", json!({"path": "calc.sh", "old": "$1 - $2", "new": "$1 + $2"})),
+                read_calc(),
+            ],
+        ),
+        calls("Read once more.", vec![read_calc()]),
+        final_turn("Fixed.", "done"),
+    ];
+    let world = World::scripted("repeats-change", &replies, true);
+    let out = world.aerix(&["-p", "Fix add."]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let results = tool_results(&world.events());
+    assert!(results[2].1.contains("$1 + $2"), "the read after the edit ran: {results:?}");
+    assert!(results[3].1.starts_with("[same call as c3"), "{results:?}");
+
+    let replies = vec![
+        "answer".to_owned(),
+        calls("Read.", vec![read_calc()]),
+        calls("Again.", vec![read_calc()]),
+        calls("Again.", vec![read_calc()]),
+        calls("Again.", vec![read_calc()]),
+        final_turn("Read it four times.", "done"),
+    ];
+    let world =
+        World::scripted_with("repeats-off", &replies, true, "[context]\nrepeat_guard = false\n");
+    let out = world.aerix(&["-p", "What does add do?"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let results = tool_results(&world.events());
+    assert_eq!(results.len(), 4);
+    assert!(results.iter().all(|(_, text)| text.contains("add()")), "{results:?}");
+}
