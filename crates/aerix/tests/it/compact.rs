@@ -307,7 +307,9 @@ fn compact_results_fitted_then_after_compaction_then_pointer_alone() {
         calls(&thought(2), vec![bash(400, "a"), bash(120, "b"), bash(120, "c")]),
         final_turn("Done.", "ran them"),
     ];
-    let world = world("compact-fit", &replies, SMALL_TURNS);
+    // c2 (about 12 KB) is cut by its cap first, then fitted: one spool file, one pointer.
+    let world =
+        world("compact-fit", &replies, &format!("{SMALL_TURNS}[context.tool_caps]\nbash = 9000\n"));
     world.write("big1.txt", &text("one", 50));
     let out = world.aerix(&["-p", "Run them."]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
@@ -324,12 +326,17 @@ fn compact_results_fitted_then_after_compaction_then_pointer_alone() {
         let (n, rest) = rest.split_once(" more bytes; read with read(path=\"").unwrap();
         (n.parse().unwrap(), rest.strip_suffix("\", offset=1)]").unwrap().to_owned())
     };
-    // Fitted: cut to the room, the rest in the spool.
+    // Fitted: the cap's cut (9,000 bytes) cut again to the room, its pointer counting both
+    // cuts and naming the cap's spool file, which holds the whole output.
+    let capped = original("c2");
+    let (capped_more, capped_path) = pointer(&capped);
     let c2 = appended(&events, "c2")["text"].as_str().unwrap().to_owned();
     let (more, path) = pointer(&c2);
-    let whole = original("c2");
-    assert_eq!(std::fs::read_to_string(&path).unwrap(), whole);
+    assert_eq!(path, capped_path);
+    let whole = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(capped_more, whole.len() - 9000);
     let kept = c2.strip_prefix("[bash c2]\n").unwrap().rsplit_once('\n').unwrap().0;
+    assert!(kept.len() < 9000 && more > capped_more, "{c2}");
     assert!(!kept.is_empty() && whole.starts_with(kept) && kept.len() + more == whole.len());
     // Fitted after compacting: the pass (reason `result`) replaced c1, then c3 was cut.
     let passes = compactions(&events);
