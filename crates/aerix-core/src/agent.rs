@@ -70,6 +70,8 @@ pub struct Agent {
     /// Calls whose results stand (`context.repeat_guard`), and why the agent is stuck.
     repeats: Repeats,
     stuck: Option<String>,
+    /// Calls run this turn: their results stand though they reach the context at its end.
+    this_turn: Vec<String>,
 }
 
 impl Agent {
@@ -89,6 +91,7 @@ impl Agent {
             hard_limit_hits: 0,
             repeats: Repeats::default(),
             stuck: None,
+            this_turn: Vec::new(),
         }
     }
 
@@ -177,6 +180,7 @@ impl Agent {
                     // the calls not yet run are skipped; the results so far are kept.
                     // `agent` calls run after the others, concurrently (`delegate.rs`).
                     let (calls, pieces) = delegate::set_aside(calls, &self.spec.tools);
+                    self.this_turn.clear();
                     let mut results = Vec::new();
                     for call in calls {
                         if self.cancel.is_cancelled() {
@@ -215,7 +219,8 @@ impl Agent {
             let generate = Generate {
                 context: self.context.id,
                 constraint: if self.spec.json {
-                    Constraint::Json { schema: rt.schema_for(&self.spec.tools, self.spec.answer) }
+                    let tools = self.callable_tools(rt);
+                    Constraint::Json { schema: rt.schema_for(&tools, self.spec.answer) }
                 } else {
                     Constraint::None
                 },
@@ -327,6 +332,7 @@ impl Agent {
         // Only a call that ran stands: a pointer is not a result to point at.
         if guard && repeat.is_none() {
             self.repeats.ran(&call.tool, &call.input, &call.id, !error);
+            self.this_turn.push(call.id.clone());
         }
         let text = calls::cap(rt, &call, text);
         rt.sink.event(Event::Message {
@@ -357,9 +363,7 @@ impl Agent {
         match self.repeats.check(&call.tool, &call.input) {
             Seen::Fresh => None,
             Seen::Repeat { earlier, streak } => {
-                let header = format!("[{} {earlier}]", call.tool);
-                let standing =
-                    self.context.get(&earlier).is_some_and(|s| s.text.starts_with(&header));
+                let standing = self.stands(&call.tool, &earlier);
                 if standing {
                     Some((earlier, streak))
                 } else {
@@ -369,6 +373,28 @@ impl Agent {
                 }
             }
         }
+    }
+
+    /// Whether the result of call `id` is as it was: run this turn, or in the context
+    /// uncompacted.
+    fn stands(&self, tool: &str, id: &str) -> bool {
+        let header = format!("[{tool} {id}]");
+        self.this_turn.iter().any(|t| t == id)
+            || self.context.get(id).is_some_and(|s| s.text.starts_with(&header))
+    }
+
+    /// The tools this turn's schema offers: the agent's, less `repo_map` once its result
+    /// stands (it is computed once per request: a second call can only repeat it).
+    fn callable_tools(&self, rt: &Runtime<'_>) -> Vec<String> {
+        let empty = serde_json::Value::Object(Default::default());
+        let mapped = rt.settings.context.repeat_guard
+            && self
+                .repeats
+                .earlier("repo_map", &empty)
+                .is_some_and(|id| self.stands("repo_map", id));
+        let tools: Vec<String> =
+            self.spec.tools.iter().filter(|t| !(mapped && *t == "repo_map")).cloned().collect();
+        if tools.is_empty() { self.spec.tools.clone() } else { tools }
     }
 
     /// Appends the output of every job that ended.

@@ -54,6 +54,11 @@ impl Repeats {
         }
     }
 
+    /// The call whose result stands for this tool and input, without counting a repeat.
+    pub fn earlier(&self, tool: &str, input: &Value) -> Option<&str> {
+        self.standing.iter().find(|(t, i, _)| t == tool && i == input).map(|(_, _, id)| id.as_str())
+    }
+
     /// A call ran with result `ok`: a pure call's result stands; a changing one (even a
     /// failed one: a command may have written before it failed) clears every result.
     pub fn ran(&mut self, tool: &str, input: &Value, id: &str, ok: bool) {

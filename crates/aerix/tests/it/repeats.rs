@@ -83,3 +83,25 @@ fn a_change_in_between_or_the_guard_off_runs_the_call_again() {
     assert_eq!(results.len(), 4);
     assert!(results.iter().all(|(_, text)| text.contains("add()")), "{results:?}");
 }
+
+/// Repeats within one turn count too (the results reach the context at the turn's end), and
+/// once `repo_map`'s result stands the schema no longer offers it: a scripted second call is
+/// refused by the constraint itself.
+#[test]
+fn repeats_within_a_turn_count_and_a_standing_repo_map_leaves_the_schema() {
+    let map = || call("repo_map", json!({}));
+    let replies = vec![
+        "answer".to_owned(),
+        calls("Map it, twice.", vec![map(), map(), read_calc()]),
+        calls("Map it again.", vec![map()]),
+    ];
+    let world = World::scripted("repeats-turn", &replies, true);
+    let out = world.aerix(&["-p", "What is here?"]);
+    let events = world.events();
+    let results = tool_results(&events);
+    assert!(results[1].1.starts_with("[same call as c1"), "{results:?}");
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let end = of_type(&events, "agent.end")[0];
+    let reason = end["reason"].as_str().unwrap();
+    assert!(reason.contains("does not satisfy the request's constraint"), "{reason}");
+}

@@ -125,8 +125,10 @@ fn an_edit_route_gives_the_root_only_the_planner_tools() {
 
 #[test]
 fn a_turn_budget_that_runs_out_exits_2() {
+    // Two different calls: a second `repo_map` is no longer offered once its result stands.
     let look = calls("Look around.", vec![call("repo_map", json!({}))]);
-    let replies = vec!["answer".to_owned(), look.clone(), look];
+    let closer = calls("Look closer.", vec![call("read", json!({"path": "calc.sh"}))]);
+    let replies = vec!["answer".to_owned(), look, closer];
     let world = World::scripted("budget", &replies, true);
     let out = world.aerix(&["-p", "What is in this repository?", "--max-turns", "2"]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
