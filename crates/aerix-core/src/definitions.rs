@@ -19,6 +19,8 @@ pub struct Definition {
 /// Finds definitions by name.
 pub trait Definitions: Send + Sync {
     fn get(&self, name: &str) -> Option<Definition>;
+    /// Every name, for the turn schema's enum.
+    fn names(&self) -> Vec<String>;
 }
 
 /// Knows no definition.
@@ -28,6 +30,10 @@ pub struct NoDefinitions;
 impl Definitions for NoDefinitions {
     fn get(&self, _: &str) -> Option<Definition> {
         None
+    }
+
+    fn names(&self) -> Vec<String> {
+        Vec::new()
     }
 }
 
@@ -45,5 +51,9 @@ impl Definitions for aerix_config::AgentDefinitions {
             max_turns: d.max_turns,
             body: d.body.clone(),
         })
+    }
+
+    fn names(&self) -> Vec<String> {
+        self.iter().map(|d| d.name.clone()).collect()
     }
 }

@@ -57,6 +57,8 @@ pub struct Runtime<'a> {
     pub hooks: &'a dyn RuntimeHooks,
     /// The agent definitions an `agent` call's `definition` names; `NO_DEFINITIONS` by default.
     pub definitions: &'a dyn Definitions,
+    /// The pool's member aliases, for the `agent` call's `member` (empty: not offered).
+    pub members: Vec<String>,
     /// Where the request's time went.
     pub stats: Stats,
     schemas: HashMap<(Vec<String>, turn::Answer), String>,
@@ -92,6 +94,7 @@ impl<'a> Runtime<'a> {
             cancel,
             hooks: &NO_HOOKS,
             definitions: &NO_DEFINITIONS,
+            members: Vec::new(),
             stats: Stats::default(),
             schemas: HashMap::new(),
         }
@@ -120,12 +123,23 @@ impl<'a> Runtime<'a> {
         done
     }
 
-    /// The turn schema's text for a tool set and a kind of final, built once per pair.
+    /// The turn schema's text for a tool set and a kind of final, built once per pair: an
+    /// `agent` call may name only the definitions and members there are.
     pub(crate) fn schema_for(&mut self, tools: &[String], answer: turn::Answer) -> String {
+        let (definitions, members) = (self.definitions.names(), &self.members);
         self.schemas
             .entry((tools.to_vec(), answer))
-            .or_insert_with(|| turn::schema_for(tools, answer).to_string())
+            .or_insert_with(|| {
+                let mut schema = turn::schema_for(tools, answer);
+                schemas::restrict_agent_call(&mut schema, &definitions, members);
+                schema.to_string()
+            })
             .clone()
+    }
+
+    /// The same runtime, knowing the pool's members (an `agent` call's `member` names one).
+    pub fn with_members(self, members: Vec<String>) -> Runtime<'a> {
+        Runtime { members, ..self }
     }
 }
 

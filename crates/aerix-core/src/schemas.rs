@@ -55,6 +55,34 @@ fn context_schema() -> Value {
     ]})
 }
 
+/// Narrows the `agent` call of a turn schema to what exists: `definition` an enum of the
+/// loaded definitions (left out when there are none), `member` an enum of the pool's members
+/// (left out with one or none: the caller's serves). A small model fills every field it is
+/// offered, and a name that does not exist only earns a refusal.
+pub fn restrict_agent_call(turn_schema: &mut Value, definitions: &[String], members: &[String]) {
+    let Some(calls) =
+        turn_schema["oneOf"][0]["properties"]["calls"]["items"]["oneOf"].as_array_mut()
+    else {
+        return;
+    };
+    for call in calls {
+        if call["properties"]["tool"]["const"] != "agent" {
+            continue;
+        }
+        let Some(props) = call["properties"]["input"]["properties"].as_object_mut() else {
+            continue;
+        };
+        for (field, names) in [("definition", definitions), ("member", members)] {
+            let least = if field == "member" { 2 } else { 1 };
+            if names.len() < least {
+                props.remove(field);
+            } else {
+                props.insert(field.to_owned(), json!({"enum": names}));
+            }
+        }
+    }
+}
+
 /// A string that must say something (an empty one is refused by the tool).
 fn text(max: u32) -> Value {
     json!({"type": "string", "minLength": 1, "maxLength": max})

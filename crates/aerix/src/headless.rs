@@ -231,8 +231,15 @@ pub async fn run(settings: &Settings, env: &Env, options: Options) -> anyhow::Re
         cancel: cancel.clone(),
         quiet: options.quiet,
     });
+    // The turn schema's `agent.member` offers only what the pool has loaded.
+    let members: Vec<String> = client
+        .members()
+        .await
+        .map(|m| m.into_iter().map(|m| m.alias).collect())
+        .unwrap_or_default();
     let mut runtime =
-        Runtime::new(&mut client, &mut sink, settings, &prompts, &options.cwd, cancel.clone());
+        Runtime::new(&mut client, &mut sink, settings, &prompts, &options.cwd, cancel.clone())
+            .with_members(members);
     if let Some(agent_hooks) = &agent_hooks {
         runtime = runtime.with_hooks(agent_hooks);
     }

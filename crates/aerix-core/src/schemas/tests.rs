@@ -101,7 +101,7 @@ const RUNTIME_ONLY: &[(&str, &str, &str, &str)] = &[
         "agent",
         r#"{"brief": "b", "check": "c", "definition": "nobody"}"#,
         "no agent definition",
-        "the definitions are loaded at startup, after the schema's tools are fixed",
+        "not in the tool's own schema: the request's turn schema narrows it to the loaded definitions (restrict_agent_call, tested below)",
     ),
     ("skill", r#"{"name": "deploy"}"#, "no skill named", "skills are loaded at startup"),
 ];
@@ -175,4 +175,27 @@ fn the_tools_section_shows_each_operation_s_fields() {
     );
     let read = super::describe(&turn::input_schema("read").unwrap());
     assert_eq!(read, "{path, offset?, limit?}");
+}
+
+#[test]
+fn an_agent_call_names_only_definitions_and_members_that_exist() {
+    let tools: Vec<String> = ["agent"].map(String::from).to_vec();
+    let call = |input: Value| json!({"thought": "t", "calls": [{"tool": "agent", "input": input}]});
+    let brief = |extra: Value| {
+        let mut input = json!({"brief": "Fix add().", "check": "sh test.sh"});
+        input.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        call(input)
+    };
+    let mut none = turn::schema(&tools);
+    super::restrict_agent_call(&mut none, &[], &["main".into()]);
+    let v = jsonschema::validator_for(&none).unwrap();
+    assert!(v.is_valid(&brief(json!({}))));
+    assert!(!v.is_valid(&brief(json!({"definition": "parse.rs"}))), "no definitions: no field");
+    assert!(!v.is_valid(&brief(json!({"member": "main"}))), "one member: no field");
+    let mut some = turn::schema(&tools);
+    super::restrict_agent_call(&mut some, &["fixer".into()], &["main".into(), "big".into()]);
+    let v = jsonschema::validator_for(&some).unwrap();
+    assert!(v.is_valid(&brief(json!({"definition": "fixer", "member": "big"}))));
+    assert!(!v.is_valid(&brief(json!({"definition": "nobody"}))));
+    assert!(!v.is_valid(&brief(json!({"member": "parse.rs"}))));
 }

@@ -540,8 +540,14 @@ fn delegation_a_named_definition_gives_its_tools_turns_and_body_and_an_unknown_o
         verdict("pass", "ok"),
         final_turn("Delegated.", "Fixed add."),
     ];
-    let world =
-        World::scripted_with("delegate-definition", &replies, true, "[delegation]\nparallel = 1\n");
+    // A member without the constraint: under it, the turn schema offers only the definitions
+    // that exist (`fixer`), so `nobody` could not be asked for at all.
+    let world = World::scripted_with(
+        "delegate-definition",
+        &replies,
+        false,
+        "[delegation]\nparallel = 1\n",
+    );
     world.write(
         ".aerix/agents/fixer.md",
         "---\nname: fixer\ndescription: Fixes shell scripts.\ntools: Read, Edit\nmaxTurns: 5\n---\nYou fix shell scripts, nothing else.\n",
