@@ -6,7 +6,9 @@ use crate::{World, call, calls, final_turn, of_type, stderr, stdout};
 
 #[test]
 fn a_long_thought_is_cut_and_ten_calls_become_eight() {
-    let ten: Vec<_> = (0..10).map(|_| call("glob", json!({"pattern": "*.sh"}))).collect();
+    // Ten different calls: identical ones would be answered as repeats (`repeats.rs`).
+    let ten: Vec<_> =
+        (0..10).map(|i| call("glob", json!({"pattern": format!("*{i}.sh")}))).collect();
     let replies = vec!["answer".to_owned(), calls(&"x".repeat(700), ten), final_turn("ok", "done")];
     let world = World::scripted("cut-thought", &replies, false);
     let out = world.aerix(&["-p", "List the scripts."]);
