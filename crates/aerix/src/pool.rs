@@ -62,7 +62,9 @@ async fn autostart(
         .arg("--socket")
         .arg(socket)
         .arg("--max-connections")
-        .arg(settings.pool.max_connections.to_string())
+        // Room for the root's connection beside `parallel` pieces of one turn (each piece
+        // has a connection of its own): the spec's defaults, 4 and 4, would leave one waiting.
+        .arg(settings.pool.max_connections.max(settings.delegation.parallel + 1).to_string())
         .arg("--load")
         .arg(&settings.main.model)
         .args(member_flags(&settings.main))
