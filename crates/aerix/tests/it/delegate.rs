@@ -1,14 +1,14 @@
 //! Delegation end to end: an edit-routed root's `agent` calls, each piece an implementer and a
 //! verifier (retried on a `fail`) on scripted members, asserted from the session log.
 
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
 use crate::{
-    World, caldrix, call, calls, final_turn, group_survivors, of_type, read_pid, send, stderr,
-    stdout, wait_for,
+    World, call, calls, final_turn, group_survivors, of_type, read_pid, send, stderr, stdout,
+    wait_for,
 };
 
 const FIX: &str = "Fix add in calc.sh so that `sh test.sh` prints ok.";
@@ -395,26 +395,7 @@ fn pool_with_pieces(world: &World, main: &str, pieces: &[String]) {
     for (n, model) in pieces.iter().enumerate() {
         args.extend(["--load".into(), model.clone(), "--alias".into(), format!("p{}", n + 1)]);
     }
-    std::fs::create_dir_all(world.socket.parent().unwrap()).unwrap();
-    let mut dir = std::fs::metadata(world.socket.parent().unwrap()).unwrap().permissions();
-    std::os::unix::fs::PermissionsExt::set_mode(&mut dir, 0o700);
-    std::fs::set_permissions(world.socket.parent().unwrap(), dir).unwrap();
-    let mut pool = Command::new(caldrix())
-        .args(&args)
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(world.home.join("pool.log")).unwrap())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while !world.socket.exists() {
-        if pool.try_wait().unwrap().is_some() {
-            let log = std::fs::read_to_string(world.home.join("pool.log")).unwrap_or_default();
-            panic!("the pool exited: {log}");
-        }
-        assert!(Instant::now() < deadline, "the pool did not start");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    std::thread::spawn(move || pool.wait());
+    world.start_pool(&args);
 }
 
 #[test]

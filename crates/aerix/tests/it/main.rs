@@ -19,7 +19,7 @@ mod tools;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -115,6 +115,32 @@ impl World {
         };
         std::fs::write(&path, body).unwrap();
         format!("script:{}@{}", path.display(), smollm2().display())
+    }
+
+    /// Starts `caldrix ARGS` (a `pool` command line) on this world's socket, in a private
+    /// directory, and waits until it serves; aerix then finds it instead of starting one.
+    pub fn start_pool(&self, args: &[String]) {
+        let dir = self.socket.parent().unwrap();
+        std::fs::create_dir_all(dir).unwrap();
+        let mut mode = std::fs::metadata(dir).unwrap().permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut mode, 0o700);
+        std::fs::set_permissions(dir, mode).unwrap();
+        let mut pool = Command::new(caldrix())
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(self.home.join("pool.log")).unwrap())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while !self.socket.exists() {
+            if pool.try_wait().unwrap().is_some() {
+                let log = std::fs::read_to_string(self.home.join("pool.log")).unwrap_or_default();
+                panic!("the pool exited: {log}");
+            }
+            assert!(Instant::now() < deadline, "the pool did not start");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        std::thread::spawn(move || pool.wait());
     }
 
     pub fn write(&self, path: &str, text: &str) {

@@ -50,3 +50,78 @@ fn smollm2_routes_takes_parsing_turns_and_a_later_request_resumes_the_stored_pre
     );
     assert!(from <= prompt && from > prompt / 2, "resumed at {from} of {prompt}");
 }
+
+/// Delegation on SmolLM2 through the real pool: the root (a scripted member, which calls
+/// `agent` for sure) sends two pieces to the SmolLM2 member one after the other; the second
+/// implementer's first generation resumes from the system rows the first one stored, and so
+/// does any verifier's.
+#[test]
+fn smollm2_pieces_resume_the_stored_system_prefix() {
+    let brief = |n: u32| {
+        crate::call(
+            "agent",
+            serde_json::json!({"brief": format!("Piece {n}: say what add in calc.sh does."), "check": "sh test.sh", "member": "smol"}),
+        )
+    };
+    let replies = vec![
+        "edit".to_owned(),
+        crate::calls("Two pieces.", vec![brief(1), brief(2)]),
+        crate::final_turn("Delegated.", "done"),
+    ];
+    let world = World::new("smollm2-pieces", "", "");
+    let root = world.script("replies", &replies, true);
+    world.write_settings(
+        &root,
+        "[context]\nmax_new_tokens = 200\n[delegation]\nparallel = 1\nmax_turns = 1\n",
+    );
+    let smol = smollm2().display().to_string();
+    let args: Vec<String> = [
+        "pool",
+        "--socket",
+        &world.socket.display().to_string(),
+        "--context-budget",
+        "64M",
+        "--load",
+        &root,
+        "--threads",
+        "2",
+        "--load",
+        &smol,
+        "--alias",
+        "smol",
+        "--ctx",
+        "4096",
+        "--threads",
+        "2",
+    ]
+    .map(String::from)
+    .to_vec();
+    world.start_pool(&args);
+    let out = world.aerix(&["-p", "Fix calc.sh."]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let events = world.events();
+    let first_usage = |agent: &str| {
+        of_type(&events, "message")
+            .into_iter()
+            .find(|m| m["agent"] == agent && m["role"] == "assistant")
+            .map(|m| m["usage"].clone())
+    };
+    let system_tokens = |agent: &str| {
+        of_type(&events, "segment")
+            .into_iter()
+            .find(|s| s["agent"] == agent && s["id"] == "system")
+            .and_then(|s| s["tokens"].as_u64())
+            .unwrap()
+    };
+    let cold = first_usage("a1.c1").unwrap();
+    assert!(cold["recomputed_from"].as_u64().unwrap() < 8, "the first piece is cold: {cold}");
+    let second = first_usage("a1.c2").unwrap();
+    let resumed = second["recomputed_from"].as_u64().unwrap();
+    assert!(resumed >= system_tokens("a1.c2"), "resumed at {resumed}: {second}");
+    for verifier in ["a1.c1.v1", "a1.c2.v1"] {
+        if let Some(usage) = first_usage(verifier) {
+            let from = usage["recomputed_from"].as_u64().unwrap();
+            assert!(from >= system_tokens(verifier), "{verifier} resumed at {from}");
+        }
+    }
+}
