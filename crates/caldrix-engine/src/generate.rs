@@ -144,7 +144,27 @@ impl Generation {
     }
 }
 
+/// A prompt's fill: the logits after it, the rows found held, the time it took.
+pub(crate) type Prefilled = (Vec<f32>, usize, Duration);
+
 impl Session<'_> {
+    /// The prompt's fill, timed: the logits after it, the rows found held and the time; or,
+    /// on a cancel between batches, the cancelled generation to return.
+    pub(crate) fn prefill(
+        &mut self,
+        seq: Seq,
+        prompt: &[Token],
+        on_event: &mut dyn FnMut(Event<'_>) -> bool,
+    ) -> Result<Result<Prefilled, Generation>, EngineError> {
+        let started = Instant::now();
+        Ok(match self.fill(seq, prompt, on_event)? {
+            Filled::Logits(logits, reused) => Ok((logits, reused, started.elapsed())),
+            Filled::Cancelled { reused } => {
+                Err(Generation::cancelled(prompt.len(), reused, started.elapsed()))
+            }
+        })
+    }
+
     /// Generates after `prompt` (already rendered and tokenized) on sequence 0.
     pub fn generate(
         &mut self,
@@ -185,14 +205,10 @@ impl Session<'_> {
             return self.one_of(seq, prompt, options, params, &mut rng, on_event);
         }
 
-        let started = Instant::now();
-        let (mut logits, reused) = match self.fill(seq, prompt, on_event)? {
-            Filled::Logits(logits, reused) => (logits, reused),
-            Filled::Cancelled { reused } => {
-                return Ok(Generation::cancelled(prompt.len(), reused, started.elapsed()));
-            }
+        let (mut logits, reused, prefill) = match self.prefill(seq, prompt, on_event)? {
+            Ok(filled) => filled,
+            Err(cancelled) => return Ok(cancelled),
         };
-        let prefill = started.elapsed();
         let started = Instant::now();
         let mut tokens = Vec::new();
         let mut bytes = Vec::new();
@@ -338,14 +354,10 @@ impl Session<'_> {
                 });
             }
         }
-        let started = Instant::now();
-        let (first, reused) = match self.fill(seq, prompt, on_event)? {
-            Filled::Logits(logits, reused) => (logits, reused),
-            Filled::Cancelled { reused } => {
-                return Ok(Generation::cancelled(prompt.len(), reused, started.elapsed()));
-            }
+        let (first, reused, prefill) = match self.prefill(seq, prompt, on_event)? {
+            Ok(filled) => filled,
+            Err(cancelled) => return Ok(cancelled),
         };
-        let prefill = started.elapsed();
         let started = Instant::now();
         let scores = self.score_continuations(seq, &first, &tokenized)?;
 

@@ -10,7 +10,7 @@ use crate::constraint::{self, Constraint};
 use crate::error::EngineError;
 use crate::generate::{GenerateParams, Generation, OneOfScores, StopReason, Timings, TokenLogprob};
 use crate::model::{Model, Special, Token};
-use crate::session::{Event, Filled, Seq, Session};
+use crate::session::{Event, Seq, Session};
 
 /// The score a scripted OneOf gives the options it did not choose (the chosen one scores 0):
 /// finite, so that it serializes, and far below any real option's.
@@ -114,14 +114,10 @@ impl Session<'_> {
         if prompt.len() >= self.n_ctx as usize {
             return Err(EngineError::PromptTooLong { prompt: prompt.len(), window: self.n_ctx });
         }
-        let started = Instant::now();
-        let (first, reused) = match self.fill(seq, prompt, on_event)? {
-            Filled::Logits(logits, reused) => (logits, reused),
-            Filled::Cancelled { reused } => {
-                return Ok(Generation::cancelled(prompt.len(), reused, started.elapsed()));
-            }
+        let (first, reused, prefill) = match self.prefill(seq, prompt, on_event)? {
+            Ok(filled) => filled,
+            Err(cancelled) => return Ok(cancelled),
         };
-        let prefill = started.elapsed();
         let started = Instant::now();
         let mut tokens = scripted.tokens;
         let mut stop = scripted.stop;
