@@ -9,7 +9,7 @@ use aerix_tools::{Cancel, FileSet, JobEnd, Jobs, ToolError};
 use caldrix_proto::{self as proto, Constraint, Generate, Role, StopReason};
 
 use crate::context::{Context, Label, Segment};
-use crate::repeats::{Repeats, STUCK_REPEATS, Seen};
+use crate::repeats::Guard;
 use crate::turn::{self, Answer, Body, Call, TURN_RETRIES};
 use crate::{CoreError, Runtime, calls, compact, delegate};
 
@@ -67,11 +67,8 @@ pub struct Agent {
     /// `SubagentStop` continues taken (at most `delegate::STOP_CONTINUES`).
     pub(crate) stop_continues: u32,
     hard_limit_hits: u32,
-    /// Calls whose results stand (`context.repeat_guard`), and why the agent is stuck.
-    repeats: Repeats,
-    stuck: Option<String>,
-    /// Calls run this turn: their results stand though they reach the context at its end.
-    this_turn: Vec<String>,
+    /// The repeat guard (`context.repeat_guard`).
+    guard: Guard,
 }
 
 impl Agent {
@@ -89,9 +86,7 @@ impl Agent {
             delegated: HashMap::new(),
             stop_continues: 0,
             hard_limit_hits: 0,
-            repeats: Repeats::default(),
-            stuck: None,
-            this_turn: Vec::new(),
+            guard: Guard::default(),
         }
     }
 
@@ -169,7 +164,7 @@ impl Agent {
                     if self.jobs.running() > 0 && self.wait_for_a_job(rt).await? {
                         continue;
                     }
-                    if delegate::stop_continues(self, rt, &text).await? {
+                    if delegate::stop_continues(self, rt).await? {
                         continue;
                     }
                     return Ok(self.end(Outcome::Done, None, Some(text)));
@@ -180,7 +175,7 @@ impl Agent {
                     // the calls not yet run are skipped; the results so far are kept.
                     // `agent` calls run after the others, concurrently (`delegate.rs`).
                     let (calls, pieces) = delegate::set_aside(calls, &self.spec.tools);
-                    self.this_turn.clear();
+                    self.guard.new_turn();
                     let mut results = Vec::new();
                     for call in calls {
                         if self.cancel.is_cancelled() {
@@ -200,7 +195,7 @@ impl Agent {
                         delegate::in_call_order(&mut results);
                     }
                     compact::append_results(self, rt, results).await?;
-                    if let Some(reason) = self.stuck.take() {
+                    if let Some(reason) = self.guard.take_stuck() {
                         return Err(CoreError::Failed(reason));
                     }
                 }
@@ -219,7 +214,11 @@ impl Agent {
             let generate = Generate {
                 context: self.context.id,
                 constraint: if self.spec.json {
-                    let tools = self.callable_tools(rt);
+                    let tools = if rt.settings.context.repeat_guard {
+                        self.guard.offered(&self.spec.tools, &self.context)
+                    } else {
+                        self.spec.tools.clone()
+                    };
                     Constraint::Json { schema: rt.schema_for(&tools, self.spec.answer) }
                 } else {
                     Constraint::None
@@ -315,14 +314,10 @@ impl Agent {
     /// Runs a call and returns its result segment (`[<tool> <id>]` and the text).
     async fn run_call(&mut self, rt: &mut Runtime<'_>, call: Call) -> Segment {
         let guard = rt.settings.context.repeat_guard;
-        let repeat = if guard { self.repeat_of(&call) } else { None };
-        let result = match &repeat {
-            Some((earlier, streak)) => {
-                if *streak >= STUCK_REPEATS {
-                    self.stuck = Some(Repeats::stuck(&call.tool, &call.input, earlier));
-                }
-                Ok(Repeats::pointer(earlier))
-            }
+        let pointer = if guard { self.guard.answer(&call, &self.context) } else { None };
+        let ran = pointer.is_none();
+        let result = match pointer {
+            Some(pointer) => Ok(pointer),
             None => calls::run(self, rt, &call).await,
         };
         let (text, error) = match result {
@@ -330,9 +325,8 @@ impl Agent {
             Err(e) => (format!("error: {e}"), true),
         };
         // Only a call that ran stands: a pointer is not a result to point at.
-        if guard && repeat.is_none() {
-            self.repeats.ran(&call.tool, &call.input, &call.id, !error);
-            self.this_turn.push(call.id.clone());
+        if guard && ran {
+            self.guard.ran(&call, !error);
         }
         let text = calls::cap(rt, &call, text);
         rt.sink.event(Event::Message {
@@ -355,46 +349,6 @@ impl Agent {
             pinned: false,
             tokens: 0,
         }
-    }
-
-    /// The earlier call `call` repeats, and how many repeats in a row this makes; `None` when
-    /// it must run (new, or the earlier result no longer stands as it was in the context).
-    fn repeat_of(&mut self, call: &Call) -> Option<(String, u32)> {
-        match self.repeats.check(&call.tool, &call.input) {
-            Seen::Fresh => None,
-            Seen::Repeat { earlier, streak } => {
-                let standing = self.stands(&call.tool, &earlier);
-                if standing {
-                    Some((earlier, streak))
-                } else {
-                    self.repeats.forget(&earlier);
-                    let _ = self.repeats.check(&call.tool, &call.input);
-                    None
-                }
-            }
-        }
-    }
-
-    /// Whether the result of call `id` is as it was: run this turn, or in the context
-    /// uncompacted.
-    fn stands(&self, tool: &str, id: &str) -> bool {
-        let header = format!("[{tool} {id}]");
-        self.this_turn.iter().any(|t| t == id)
-            || self.context.get(id).is_some_and(|s| s.text.starts_with(&header))
-    }
-
-    /// The tools this turn's schema offers: the agent's, less `repo_map` once its result
-    /// stands (it is computed once per request: a second call can only repeat it).
-    fn callable_tools(&self, rt: &Runtime<'_>) -> Vec<String> {
-        let empty = serde_json::Value::Object(Default::default());
-        let mapped = rt.settings.context.repeat_guard
-            && self
-                .repeats
-                .earlier("repo_map", &empty)
-                .is_some_and(|id| self.stands("repo_map", id));
-        let tools: Vec<String> =
-            self.spec.tools.iter().filter(|t| !(mapped && *t == "repo_map")).cloned().collect();
-        if tools.is_empty() { self.spec.tools.clone() } else { tools }
     }
 
     /// Appends the output of every job that ended.

@@ -31,7 +31,7 @@ pub(crate) async fn run(
         )));
     }
     match tool {
-        "agent" => delegate::result(agent, rt, call).await,
+        "agent" => delegate::result(agent, call),
         "plan" => plan(agent, rt, &call.input),
         "context" => context(agent, rt, &call.input).await,
         "skill" => skill(&call.input),

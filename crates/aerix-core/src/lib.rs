@@ -126,12 +126,12 @@ impl<'a> Runtime<'a> {
     /// The turn schema's text for a tool set and a kind of final, built once per pair: an
     /// `agent` call may name only the definitions and members there are.
     pub(crate) fn schema_for(&mut self, tools: &[String], answer: turn::Answer) -> String {
-        let (definitions, members) = (self.definitions.names(), &self.members);
+        let (definitions, members) = (self.definitions, &self.members);
         self.schemas
             .entry((tools.to_vec(), answer))
             .or_insert_with(|| {
                 let mut schema = turn::schema_for(tools, answer);
-                schemas::restrict_agent_call(&mut schema, &definitions, members);
+                schemas::restrict_agent_call(&mut schema, &definitions.names(), members);
                 schema.to_string()
             })
             .clone()

@@ -7,6 +7,9 @@
 
 use serde_json::Value;
 
+use crate::context::Context;
+use crate::turn::Call;
+
 /// Repeats in a row that end the agent.
 pub const STUCK_REPEATS: u32 = 3;
 
@@ -37,12 +40,7 @@ pub struct Repeats {
 impl Repeats {
     /// Looks at a call about to run; a repeat is not run, a fresh call is, and `ran` follows.
     pub fn check(&mut self, tool: &str, input: &Value) -> Seen {
-        let earlier = self
-            .standing
-            .iter()
-            .find(|(t, i, _)| t == tool && i == input)
-            .map(|(_, _, id)| id.clone());
-        match earlier {
+        match self.earlier(tool, input).map(str::to_owned) {
             Some(earlier) => {
                 self.streak += 1;
                 Seen::Repeat { earlier, streak: self.streak }
@@ -89,6 +87,71 @@ impl Repeats {
             "stuck: the same `{tool}` call ({input}) {STUCK_REPEATS} times in a row, first \
              answered as {earlier}"
         )
+    }
+}
+
+/// One agent's repeat guard as the turn loop uses it: the standing results, the calls run
+/// this turn (their results stand though they reach the context at the turn's end), and why
+/// the agent is stuck.
+#[derive(Clone, Debug, Default)]
+pub struct Guard {
+    repeats: Repeats,
+    this_turn: Vec<String>,
+    stuck: Option<String>,
+}
+
+impl Guard {
+    pub fn new_turn(&mut self) {
+        self.this_turn.clear();
+    }
+
+    /// The line that answers `call` instead of running it, when it repeats a call whose
+    /// result stands; the third in a row also marks the agent stuck.
+    pub fn answer(&mut self, call: &Call, context: &Context) -> Option<String> {
+        let Seen::Repeat { earlier, streak } = self.repeats.check(&call.tool, &call.input) else {
+            return None;
+        };
+        if !self.stands(&call.tool, &earlier, context) {
+            // Compacted or dropped: the call runs again, as a fresh one.
+            self.repeats.forget(&earlier);
+            let _ = self.repeats.check(&call.tool, &call.input);
+            return None;
+        }
+        if streak >= STUCK_REPEATS {
+            self.stuck = Some(Repeats::stuck(&call.tool, &call.input, &earlier));
+        }
+        Some(Repeats::pointer(&earlier))
+    }
+
+    /// `call` ran (it was not answered by `answer`) with result `ok`.
+    pub fn ran(&mut self, call: &Call, ok: bool) {
+        self.repeats.ran(&call.tool, &call.input, &call.id, ok);
+        self.this_turn.push(call.id.clone());
+    }
+
+    pub fn take_stuck(&mut self) -> Option<String> {
+        self.stuck.take()
+    }
+
+    /// The tools a turn's schema offers: `tools`, less `repo_map` once its result stands (it
+    /// is computed once per request: a second call can only repeat it).
+    pub fn offered(&self, tools: &[String], context: &Context) -> Vec<String> {
+        let empty = Value::Object(Default::default());
+        let mapped = self
+            .repeats
+            .earlier("repo_map", &empty)
+            .is_some_and(|id| self.stands("repo_map", id, context));
+        let offered: Vec<String> =
+            tools.iter().filter(|t| !(mapped && *t == "repo_map")).cloned().collect();
+        if offered.is_empty() { tools.to_vec() } else { offered }
+    }
+
+    /// Whether the result of call `id` is as it was: run this turn, or in the context
+    /// uncompacted.
+    fn stands(&self, tool: &str, id: &str, context: &Context) -> bool {
+        let header = format!("[{tool} {id}]");
+        self.this_turn.iter().any(|t| t == id)
+            || context.get(id).is_some_and(|s| s.text.starts_with(&header))
     }
 }
 

@@ -12,10 +12,7 @@ pub const TURN_RETRIES: u32 = 2;
 
 /// The tool set every system segment lists, in order; `agent` and `skill` are answered by the
 /// runtime, the rest by `aerix-tools` or the agent's own state.
-pub const ALL_TOOLS: [&str; 11] = [
-    "read", "write", "edit", "bash", "glob", "grep", "repo_map", "plan", "context", "agent",
-    "skill",
-];
+pub const ALL_TOOLS: [&str; 11] = aerix_config::AERIX_TOOLS;
 
 /// Names every call of which is refused.
 pub const RESERVED_TOOLS: [&str; 2] = ["web_fetch", "web_search"];

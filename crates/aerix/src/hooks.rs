@@ -57,7 +57,8 @@ pub struct AgentHooks<'a> {
 
 impl RuntimeHooks for AgentHooks<'_> {
     fn fire(&self, event: HookFire<'_>) -> HookReply {
-        // One arm per event aerix-hooks fires; the others fire nothing yet.
+        // One arm per runtime event (`HookFire` is non-exhaustive: a new one fires nothing
+        // until it has an arm here).
         let (agent, fire) = match event {
             HookFire::PreCompact { agent, trigger } => {
                 let trigger =

@@ -47,11 +47,7 @@ pub(crate) fn without_agent_at(tools: Vec<String>, depth: u32, settings: &Settin
 }
 
 /// An `agent` call's result, run by `run_all`.
-pub(crate) async fn result(
-    agent: &mut Agent,
-    _rt: &mut Runtime<'_>,
-    call: &Call,
-) -> Result<String, ToolError> {
+pub(crate) fn result(agent: &mut Agent, call: &Call) -> Result<String, ToolError> {
     agent.delegated.remove(&call.id).unwrap_or_else(|| {
         Err(ToolError::new("this piece did not run: the request was cancelled before it started"))
     })
@@ -154,7 +150,6 @@ pub(crate) async fn run_all(agent: &mut Agent, rt: &mut Runtime<'_>, calls: &[Ca
 pub(crate) async fn stop_continues(
     agent: &mut Agent,
     rt: &mut Runtime<'_>,
-    _final_text: &str,
 ) -> Result<bool, CoreError> {
     let Some(agent_type) = agent.spec.agent_type.clone() else { return Ok(false) };
     let reply =
