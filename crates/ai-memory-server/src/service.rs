@@ -501,7 +501,8 @@ impl Memory {
 
     /// Rebuilds the index from the wiki (after importing hand-copied pages).
     pub fn reindex(&self) -> Result<(usize, Vec<String>), MemoryError> {
-        self.import_changed()?;
+        // The pages only: the rebuild reads the whole wiki, so a sync before it is wasted.
+        self.wiki.import_changed("ai-memory watcher")?;
         Ok(self.index.rebuild(&self.wiki)?)
     }
 

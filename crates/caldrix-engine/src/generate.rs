@@ -188,11 +188,8 @@ impl Session<'_> {
         params.check()?;
         let mut matcher = match &params.constraint {
             Constraint::Json(schema) => Some(constraint::json_matcher(self.model, schema)?),
-            Constraint::OneOf(options) => {
-                constraint::check_options(options)?;
-                None
-            }
-            Constraint::None => None,
+            // OneOf's options were checked by `check`.
+            Constraint::OneOf(_) | Constraint::None => None,
         };
         if prompt.len() >= self.n_ctx as usize {
             return Err(EngineError::PromptTooLong { prompt: prompt.len(), window: self.n_ctx });

@@ -1,5 +1,6 @@
-//! The bounds of one generation's request, enforced before any row is computed (by
-//! `GenerateParams::check`, by the constraint compiler) and documented in `docs/protocol.md`.
+//! The bounds of one generation's request, enforced before any row is computed and documented
+//! in `docs/protocol.md`: by `GenerateParams::check`, except `MAX_SCHEMA_BYTES`, which the pool
+//! checks on the schema's text before parsing it (`caldrix run` reads a file the user chose).
 
 /// Most alternatives per token a caller may ask for: what the common APIs allow.
 pub const MAX_TOP_LOGPROBS: usize = 20;

@@ -221,10 +221,9 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     served
 }
 
-/// Binds the socket (mode 0600, in a directory `trust` checked); a file left by a dead daemon
-/// is replaced, a live daemon is refused.
+/// Binds the socket (mode 0600, in the directory `serve` checked before loading); a file left
+/// by a dead daemon is replaced, a live daemon is refused.
 async fn bind(socket: &Path) -> anyhow::Result<tokio::net::UnixListener> {
-    caldrix_client::trust::prepare_socket_dir(socket)?;
     if socket.exists() {
         if tokio::net::UnixStream::connect(socket).await.is_ok() {
             bail!(
