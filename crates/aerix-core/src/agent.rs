@@ -219,7 +219,9 @@ impl Agent {
                     } else {
                         self.spec.tools.clone()
                     };
-                    Constraint::Json { schema: rt.schema_for(&tools, self.spec.answer) }
+                    Constraint::Json {
+                        schema: rt.schema_for(&tools, self.spec.answer, self.context.ids()),
+                    }
                 } else {
                     Constraint::None
                 },

@@ -90,11 +90,14 @@ async fn context(
     input: &Value,
 ) -> Result<String, ToolError> {
     let op = str_field(input, "op").unwrap_or_default().to_owned();
-    let ids: Vec<String> = input
-        .get("ids")
-        .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(Value::as_str).map(String::from).collect())
-        .unwrap_or_default();
+    // An id named twice counts once (`summarize` would otherwise replace a segment with the
+    // summary and then remove it).
+    let mut ids: Vec<String> = Vec::new();
+    for id in input.get("ids").and_then(Value::as_array).into_iter().flatten() {
+        if let Some(id) = id.as_str().filter(|id| !ids.iter().any(|i| i == id)) {
+            ids.push(id.to_owned());
+        }
+    }
     let result = context_op(agent, rt, &op, &ids, str_field(input, "text")).await;
     let (ok, detail) = match &result {
         Ok(text) => (true, text.lines().next().unwrap_or_default().to_owned()),

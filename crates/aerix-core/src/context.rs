@@ -6,6 +6,7 @@ use aerix_session::{Event, SegmentOp};
 use caldrix_client::{Client, Counts};
 use caldrix_proto::{self as proto, ContextId, Role};
 
+use crate::schemas::ContextIds;
 use crate::{CoreError, Sink};
 
 /// What a segment is, for the log and for the context tool.
@@ -131,6 +132,17 @@ impl Context {
 
     pub fn get(&self, id: &str) -> Option<&Segment> {
         self.segments.iter().find(|s| s.id == id)
+    }
+
+    /// The ids a `context` call may name now, per op, as the tool checks them (`calls.rs`).
+    /// Results of the same turn's earlier calls are appended before its `context` call runs
+    /// and the tool takes their ids too; the schema does not offer them: a model learns an id
+    /// from a result's header, after its turn.
+    pub(crate) fn ids(&self) -> ContextIds {
+        let ids = |keep: fn(&Segment) -> bool| {
+            self.segments.iter().filter(|s| keep(s)).map(|s| s.id.clone()).collect()
+        };
+        ContextIds { all: ids(|_| true), droppable: ids(|s| !s.label.is_protected()) }
     }
 
     pub async fn append(
@@ -323,5 +335,43 @@ fn append_event(agent: &str, segment: &Segment, usage: Option<&proto::Usage>) ->
         pinned: Some(segment.pinned),
         recomputed_from: usage.map(|u| u.recomputed_from),
         prompt_tokens: usage.map(|u| u.prompt_tokens),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_ids_a_context_call_may_name_are_the_segments_and_drop_leaves_out_the_protected() {
+        let segment = |id: &str, label: Label| Segment {
+            id: id.to_owned(),
+            role: Role::User,
+            label,
+            text: String::new(),
+            pinned: false,
+            tokens: 0,
+        };
+        let labels = [
+            ("system", Label::System),
+            ("instructions", Label::Instructions),
+            ("hooks", Label::Hook),
+            ("p1", Label::Prompt),
+            ("t1", Label::Turn),
+            ("c1", Label::Result),
+            ("n1", Label::Note),
+            ("job1", Label::Job),
+            ("scratchpad", Label::Scratchpad),
+            ("c2", Label::Summary),
+        ];
+        let context = Context {
+            id: 1,
+            agent: "a1".into(),
+            segments: labels.iter().map(|(id, label)| segment(id, *label)).collect(),
+            total_tokens: 0,
+        };
+        let ids = context.ids();
+        assert_eq!(ids.all, labels.map(|(id, _)| id.to_owned()));
+        assert_eq!(ids.droppable, ["hooks", "p1", "t1", "c1", "n1", "job1", "c2"]);
     }
 }

@@ -17,7 +17,7 @@ mod prompts;
 mod repeats;
 mod request;
 mod route;
-mod schemas;
+pub mod schemas;
 pub mod turn;
 
 use std::collections::HashMap;
@@ -61,8 +61,13 @@ pub struct Runtime<'a> {
     pub members: Vec<String>,
     /// Where the request's time went.
     pub stats: Stats,
-    schemas: HashMap<(Vec<String>, turn::Answer), String>,
+    /// Turn schemas by tool set and kind of final, before the context ids.
+    schemas: HashMap<(Vec<String>, turn::Answer), serde_json::Value>,
+    /// The last turn schema's text, for the next turn whose tools and ids are the same.
+    last_schema: Option<(SchemaKey, String)>,
 }
+
+type SchemaKey = (Vec<String>, turn::Answer, schemas::ContextIds);
 
 /// Time spent waiting on the pool, against the rest (the runtime's own overhead and the tools).
 #[derive(Clone, Debug, Default)]
@@ -97,6 +102,7 @@ impl<'a> Runtime<'a> {
             members: Vec::new(),
             stats: Stats::default(),
             schemas: HashMap::new(),
+            last_schema: None,
         }
     }
 
@@ -123,18 +129,40 @@ impl<'a> Runtime<'a> {
         done
     }
 
-    /// The turn schema's text for a tool set and a kind of final, built once per pair: an
-    /// `agent` call may name only the definitions and members there are.
-    pub(crate) fn schema_for(&mut self, tools: &[String], answer: turn::Answer) -> String {
+    /// The turn schema's text for a tool set, a kind of final and the context's ids: an
+    /// `agent` call may name only the definitions and members there are, a `context` call only
+    /// the segments there are. The schema before the ids is built once per tool set and final;
+    /// the ids change with nearly every turn (its own segment, its results), so the text is
+    /// rebuilt then, and reused while they stay the same.
+    pub(crate) fn schema_for(
+        &mut self,
+        tools: &[String],
+        answer: turn::Answer,
+        ids: schemas::ContextIds,
+    ) -> String {
+        let context = tools.iter().any(|t| t == "context");
+        let key = (tools.to_vec(), answer, if context { ids } else { Default::default() });
+        if let Some((last, text)) = &self.last_schema
+            && *last == key
+        {
+            return text.clone();
+        }
         let (definitions, members) = (self.definitions, &self.members);
-        self.schemas
+        let mut schema = self
+            .schemas
             .entry((tools.to_vec(), answer))
             .or_insert_with(|| {
                 let mut schema = turn::schema_for(tools, answer);
                 schemas::restrict_agent_call(&mut schema, &definitions.names(), members);
-                schema.to_string()
+                schema
             })
-            .clone()
+            .clone();
+        if context {
+            schemas::restrict_context_call(&mut schema, &key.2);
+        }
+        let text = schema.to_string();
+        self.last_schema = Some((key, text.clone()));
+        text
     }
 
     /// The same runtime, knowing the pool's members (an `agent` call's `member` names one).

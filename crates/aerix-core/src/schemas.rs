@@ -35,14 +35,18 @@ pub fn runtime_input_schema(tool: &str) -> Option<Value> {
     })
 }
 
+/// Ids one `context` call names at most.
+const MAX_IDS: usize = 32;
+
 /// The context tool: `status` takes nothing; `drop`, `pin`, `unpin` at least one id;
-/// `summarize` ids and the summary; `note` its text.
+/// `summarize` ids and the summary; `note` its text. (This is the tool's own schema, which the
+/// tools section describes; a turn's schema narrows the ids to the context's, below.)
 fn context_schema() -> Value {
     let ids = json!({
         "type": "array",
         "items": {"type": "string", "minLength": 1, "maxLength": 40},
         "minItems": 1,
-        "maxItems": 32,
+        "maxItems": MAX_IDS,
     });
     json!({"anyOf": [
         object(json!({"op": {"const": "status"}}), &["op"]),
@@ -53,6 +57,64 @@ fn context_schema() -> Value {
         ),
         object(json!({"op": {"const": "note"}, "text": text(4000)}), &["op", "text"]),
     ]})
+}
+
+/// The segment ids a `context` call may name this turn: what the tool accepts (`calls.rs`
+/// refuses an id no segment has, and a protected one for `drop` and `summarize`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct ContextIds {
+    /// Every segment's id: `pin` and `unpin` take any.
+    pub all: Vec<String>,
+    /// The ids `drop` and `summarize` take: every segment's but the protected ones'
+    /// (system, instructions, scratchpad).
+    pub droppable: Vec<String>,
+}
+
+/// The context tool's input for a turn: `ids` an enum of the segments there are, per op (a
+/// small model fills `ids` with whatever it saw last, `parse.rs` or `c99`, and an id that does
+/// not exist only earns a refusal). An op with no id to take is left out; `ids` holds at most
+/// as many items as there are ids (so a model cannot run on repeating one).
+fn context_schema_for(ids: &ContextIds) -> Value {
+    let list = |ids: &[String]| {
+        json!({
+            "type": "array",
+            "items": {"enum": ids},
+            "minItems": 1,
+            "maxItems": ids.len().min(MAX_IDS),
+        })
+    };
+    let mut branches = vec![object(json!({"op": {"const": "status"}}), &["op"])];
+    if !ids.droppable.is_empty() {
+        let droppable = list(&ids.droppable);
+        branches.push(object(json!({"op": {"const": "drop"}, "ids": droppable}), &["op", "ids"]));
+        branches.push(object(
+            json!({"op": {"const": "summarize"}, "ids": droppable, "text": text(4000)}),
+            &["op", "ids", "text"],
+        ));
+    }
+    if !ids.all.is_empty() {
+        branches.push(object(
+            json!({"op": {"enum": ["pin", "unpin"]}, "ids": list(&ids.all)}),
+            &["op", "ids"],
+        ));
+    }
+    branches.push(object(json!({"op": {"const": "note"}, "text": text(4000)}), &["op", "text"]));
+    json!({"anyOf": branches})
+}
+
+/// Narrows the `context` call of a turn schema to the segment ids there are (rebuilt each
+/// turn: the ids change with every turn and result).
+pub fn restrict_context_call(turn_schema: &mut Value, ids: &ContextIds) {
+    let Some(calls) =
+        turn_schema["oneOf"][0]["properties"]["calls"]["items"]["oneOf"].as_array_mut()
+    else {
+        return;
+    };
+    for call in calls {
+        if call["properties"]["tool"]["const"] == "context" {
+            call["properties"]["input"] = context_schema_for(ids);
+        }
+    }
 }
 
 /// Narrows the `agent` call of a turn schema to what exists: `definition` an enum of the

@@ -89,13 +89,13 @@ const RUNTIME_ONLY: &[(&str, &str, &str, &str)] = &[
         "context",
         r#"{"op": "drop", "ids": ["c99"]}"#,
         "no segment `c99`",
-        "the segment ids of the moment: not in this schema (a per-turn enum is the next step)",
+        "not in the tool's own schema: each turn's schema narrows `ids` to the context's segments (restrict_context_call, tested below)",
     ),
     (
         "context",
         r#"{"op": "drop", "ids": ["system"]}"#,
         "cannot be dropped or summarized",
-        "as above: which ids are protected is per context",
+        "as above: the turn's `drop` and `summarize` take only the unprotected segments",
     ),
     (
         "agent",
@@ -198,4 +198,45 @@ fn an_agent_call_names_only_definitions_and_members_that_exist() {
     assert!(v.is_valid(&brief(json!({"definition": "fixer", "member": "big"}))));
     assert!(!v.is_valid(&brief(json!({"definition": "nobody"}))));
     assert!(!v.is_valid(&brief(json!({"member": "parse.rs"}))));
+}
+
+/// The turn's `context` call names only segments there are, and `drop`/`summarize` only those
+/// the tool lets go: each refusal of an id is excluded, each id the tool takes is offered.
+#[test]
+fn a_context_call_names_only_the_segments_there_are() {
+    let tools: Vec<String> = ["context"].map(String::from).to_vec();
+    let call =
+        |input: Value| json!({"thought": "t", "calls": [{"tool": "context", "input": input}]});
+    let owned = |ids: &[&str]| ids.iter().map(|i| (*i).to_owned()).collect::<Vec<_>>();
+    let ids = super::ContextIds {
+        all: owned(&["system", "instructions", "p1", "t1", "c1", "scratchpad"]),
+        droppable: owned(&["p1", "t1", "c1"]),
+    };
+    let mut schema = turn::schema(&tools);
+    super::restrict_context_call(&mut schema, &ids);
+    let v = jsonschema::validator_for(&schema).unwrap();
+    let ok = |input: Value| v.is_valid(&call(input));
+    for id in &ids.droppable {
+        assert!(ok(json!({"op": "drop", "ids": [id]})), "drop {id}");
+        assert!(ok(json!({"op": "summarize", "ids": [id], "text": "s"})), "summarize {id}");
+    }
+    for id in &ids.all {
+        assert!(ok(json!({"op": "pin", "ids": [id]})) && ok(json!({"op": "unpin", "ids": [id]})));
+    }
+    for id in ["system", "instructions", "scratchpad", "c99", "parse.rs"] {
+        assert!(!ok(json!({"op": "drop", "ids": [id]})), "drop {id}");
+        assert!(!ok(json!({"op": "summarize", "ids": [id], "text": "s"})), "summarize {id}");
+    }
+    assert!(!ok(json!({"op": "pin", "ids": ["c99"]})));
+    assert!(!ok(json!({"op": "drop", "ids": []})));
+    assert!(ok(json!({"op": "drop", "ids": ["p1", "t1", "c1"]})));
+    assert!(!ok(json!({"op": "drop", "ids": ["c1", "c1", "c1", "c1"]})), "more ids than exist");
+    assert!(ok(json!({"op": "status"})) && ok(json!({"op": "note", "text": "n"})));
+    // Nothing to drop: only status, pin, unpin and note are offered.
+    let only = super::ContextIds { all: owned(&["system"]), droppable: vec![] };
+    let mut schema = turn::schema(&tools);
+    super::restrict_context_call(&mut schema, &only);
+    let v = jsonschema::validator_for(&schema).unwrap();
+    assert!(!v.is_valid(&call(json!({"op": "drop", "ids": ["system"]}))));
+    assert!(v.is_valid(&call(json!({"op": "pin", "ids": ["system"]}))));
 }
