@@ -12,9 +12,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "a benchmark fails loudly")]
 
-use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -23,6 +21,7 @@ use caldrix_engine::{GenerationPrompt, Message, Model, ModelParams, Special};
 use caldrix_pool::{MemberConfig, Pool, PoolConfig};
 use caldrix_proto::{Constraint, Edit, FrameFormat, Generate, Reply, Role, Segment};
 use serde_json::json;
+use test_models::peer::{Peer, PeerReply};
 
 const WINDOW: u32 = 8192;
 const SYSTEM_TOKENS: usize = 3500;
@@ -36,47 +35,9 @@ struct Bench {
     peer: Option<Peer>,
 }
 
-/// The peer as a child process speaking JSON lines (`scripts/peer-llama.py`): one per workload,
-/// so each starts cold.
-struct Peer {
-    child: Child,
-    input: ChildStdin,
-    output: BufReader<ChildStdout>,
-}
-
-impl Peer {
-    fn start(python: &str, model: &Path, threads: u32) -> Peer {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/peer-llama.py");
-        let mut child = Command::new(python)
-            .arg(script)
-            .arg(model)
-            .arg(threads.to_string())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("the peer's python");
-        let input = child.stdin.take().unwrap();
-        let output = BufReader::new(child.stdout.take().unwrap());
-        Peer { child, input, output }
-    }
-
-    /// The peer's rows recomputed and TTFT on the prompt `ids`.
-    fn prompt(&mut self, ids: &[u32]) -> serde_json::Value {
-        // Blocking on purpose: the pool is idle while the peer runs.
-        tokio::task::block_in_place(|| {
-            writeln!(self.input, "{}", json!(ids)).unwrap();
-            let mut line = String::new();
-            self.output.read_line(&mut line).unwrap();
-            serde_json::from_str(&line).expect("the peer's reply")
-        })
-    }
-}
-
-impl Drop for Peer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// Blocking on purpose: the pool is idle while the peer runs.
+fn peer_prompt(peer: &mut Peer, ids: &[u32]) -> PeerReply {
+    tokio::task::block_in_place(|| peer.prompt(ids)).expect("the peer")
 }
 
 fn seg(id: &str, role: Role, text: &str) -> Segment {
@@ -136,7 +97,7 @@ impl Bench {
         let peer_first = self.records.len() % 2 == 1;
         let mut peer = None;
         if peer_first && let Some(p) = &mut self.peer {
-            peer = Some(p.prompt(&ids));
+            peer = Some(peer_prompt(p, &ids));
         }
         let started = Instant::now();
         let mut first = None;
@@ -151,7 +112,7 @@ impl Bench {
             .unwrap();
         let ttft = first.unwrap_or_else(|| started.elapsed());
         if !peer_first && let Some(p) = &mut self.peer {
-            peer = Some(p.prompt(&ids));
+            peer = Some(peer_prompt(p, &ids));
         }
         assert_eq!(
             done.usage.prompt_tokens as usize,
@@ -165,8 +126,8 @@ impl Bench {
             "recomputed": done.usage.prompt_tokens - done.usage.recomputed_from,
             "ttft_ms": ttft.as_secs_f64() * 1e3,
             "prefill_ms": done.usage.prefill_ms,
-            "peer_recomputed": peer.as_ref().map(|p| p["recomputed"].clone()),
-            "peer_ttft_ms": peer.as_ref().map(|p| p["ttft_ms"].clone()),
+            "peer_recomputed": peer.map(|p| p.recomputed),
+            "peer_ttft_ms": peer.map(|p| p.ttft_ms),
         }));
     }
 }
@@ -300,7 +261,9 @@ fn main() {
                 String::from_utf8_lossy(&model.detokenize(&ids[..SYSTEM_TOKENS.min(ids.len())]))
                     .into_owned();
             let client = Client::connect(&socket, FrameFormat::Cbor, "bench").await.unwrap();
-            let peer = peer.as_deref().map(|python| Peer::start(python, &model_path, threads));
+            let peer = peer.as_deref().map(|python| {
+                Peer::start(python, &model_path, threads).expect("the peer's python")
+            });
             let mut bench =
                 Bench { client, model, contexts: Default::default(), records: Vec::new(), peer };
             match workload {
