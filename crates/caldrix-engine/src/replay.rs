@@ -137,6 +137,29 @@ impl Session<'_> {
         } else {
             tokens.len().saturating_sub(1)
         };
+        // The first token is known once the prompt is filled, as a real generation's is: it
+        // streams before the rest are forced, so a client's time to first token is the fill's.
+        let mut bytes = Vec::new();
+        if let Some(&t) = tokens.first() {
+            bytes.extend(self.model.token_bytes(t));
+            if !on_event(Event::Token { token: t, bytes: &bytes }) {
+                let logprobs = params.logprobs.map(|k| {
+                    let mut out = Vec::new();
+                    self.record(&first, t.0, Some(k), Some(&mut out));
+                    out
+                });
+                return Ok(Generation {
+                    text: String::from_utf8_lossy(&bytes).into_owned(),
+                    tokens: vec![t],
+                    stop: StopReason::Cancelled,
+                    logprobs,
+                    one_of: None,
+                    prompt_tokens: prompt.len(),
+                    reused_tokens: reused,
+                    timings: Timings { prefill, decode: started.elapsed() },
+                });
+            }
+        }
         let after = self.append(seq, &tokens[..rows], params.logprobs.is_some())?;
         let mut logprobs = params.logprobs.map(|k| {
             let mut out = Vec::new();
@@ -148,8 +171,7 @@ impl Session<'_> {
             }
             out
         });
-        let mut bytes = Vec::new();
-        for (i, &t) in tokens.iter().enumerate() {
+        for (i, &t) in tokens.iter().enumerate().skip(1) {
             let before = bytes.len();
             bytes.extend(self.model.token_bytes(t));
             if !on_event(Event::Token { token: t, bytes: &bytes[before..] }) {

@@ -113,3 +113,27 @@ fn a_reply_replayed_on_a_session_computes_and_holds_its_rows() {
         "{scores:?}"
     );
 }
+
+/// The first token streams once the prompt is filled, before the rest of the reply is forced
+/// (a client's time to first token is the fill's, as with a real generation): cancelled on it,
+/// the replay holds the prompt's rows and nothing of the reply.
+#[test]
+fn a_replay_streams_its_first_token_before_forcing_the_rest() {
+    let model = support::smollm2();
+    let _lock = support::lock();
+    let mut session = support::session(model);
+    let prompt = support::chat(model, "", "Name a colour.");
+    let params = GenerateParams { logprobs: Some(1), ..with(Constraint::None) };
+    let mut events = 0;
+    let out = session
+        .replay_on(0, &prompt, "Blue, like the sky.", &params, &mut |_| {
+            events += 1;
+            false
+        })
+        .unwrap();
+    let reply = model.tokenize("Blue, like the sky.", Special::Plain);
+    assert_eq!((events, out.stop), (1, StopReason::Cancelled));
+    assert_eq!(out.tokens, reply[..1]);
+    assert_eq!(out.logprobs.map(|l| l.len()), Some(1));
+    assert_eq!(session.held(0), prompt.as_slice(), "no reply row was computed");
+}
