@@ -63,6 +63,10 @@ pub struct ContextSettings {
     /// Answer a call that repeats an earlier one whose result cannot have changed with a
     /// pointer to that result, and end an agent stuck repeating (a deviation from the spec).
     pub repeat_guard: bool,
+    /// Under the `Json` constraint, an agent's last turn of its budget may only be a `final`
+    /// (a deviation from the spec, off by default: the budget then ends in an answer, not
+    /// `budget`).
+    pub last_turn_final: bool,
 }
 
 pub const DEFAULT_MODEL: &str = "bartowski/SmolLM2-135M-Instruct-GGUF:Q4_K_M";
@@ -140,6 +144,7 @@ struct FileContext {
     #[serde(default)]
     tool_caps: BTreeMap<String, u64>,
     repeat_guard: Option<bool>,
+    last_turn_final: Option<bool>,
 }
 
 /// Where settings files are looked for.
@@ -222,6 +227,7 @@ pub fn defaults(env: &crate::Env) -> Settings {
             skills_chars: 4_000,
             tool_caps: tool_caps.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect(),
             repeat_guard: true,
+            last_turn_final: false,
         },
         max_turns: 40,
         sources: Vec::new(),
@@ -323,6 +329,9 @@ fn apply(settings: &mut Settings, path: &Path, text: &str) -> Result<(), ConfigE
     }
     if let Some(guard) = c.repeat_guard {
         settings.context.repeat_guard = guard;
+    }
+    if let Some(last) = c.last_turn_final {
+        settings.context.last_turn_final = last;
     }
     let ctx = &settings.context;
     if !(ctx.soft_ratio > 0.0 && ctx.soft_ratio < 1.0) {
@@ -463,6 +472,8 @@ mod tests {
         assert_eq!(s.context.tool_cap("unheard_of"), DEFAULT_TOOL_CAP);
         assert!(s.context.repeat_guard, "on by default");
         assert!(!check("[context]\nrepeat_guard = false\n").unwrap().context.repeat_guard);
+        assert!(!s.context.last_turn_final, "off by default");
+        assert!(check("[context]\nlast_turn_final = true\n").unwrap().context.last_turn_final);
     }
 
     #[test]

@@ -219,6 +219,10 @@ impl Agent {
                     } else {
                         self.spec.tools.clone()
                     };
+                    // The budget's last turn under `last_turn_final`: only a final.
+                    let last = rt.settings.context.last_turn_final
+                        && self.turns + 1 >= self.spec.max_turns;
+                    let tools = if last { Vec::new() } else { tools };
                     Constraint::Json {
                         schema: rt.schema_for(&tools, self.spec.answer, self.context.ids()),
                     }

@@ -105,11 +105,7 @@ fn context_schema_for(ids: &ContextIds) -> Value {
 /// Narrows the `context` call of a turn schema to the segment ids there are (rebuilt each
 /// turn: the ids change with every turn and result).
 pub fn restrict_context_call(turn_schema: &mut Value, ids: &ContextIds) {
-    let Some(calls) =
-        turn_schema["oneOf"][0]["properties"]["calls"]["items"]["oneOf"].as_array_mut()
-    else {
-        return;
-    };
+    let Some(calls) = calls_of(turn_schema) else { return };
     for call in calls {
         if call["properties"]["tool"]["const"] == "context" {
             call["properties"]["input"] = context_schema_for(ids);
@@ -122,11 +118,7 @@ pub fn restrict_context_call(turn_schema: &mut Value, ids: &ContextIds) {
 /// (left out with one or none: the caller's serves). A small model fills every field it is
 /// offered, and a name that does not exist only earns a refusal.
 pub fn restrict_agent_call(turn_schema: &mut Value, definitions: &[String], members: &[String]) {
-    let Some(calls) =
-        turn_schema["oneOf"][0]["properties"]["calls"]["items"]["oneOf"].as_array_mut()
-    else {
-        return;
-    };
+    let Some(calls) = calls_of(turn_schema) else { return };
     for call in calls {
         if call["properties"]["tool"]["const"] != "agent" {
             continue;
@@ -143,6 +135,11 @@ pub fn restrict_agent_call(turn_schema: &mut Value, definitions: &[String], memb
             }
         }
     }
+}
+
+/// The call shapes of a turn schema (none in a final-only one).
+fn calls_of(turn_schema: &mut Value) -> Option<&mut Vec<Value>> {
+    turn_schema.pointer_mut("/oneOf/0/properties/calls/items/oneOf")?.as_array_mut()
 }
 
 /// A string that must say something (an empty one is refused by the tool).

@@ -43,9 +43,16 @@ pub fn schema(tools: &[String]) -> Value {
     schema_for(tools, Answer::Text)
 }
 
-/// The JSON schema of a turn whose calls may name `tools` and whose `final` is `answer`.
+/// The JSON schema of a turn whose calls may name `tools` and whose `final` is `answer`; with
+/// no tools, a turn that can only be a final.
 pub fn schema_for(tools: &[String], answer: Answer) -> Value {
     let thought = json!({"type": "string", "maxLength": THOUGHT_CHARS});
+    let last = json!({
+        "type": "object",
+        "properties": {"thought": thought, "final": final_schema(answer)},
+        "required": ["thought", "final"],
+        "additionalProperties": false,
+    });
     let calls: Vec<Value> = tools
         .iter()
         .filter_map(|tool| {
@@ -58,6 +65,9 @@ pub fn schema_for(tools: &[String], answer: Answer) -> Value {
             }))
         })
         .collect();
+    if calls.is_empty() {
+        return last;
+    }
     json!({"oneOf": [
         {
             "type": "object",
@@ -68,22 +78,19 @@ pub fn schema_for(tools: &[String], answer: Answer) -> Value {
             "required": ["thought", "calls"],
             "additionalProperties": false,
         },
-        {
-            "type": "object",
-            "properties": {"thought": thought, "final": final_schema(answer)},
-            "required": ["thought", "final"],
-            "additionalProperties": false,
-        },
+        last,
     ]})
 }
 
 fn final_schema(answer: Answer) -> Value {
     match answer {
         Answer::Text => json!({"type": "string"}),
+        // The reason first, then the verdict: under the constraint the model writes what it
+        // ran and saw before it concludes (the same object as `{"verdict", "reason"}`).
         Answer::Verdict => json!({
             "type": "object",
-            "properties": {"verdict": {"enum": ["pass", "fail"]}, "reason": {"type": "string"}},
-            "required": ["verdict", "reason"],
+            "properties": {"reason": {"type": "string"}, "verdict": {"enum": ["pass", "fail"]}},
+            "required": ["reason", "verdict"],
             "additionalProperties": false,
         }),
     }

@@ -39,8 +39,9 @@ fn check_turn() -> String {
     calls("Run the check.", vec![call("bash", json!({"command": CHECK}))])
 }
 
+/// A verifier's final: the reason first, then the verdict (the schema's order).
 fn verdict(verdict: &str, reason: &str) -> String {
-    json!({"thought": "Checked.", "final": {"verdict": verdict, "reason": reason}}).to_string()
+    json!({"thought": "Checked.", "final": {"reason": reason, "verdict": verdict}}).to_string()
 }
 
 /// The one agent result the root got, parsed.
@@ -552,4 +553,58 @@ fn delegation_a_named_definition_gives_its_tools_turns_and_body_and_an_unknown_o
         .unwrap();
     assert_eq!(unknown["text"], "error: no agent definition named `nobody`");
     assert_eq!(unknown["error"], true);
+}
+
+/// `context.last_turn_final`: the budget's last turn may only be a final, so an implementer of
+/// one turn ends done and faces its verifier, whose one turn is its verdict; a call on that turn
+/// is refused by the constraint.
+#[test]
+fn delegation_last_turn_final_ends_a_one_turn_implementer_done_and_verified() {
+    let settings = "[context]\nlast_turn_final = true\n[delegation]\nmax_turns = 1\nretries = 0\n";
+    let replies = vec![
+        "edit".to_owned(),
+        calls("Delegate.", vec![call("agent", json!({"brief": FIX, "check": CHECK}))]),
+        final_turn("Out of turns.", "I could not fix it in one turn."),
+        verdict("fail", "not fixed"),
+        final_turn("Delegated.", "The piece failed verification."),
+    ];
+    let world = World::scripted_with("delegate-last-final", &replies, true, settings);
+    let out = world.aerix(&["-p", "sh test.sh fails. Fix calc.sh.", "--max-turns", "2"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let events = world.events();
+    assert_eq!(
+        ends(&events),
+        [
+            ("a1.c1".into(), "done".into()),
+            ("a1.c1.v1".into(), "done".into()),
+            ("a1".into(), "done".into())
+        ]
+    );
+    let result = piece_result(&events);
+    assert_eq!(result["outcome"], "failed");
+    assert!(
+        result["summary"]
+            .as_str()
+            .unwrap()
+            .starts_with("verification failed after 1 attempts: not fixed"),
+        "{result}"
+    );
+
+    // A call on an implementer's last turn does not satisfy the turn schema.
+    let replies = vec![
+        "edit".to_owned(),
+        calls("Delegate.", vec![call("agent", json!({"brief": FIX, "check": CHECK}))]),
+        check_turn(),
+        final_turn("Delegated.", "The piece failed."),
+    ];
+    let world = World::scripted_with("delegate-last-call", &replies, true, settings);
+    let out = world.aerix(&["-p", "sh test.sh fails. Fix calc.sh.", "--max-turns", "2"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let events = world.events();
+    let end = of_type(&events, "agent.end").into_iter().find(|e| e["agent"] == "a1.c1").unwrap();
+    assert_eq!(end["outcome"], "failed", "{end}");
+    assert!(
+        end["reason"].as_str().unwrap().contains("does not satisfy the request's constraint"),
+        "{end}"
+    );
 }

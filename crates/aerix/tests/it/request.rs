@@ -100,7 +100,7 @@ fn an_edit_route_gives_the_root_only_the_planner_tools() {
         ),
         // The piece: its implementer's final, its verifier's verdict.
         final_turn("Fixed.", "add adds now"),
-        json!({"thought": "Checked.", "final": {"verdict": "pass", "reason": "ok"}}).to_string(),
+        json!({"thought": "Checked.", "final": {"reason": "ok", "verdict": "pass"}}).to_string(),
         final_turn("Delegated.", "Planned and delegated the fix."),
     ];
     let world = World::scripted("planner", &replies, true);
@@ -136,6 +136,28 @@ fn a_turn_budget_that_runs_out_exits_2() {
     let end = of_type(&events, "agent.end");
     assert_eq!(end[0]["outcome"], "budget");
     assert!(end[0]["reason"].as_str().unwrap().contains("2 turns"));
+}
+
+/// `context.last_turn_final`: the root's last turn of `--max-turns` may only be a final, so
+/// the budget ends in an answer (exit 0); a call there does not satisfy the turn schema.
+#[test]
+fn last_turn_final_makes_the_budget_s_last_turn_an_answer() {
+    let look = calls("Look around.", vec![call("repo_map", json!({}))]);
+    let settings = "[context]\nlast_turn_final = true\n";
+    let replies = vec!["answer".to_owned(), look.clone(), final_turn("Seen.", "Two files.")];
+    let world = World::scripted_with("last-final", &replies, true, settings);
+    let out = world.aerix(&["-p", "What is in this repository?", "--max-turns", "2"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let events = world.events();
+    let end = &of_type(&events, "agent.end")[0];
+    assert_eq!((&end["outcome"], &end["turns"]), (&json!("done"), &json!(2)), "{end}");
+
+    let closer = calls("Look closer.", vec![call("read", json!({"path": "calc.sh"}))]);
+    let world =
+        World::scripted_with("last-call", &["answer".to_owned(), look, closer], true, settings);
+    let out = world.aerix(&["-p", "What is in this repository?", "--max-turns", "2"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("does not satisfy the request's constraint"), "{}", stderr(&out));
 }
 
 #[test]
