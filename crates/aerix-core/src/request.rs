@@ -67,11 +67,26 @@ fn hook_context_text(context: &str) -> String {
     format!("# Hook context\n\n{}", context.trim())
 }
 
-/// The note a planner's prompt carries.
-fn planner_note(tools: &[String]) -> String {
+/// A request longer than this is not repeated in the planner note's example call.
+const NOTE_REQUEST_CHARS: usize = 2000;
+
+/// The note a planner's prompt carries, with the start of the call that delegates the whole
+/// request (a small model copies an example call: without one it filled briefs with
+/// `parse.rs` and `1.0.0.0`, eight pieces a turn).
+fn planner_note(tools: &[String], request: &str) -> String {
+    let tools_line =
+        format!("You are planning this request: you may call only {}.", tools.join(", "));
+    if !tools.iter().any(|t| t == "agent") {
+        return format!("\n\n({tools_line})");
+    }
+    let brief = if request.chars().count() <= NOTE_REQUEST_CHARS {
+        request
+    } else {
+        "<the request above, in full>"
+    };
+    let call = serde_json::json!({"tool": "agent", "input": {"brief": brief}});
     format!(
-        "\n\n(You are planning this request: you may call only {}. Delegate anything that reads files or runs commands with `agent`, giving each piece a complete brief and a check.)",
-        tools.join(", ")
+        "\n\n({tools_line} Delegate anything that reads files or runs commands with `agent`, giving each piece a complete brief and a check. A request that is one piece of work is one call whose brief is the request, and whose check is the command that shows it works (one the request names, when it names one):\n\n{call}\n)"
     )
 }
 
@@ -134,7 +149,7 @@ pub async fn run_request(rt: &mut Runtime<'_>, request: Request) -> Result<Reque
         prompt.push_str(&hook_context_text(context));
     }
     if planner {
-        prompt.push_str(&planner_note(&tools));
+        prompt.push_str(&planner_note(&tools, &request.prompt));
     }
     let (segments, log_them, rebuilt) = match request.resume {
         Some(rebuilt) => {

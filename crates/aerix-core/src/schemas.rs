@@ -18,10 +18,12 @@ pub fn runtime_input_schema(tool: &str) -> Option<Value> {
             object(json!({"op": {"const": "write"}, "text": text(4000)}), &["op", "text"]),
         ]}),
         "context" => context_schema(),
+        // A check is one command or one observable behaviour: 500 characters (a small model
+        // otherwise runs on in it past a turn's token limit).
         "agent" => object(
             json!({
                 "brief": text(6000),
-                "check": text(2000),
+                "check": text(500),
                 "definition": text(80),
                 "member": text(80),
             }),

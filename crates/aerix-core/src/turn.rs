@@ -126,9 +126,9 @@ or end the request:
 - `calls` run in order, at most {MAX_CALLS} a turn. Each result comes back as a user message headed `[<tool> <id>]` (ids c1, c2, ...); an error is a result too.
 - `final` ends your work on the request: say what you did and how you checked it.
 
-Example:
+Example of a first turn, before anything is known:
 
-{{"thought": "The test fails in parse(); read it first.", "calls": [{{"tool": "grep", "input": {{"pattern": "fn parse", "glob": "*.rs"}}}}, {{"tool": "read", "input": {{"path": "src/parse.rs", "offset": 1, "limit": 80}}}}]}}
+{{"thought": "I have not seen the code yet: list the files, and find where the task's name is.", "calls": [{{"tool": "glob", "input": {{"pattern": "**/*"}}}}, {{"tool": "grep", "input": {{"pattern": "<a name the task mentions>"}}}}]}}
 "#
     )
 }

@@ -239,7 +239,12 @@ async fn implementer(
     }
     let mut brief = fill(
         rt.prompts.get("brief.md"),
-        &[("brief", &input.brief), ("check", &input.check), ("done_looks_like", DONE_LOOKS_LIKE)],
+        &[
+            ("brief", &input.brief),
+            ("check", &input.check),
+            ("check_turn", &check_turn("First I run the check, to see what fails.", &input.check)),
+            ("done_looks_like", DONE_LOOKS_LIKE),
+        ],
     );
     if let Some(reason) = failed {
         brief.push_str(&format!(
@@ -287,7 +292,13 @@ async fn verifier(
     };
     let text = fill(
         rt.prompts.get("verifier.md"),
-        &[("brief", &input.brief), ("check", &input.check), ("summary", summary), ("files", files)],
+        &[
+            ("brief", &input.brief),
+            ("check", &input.check),
+            ("check_turn", &check_turn("First I run the check: does it still fail?", &input.check)),
+            ("summary", summary),
+            ("files", files),
+        ],
     );
     let mut segments = caller.prefix.clone();
     segments.push(user("brief", Label::Prompt, text));
@@ -303,6 +314,13 @@ async fn verifier(
             end.reason.unwrap_or_default()
         )),
     })
+}
+
+/// A turn that runs the check as a command, for `brief.md` and `verifier.md` (rendered here,
+/// so the check's quotes are escaped).
+fn check_turn(thought: &str, check: &str) -> String {
+    json!({"thought": thought, "calls": [{"tool": "bash", "input": {"command": check}}]})
+        .to_string()
 }
 
 /// `{"verdict": "pass"|"fail", "reason": ...}`; anything else is a `fail`.

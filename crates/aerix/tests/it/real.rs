@@ -7,7 +7,9 @@ fn smollm2_routes_takes_parsing_turns_and_a_later_request_resumes_the_stored_pre
     let world = World::new(
         "smollm2",
         &smollm2().display().to_string(),
-        "[context]\nmax_new_tokens = 400\n",
+        // The root's own turns: no delegation (an edit route's planner would delegate, and its
+        // pieces run on SmolLM2 for minutes; the next test delegates).
+        "[context]\nmax_new_tokens = 400\n[delegation]\ndepth = 0\n",
     );
     let out = world.aerix(&["-p", "What does the add function in calc.sh do?", "--max-turns", "2"]);
     let code = out.status.code();
@@ -15,7 +17,7 @@ fn smollm2_routes_takes_parsing_turns_and_a_later_request_resumes_the_stored_pre
     let events = world.events();
     let route = &of_type(&events, "route")[0];
     assert!(["answer", "edit", "investigate", "plan"].contains(&route["route"].as_str().unwrap()));
-    let end = &of_type(&events, "agent.end")[0];
+    let end = of_type(&events, "agent.end").into_iter().find(|e| e["agent"] == "a1").unwrap();
     assert!(end["turns"].as_u64().unwrap() <= 2);
     // Under the constraint every turn parses: no parse-error notes, no failure.
     assert!(
@@ -26,19 +28,19 @@ fn smollm2_routes_takes_parsing_turns_and_a_later_request_resumes_the_stored_pre
     assert_ne!(end["outcome"], "failed", "{end}");
     let first_turns: Vec<_> = of_type(&events, "segment")
         .into_iter()
-        .filter(|s| s["label"] == "turn" && s["op"] == "append")
+        .filter(|s| s["agent"] == "a1" && s["label"] == "turn" && s["op"] == "append")
         .cloned()
         .collect();
     let last_prompt = first_turns.last().unwrap()["prompt_tokens"].as_u64().unwrap();
 
-    // A second request in the same session: its first generation resumes from the rows the
-    // first request stored, near the end of that context.
+    // A second request in the same session: the root's first generation resumes from the rows
+    // the first request stored, near the end of that context.
     let out = world.aerix(&["-p", "And what should it do?", "--continue", "--max-turns", "1"]);
     assert!(matches!(out.status.code(), Some(0) | Some(2)), "{}", stderr(&out));
     let events = world.events();
     let turns: Vec<_> = of_type(&events, "segment")
         .into_iter()
-        .filter(|s| s["label"] == "turn" && s["op"] == "append")
+        .filter(|s| s["agent"] == "a1" && s["label"] == "turn" && s["op"] == "append")
         .collect();
     let resumed = turns[first_turns.len()];
     let from = resumed["recomputed_from"].as_u64().unwrap();
