@@ -214,15 +214,7 @@ impl Agent {
             let generate = Generate {
                 context: self.context.id,
                 constraint: if self.spec.json {
-                    let tools = if rt.settings.context.repeat_guard {
-                        self.guard.offered(&self.spec.tools, &self.context)
-                    } else {
-                        self.spec.tools.clone()
-                    };
-                    // The budget's last turn under `last_turn_final`: only a final.
-                    let last = rt.settings.context.last_turn_final
-                        && self.turns + 1 >= self.spec.max_turns;
-                    let tools = if last { Vec::new() } else { tools };
+                    let tools = self.offered_tools(rt);
                     Constraint::Json {
                         schema: rt.schema_for(&tools, self.spec.answer, self.context.ids()),
                     }
@@ -315,6 +307,19 @@ impl Agent {
             )));
         }
         Ok(room)
+    }
+
+    /// The tools this turn's schema offers: the agent's, less what the repeat guard takes
+    /// out, and none on the budget's last turn under `last_turn_final` (only a final).
+    fn offered_tools(&self, rt: &Runtime<'_>) -> Vec<String> {
+        let context = &rt.settings.context;
+        if context.last_turn_final && self.turns + 1 >= self.spec.max_turns {
+            Vec::new()
+        } else if context.repeat_guard {
+            self.guard.offered(&self.spec.tools, &self.context)
+        } else {
+            self.spec.tools.clone()
+        }
     }
 
     /// Runs a call and returns its result segment (`[<tool> <id>]` and the text).

@@ -55,7 +55,7 @@ pub fn progress(event: &Event) {
             ..
         } if role == "tool" => {
             let input = input.as_ref().map(|i| i.to_string()).unwrap_or_default();
-            let input: String = input.chars().take(100).collect();
+            let input = clip(&input, 100);
             let mark = if *error == Some(true) { " (error)" } else { "" };
             eprintln!("{agent} {call} {tool} {input}{mark}");
             // A piece's result: its outcome and summary (the line above comes when it ended).
@@ -67,7 +67,7 @@ pub fn progress(event: &Event) {
         }
         Event::Hook { event, command, ending, duration_ms, blocked, .. } => {
             let mark = if *blocked { " (blocked)" } else { "" };
-            let command: String = command.chars().take(100).collect();
+            let command = clip(command, 100);
             eprintln!("hook {event} {command}: {ending} in {duration_ms} ms{mark}");
         }
         Event::AgentEnd { agent, outcome, reason, turns, final_text, .. } => {
@@ -76,8 +76,7 @@ pub fn progress(event: &Event) {
             // caller, not to stdout: its first 200 characters here. The root's is the answer.
             let said = match final_text {
                 Some(text) if agent.contains('.') => {
-                    let text: String = text.chars().take(200).collect();
-                    format!(": {}", text.lines().next().unwrap_or_default())
+                    format!(": {}", first_line(text, 200))
                 }
                 _ => String::new(),
             };
@@ -90,10 +89,16 @@ pub fn progress(event: &Event) {
 /// `-> failed: verification failed after 2 attempts: ...` for an `agent` call's JSON result.
 fn piece_line(text: &str) -> Option<String> {
     let result: serde_json::Value = serde_json::from_str(text).ok()?;
-    let summary: String = result["summary"].as_str()?.chars().take(200).collect();
-    Some(format!(
-        "-> {}: {}",
-        result["outcome"].as_str()?,
-        summary.lines().next().unwrap_or_default()
-    ))
+    let summary = first_line(result["summary"].as_str()?, 200);
+    Some(format!("-> {}: {summary}", result["outcome"].as_str()?))
+}
+
+/// The first `chars` characters of `text`.
+fn clip(text: &str, chars: usize) -> String {
+    text.chars().take(chars).collect()
+}
+
+/// The first line of `text`'s first `chars` characters.
+fn first_line(text: &str, chars: usize) -> String {
+    clip(text, chars).lines().next().unwrap_or_default().to_owned()
 }
