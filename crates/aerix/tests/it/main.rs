@@ -203,7 +203,12 @@ impl World {
             .map(|e| e.unwrap().path())
             .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
             .collect();
-        logs.sort();
+        // Two sessions started in the same second differ only by a random suffix: the latest is
+        // the one written last.
+        logs.sort_by_key(|p| {
+            let modified = std::fs::metadata(p).and_then(|m| m.modified()).ok();
+            (modified, p.clone())
+        });
         logs.pop()
     }
 
