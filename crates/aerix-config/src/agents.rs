@@ -43,6 +43,12 @@ const CLAUDE_TOOLS: [(&str, Option<&str>); 20] = [
     ("NotebookEdit", None),
 ];
 
+/// The aerix tool a Claude Code tool name becomes (`None`: no equivalent, or not a Claude Code
+/// name).
+pub fn aerix_tool(claude: &str) -> Option<&'static str> {
+    CLAUDE_TOOLS.iter().find(|(cc, _)| *cc == claude).and_then(|(_, aerix)| *aerix)
+}
+
 /// One agent definition.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AgentDefinition {
@@ -293,9 +299,7 @@ fn mapped(names: &[String], note: &mut impl FnMut(String)) -> Vec<String> {
             Some((base, rest)) if rest.ends_with(')') => (base.trim(), true),
             _ => (name.as_str(), false),
         };
-        let tool = AERIX_TOOLS.iter().copied().find(|t| *t == base).or_else(|| {
-            CLAUDE_TOOLS.iter().find(|(cc, _)| *cc == base).and_then(|(_, aerix)| *aerix)
-        });
+        let tool = AERIX_TOOLS.iter().copied().find(|t| *t == base).or_else(|| aerix_tool(base));
         match tool {
             Some(tool) => {
                 if pattern {

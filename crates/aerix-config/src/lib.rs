@@ -12,14 +12,14 @@ mod settings;
 use std::path::PathBuf;
 
 pub use agents::{
-    AERIX_TOOLS, AgentDefinition, AgentDefinitions, AgentDirs, LoadedAgents, load_agents,
-    parse_agent,
+    AERIX_TOOLS, AgentDefinition, AgentDefinitions, AgentDirs, LoadedAgents, aerix_tool,
+    load_agents, parse_agent,
 };
 pub use env::Env;
 pub use instructions::{InstructionFile, instruction_files, project_root};
 pub use settings::{
-    ContextSettings, DEFAULT_MODEL, DEFAULT_TOOL_CAP, Delegation, Member, PoolSettings, Settings,
-    SettingsPaths, defaults, load,
+    ContextSettings, DEFAULT_MODEL, DEFAULT_TOOL_CAP, Delegation, HookSettings, Member,
+    PoolSettings, Settings, SettingsPaths, defaults, load,
 };
 
 #[derive(Debug, thiserror::Error)]

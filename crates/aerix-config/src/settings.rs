@@ -17,10 +17,19 @@ pub struct Settings {
     pub pool: PoolSettings,
     pub delegation: Delegation,
     pub context: ContextSettings,
+    pub hooks: HookSettings,
     /// The root agent's turn budget when `--max-turns` is not given.
     pub max_turns: u32,
     /// The files the settings came from, in the order they were applied.
     pub sources: Vec<PathBuf>,
+}
+
+/// Where hooks are read from (the hook files themselves are `aerix-hooks`'s).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HookSettings {
+    /// Claude Code's settings files (`~/.claude/settings.json`, the project's
+    /// `.claude/settings.json` and `settings.local.json`) add their hooks after aerix's own.
+    pub claude_settings: bool,
 }
 
 /// A member: a model reference (a GGUF path, a Hugging Face reference, or `script:...` for the
@@ -96,6 +105,14 @@ struct File {
     delegation: FileDelegation,
     #[serde(default)]
     context: FileContext,
+    #[serde(default)]
+    hooks: FileHooks,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileHooks {
+    claude_settings: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -229,6 +246,7 @@ pub fn defaults(env: &crate::Env) -> Settings {
             repeat_guard: true,
             last_turn_final: false,
         },
+        hooks: HookSettings { claude_settings: true },
         max_turns: 40,
         sources: Vec::new(),
     }
@@ -332,6 +350,9 @@ fn apply(settings: &mut Settings, path: &Path, text: &str) -> Result<(), ConfigE
     }
     if let Some(last) = c.last_turn_final {
         settings.context.last_turn_final = last;
+    }
+    if let Some(claude) = file.hooks.claude_settings {
+        settings.hooks.claude_settings = claude;
     }
     let ctx = &settings.context;
     if !(ctx.soft_ratio > 0.0 && ctx.soft_ratio < 1.0) {
@@ -474,6 +495,8 @@ mod tests {
         assert!(!check("[context]\nrepeat_guard = false\n").unwrap().context.repeat_guard);
         assert!(!s.context.last_turn_final, "off by default");
         assert!(check("[context]\nlast_turn_final = true\n").unwrap().context.last_turn_final);
+        assert!(s.hooks.claude_settings, "on by default");
+        assert!(!check("[hooks]\nclaude_settings = false\n").unwrap().hooks.claude_settings);
     }
 
     #[test]

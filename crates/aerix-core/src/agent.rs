@@ -9,6 +9,7 @@ use aerix_tools::{Cancel, FileSet, JobEnd, Jobs, ToolError};
 use caldrix_proto::{self as proto, Constraint, Generate, Role, StopReason};
 
 use crate::context::{Context, Label, Segment};
+use crate::hooks::HookFire;
 use crate::repeats::Guard;
 use crate::turn::{self, Answer, Body, Call, TURN_RETRIES};
 use crate::{CoreError, Runtime, calls, compact, delegate};
@@ -64,8 +65,10 @@ pub struct Agent {
     pub(crate) cancel: Cancel,
     /// This turn's `agent` results, run together after its other calls (`delegate.rs`).
     pub(crate) delegated: HashMap<String, Result<String, ToolError>>,
-    /// `SubagentStop` continues taken (at most `delegate::STOP_CONTINUES`).
+    /// `Stop`/`SubagentStop` continues taken (at most `delegate::STOP_CONTINUES`).
     pub(crate) stop_continues: u32,
+    /// A tool hook's `continue: false`: the agent ends once this turn's calls are cut short.
+    hook_stop: Option<String>,
     hard_limit_hits: u32,
     /// The repeat guard (`context.repeat_guard`).
     guard: Guard,
@@ -85,6 +88,7 @@ impl Agent {
             cancel,
             delegated: HashMap::new(),
             stop_continues: 0,
+            hook_stop: None,
             hard_limit_hits: 0,
             guard: Guard::default(),
         }
@@ -164,7 +168,7 @@ impl Agent {
                     if self.jobs.running() > 0 && self.wait_for_a_job(rt).await? {
                         continue;
                     }
-                    if delegate::stop_continues(self, rt).await? {
+                    if delegate::stop_continues(self, rt, &text).await? {
                         continue;
                     }
                     return Ok(self.end(Outcome::Done, None, Some(text)));
@@ -178,7 +182,7 @@ impl Agent {
                     self.guard.new_turn();
                     let mut results = Vec::new();
                     for call in calls {
-                        if self.cancel.is_cancelled() {
+                        if self.cancel.is_cancelled() || self.hook_stop.is_some() {
                             break;
                         }
                         if call.tool == "context" {
@@ -187,14 +191,29 @@ impl Agent {
                         }
                         results.push(self.run_call(rt, call).await);
                     }
-                    if !pieces.is_empty() && !self.cancel.is_cancelled() {
-                        delegate::run_all(self, rt, &pieces).await;
-                        for call in pieces {
-                            results.push(self.run_call(rt, call).await);
+                    if !pieces.is_empty() && !self.cancel.is_cancelled() && self.hook_stop.is_none()
+                    {
+                        // PreToolUse before the pieces run together: a refused one never runs.
+                        let mut to_run = Vec::new();
+                        for mut call in pieces {
+                            match self.pre_tool(rt, &mut call) {
+                                Ok(context) => to_run.push((call, context)),
+                                Err(refusal) => {
+                                    results.push(self.result_segment(rt, &call, refusal, true))
+                                }
+                            }
+                        }
+                        let calls: Vec<Call> = to_run.iter().map(|(c, _)| c.clone()).collect();
+                        delegate::run_all(self, rt, &calls).await;
+                        for (call, context) in to_run {
+                            results.push(self.run_checked(rt, call, context).await);
                         }
                         delegate::in_call_order(&mut results);
                     }
                     compact::append_results(self, rt, results).await?;
+                    if let Some(reason) = self.hook_stop.take() {
+                        return Err(CoreError::Killed(reason));
+                    }
                     if let Some(reason) = self.guard.take_stuck() {
                         return Err(CoreError::Failed(reason));
                     }
@@ -322,24 +341,97 @@ impl Agent {
         }
     }
 
-    /// Runs a call and returns its result segment (`[<tool> <id>]` and the text).
-    async fn run_call(&mut self, rt: &mut Runtime<'_>, call: Call) -> Segment {
+    /// Runs a call and returns its result segment (`[<tool> <id>]` and the text): the repeat
+    /// guard's pointer, or `PreToolUse` (a deny is the result `refused: <reason>`), the call
+    /// and `PostToolUse`.
+    async fn run_call(&mut self, rt: &mut Runtime<'_>, mut call: Call) -> Segment {
         let guard = rt.settings.context.repeat_guard;
-        let pointer = if guard { self.guard.answer(&call, &self.context) } else { None };
-        let ran = pointer.is_none();
-        let result = match pointer {
-            Some(pointer) => Ok(pointer),
-            None => calls::run(self, rt, &call).await,
-        };
-        let (text, error) = match result {
+        if guard && let Some(pointer) = self.guard.answer(&call, &self.context) {
+            return self.result_segment(rt, &call, pointer, false);
+        }
+        match self.pre_tool(rt, &mut call) {
+            Ok(context) => self.run_checked(rt, call, context).await,
+            Err(refusal) => self.result_segment(rt, &call, refusal, true),
+        }
+    }
+
+    /// A call `PreToolUse` let through: run, then `PostToolUse` (or `PostToolUseFailure`).
+    async fn run_checked(
+        &mut self,
+        rt: &mut Runtime<'_>,
+        call: Call,
+        pre_context: Option<String>,
+    ) -> Segment {
+        let result = calls::run(self, rt, &call).await;
+        if rt.settings.context.repeat_guard {
+            self.guard.ran(&call, result.is_ok());
+        }
+        let (mut text, error) = match result {
             Ok(text) => (text, false),
             Err(e) => (format!("error: {e}"), true),
         };
-        // Only a call that ran stands: a pointer is not a result to point at.
-        if guard && ran {
-            self.guard.ran(&call, !error);
+        let agent_type = self.spec.agent_type.clone();
+        let reply = rt.hooks.fire(HookFire::PostToolUse {
+            agent: &self.spec.id,
+            agent_type: agent_type.as_deref(),
+            call: &call.id,
+            tool: &call.tool,
+            input: &call.input,
+            result: &text,
+            error,
+            interrupted: self.cancel.is_cancelled(),
+        });
+        let event = if error { "PostToolUseFailure" } else { "PostToolUse" };
+        if let Some(reason) = reply.stop {
+            self.hook_stop.get_or_insert(format!("a {event} hook ended the agent: {reason}"));
         }
-        let text = calls::cap(rt, &call, text);
+        // What the hooks add is for the model: after the result, marked as theirs.
+        for context in pre_context.into_iter().chain(reply.context) {
+            text.push_str(&format!("\n\n[hook context] {context}"));
+        }
+        if let Some(reason) = reply.block {
+            text.push_str(&format!("\n\n[{event} hook] {reason}"));
+        }
+        self.result_segment(rt, &call, text, error)
+    }
+
+    /// `PreToolUse` for a call: its context, or the refusal that is its result. An updated
+    /// input replaces the call's.
+    fn pre_tool(
+        &mut self,
+        rt: &mut Runtime<'_>,
+        call: &mut Call,
+    ) -> Result<Option<String>, String> {
+        let agent_type = self.spec.agent_type.clone();
+        let reply = rt.hooks.fire(HookFire::PreToolUse {
+            agent: &self.spec.id,
+            agent_type: agent_type.as_deref(),
+            call: &call.id,
+            tool: &call.tool,
+            input: &call.input,
+        });
+        if let Some(reason) = reply.stop {
+            self.hook_stop.get_or_insert(format!("a PreToolUse hook ended the agent: {reason}"));
+            return Err(format!("refused: {reason}"));
+        }
+        if let Some(reason) = reply.block {
+            return Err(format!("refused: {reason}"));
+        }
+        if let Some(input) = reply.updated_input {
+            call.input = input;
+        }
+        Ok(reply.context)
+    }
+
+    /// A call's result as its `message` event and segment, cut to its tool's cap.
+    fn result_segment(
+        &mut self,
+        rt: &mut Runtime<'_>,
+        call: &Call,
+        text: String,
+        error: bool,
+    ) -> Segment {
+        let text = calls::cap(rt, call, text);
         rt.sink.event(Event::Message {
             agent: self.spec.id.clone(),
             role: "tool".into(),

@@ -6,6 +6,7 @@ use caldrix_proto::Role;
 
 use crate::agent::{Agent, AgentEnd, AgentSpec};
 use crate::context::{Context, Label, Segment, parse_role};
+use crate::hooks::HookFire;
 use crate::route::{Route, route};
 use crate::turn::{ALL_TOOLS, Answer, tools_section, turns_section};
 use crate::{CoreError, Prompts, Runtime, delegate};
@@ -121,6 +122,15 @@ async fn resume_hook_context(
 pub async fn run_request(rt: &mut Runtime<'_>, request: Request) -> Result<RequestEnd, CoreError> {
     let router = request.decision.clone().unwrap_or_else(|| request.main.clone());
     let route = route(rt, ROOT, &router, &request.prompt).await?;
+    let decided = rt.hooks.fire(HookFire::RouteDecision {
+        agent: ROOT,
+        route: &route.name,
+        scores: &route.scores,
+        raw: route.raw.as_deref(),
+    });
+    if let Some(reason) = decided.stop {
+        return Err(CoreError::Killed(format!("a RouteDecision hook ended the request: {reason}")));
+    }
     let planner = matches!(route.name.as_str(), "edit" | "plan");
     let tools: Vec<String> = if planner {
         let allowed = &rt.settings.delegation.planner_tools;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::{HookEvent, HooksError, Matcher, NOT_FIRED_YET};
+use crate::{HookEvent, HooksError, Matcher, NEVER_FIRED};
 
 /// Where hook files are read. Every file that exists adds its handlers (levels merge, as
 /// Claude Code's do); identical commands of one event run once.
@@ -18,23 +18,41 @@ pub struct HookFiles {
     pub project: PathBuf,
     /// `<project>/.aerix/hooks.local.json`, the user's own, kept out of git.
     pub local: PathBuf,
+    /// Claude Code's settings files, after aerix's own (their `hooks` key; other keys are
+    /// ignored): `~/.claude/settings.json`, `<project>/.claude/settings.json` and
+    /// `settings.local.json`. Empty when `hooks.claude_settings` is off.
+    pub claude: Vec<PathBuf>,
 }
 
 impl HookFiles {
-    pub fn standard(config_home: Option<&Path>, project_root: &Path) -> HookFiles {
+    /// aerix's files, and Claude Code's when `claude_settings` (`home`: the user's home).
+    pub fn standard(
+        config_home: Option<&Path>,
+        home: Option<&Path>,
+        project_root: &Path,
+        claude_settings: bool,
+    ) -> HookFiles {
         let dir = project_root.join(".aerix");
+        let mut claude = Vec::new();
+        if claude_settings {
+            claude.extend(home.map(|h| h.join(".claude/settings.json")));
+            claude.push(project_root.join(".claude/settings.json"));
+            claude.push(project_root.join(".claude/settings.local.json"));
+        }
         HookFiles {
             user: config_home.map(|c| c.join("aerix/hooks.json")),
             project: dir.join("hooks.json"),
             local: dir.join("hooks.local.json"),
+            claude,
         }
     }
 
-    /// In reading order: user, project, local.
+    /// In reading order: user, project, local, then Claude Code's.
     pub fn paths(&self) -> Vec<&Path> {
         let mut paths: Vec<&Path> = self.user.iter().map(PathBuf::as_path).collect();
         paths.push(&self.project);
         paths.push(&self.local);
+        paths.extend(self.claude.iter().map(PathBuf::as_path));
         paths
     }
 }
@@ -76,15 +94,14 @@ impl Hooks {
         self.handlers.len()
     }
 
-    /// The handlers of `event` whose matcher takes `value` (events without a matcher take
-    /// every handler), an identical command once.
-    pub(crate) fn matching(&self, event: HookEvent, value: Option<&str>) -> Vec<&Handler> {
+    /// The handlers of `event` whose matcher takes one of `values` (events without a matcher,
+    /// or no values, take every handler), an identical command once.
+    pub(crate) fn matching(&self, event: HookEvent, values: &[&str]) -> Vec<&Handler> {
         let mut out: Vec<&Handler> = Vec::new();
         for handler in self.handlers.iter().filter(|h| h.event == event) {
-            let matched = match value {
-                Some(value) if event.takes_matcher() => handler.matcher.matches(value),
-                _ => true,
-            };
+            let matched = values.is_empty()
+                || !event.takes_matcher()
+                || values.iter().any(|v| handler.matcher.matches(v));
             if matched && !out.iter().any(|h| h.command == handler.command) {
                 out.push(handler);
             }
@@ -99,8 +116,11 @@ pub struct Loaded {
     pub hooks: Hooks,
     /// The files that held hooks.
     pub files: Vec<PathBuf>,
-    /// One line each: a file that could not be used, handlers or events that are skipped.
+    /// One line each: a file that could not be used, handlers that are skipped, and (from
+    /// [`load`]) the events aerix never fires that files name.
     pub notes: Vec<String>,
+    /// Claude Code events with handlers that aerix never fires, and the files naming them.
+    pub never_fired: Vec<(String, PathBuf)>,
 }
 
 /// Reads every file that exists; a broken one is a note and its hooks are not run.
@@ -112,10 +132,25 @@ pub fn load(paths: &[&Path]) -> Loaded {
                 out.hooks.handlers.extend(loaded.hooks.handlers);
                 out.files.extend(loaded.files);
                 out.notes.extend(loaded.notes);
+                out.never_fired.extend(loaded.never_fired);
             }
             Ok(None) => {}
             Err(e) => out.notes.push(format!("hooks: {e}; its hooks are not run")),
         }
+    }
+    // One line for every file: the names, each once.
+    if !out.never_fired.is_empty() {
+        let mut names: Vec<&str> = out.never_fired.iter().map(|(n, _)| n.as_str()).collect();
+        names.sort_unstable();
+        names.dedup();
+        let mut files: Vec<String> =
+            out.never_fired.iter().map(|(_, p)| p.display().to_string()).collect();
+        files.dedup();
+        out.notes.push(format!(
+            "hooks: aerix never fires {} (in {}); those hooks are not run",
+            names.join(", "),
+            files.join(", ")
+        ));
     }
     out
 }
@@ -146,11 +181,10 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Loaded, HooksError> {
         Some(Value::Object(hooks)) => hooks,
         Some(_) => return Err(invalid("`hooks` is not an object".to_owned())),
     };
-    let mut not_fired = Vec::new();
     let mut skipped_types = Vec::new();
     for (name, groups) in hooks {
         let event = HookEvent::parse(name);
-        if event.is_none() && !NOT_FIRED_YET.contains(&name.as_str()) {
+        if event.is_none() && !NEVER_FIRED.contains(&name.as_str()) {
             // An event aerix does not know (a newer Claude Code's): accepted and ignored.
             continue;
         }
@@ -161,7 +195,7 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Loaded, HooksError> {
                     Handler { event, matcher, command, timeout }
                 }))
             }
-            None if !parsed.is_empty() => not_fired.push(name.clone()),
+            None if !parsed.is_empty() => out.never_fired.push((name.clone(), path.to_owned())),
             None => {}
         }
     }
@@ -175,13 +209,6 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Loaded, HooksError> {
             "hooks: {}: handlers of type {} are skipped (aerix runs `command` handlers)",
             path.display(),
             skipped_types.join(", ")
-        ));
-    }
-    if !not_fired.is_empty() {
-        out.notes.push(format!(
-            "hooks: {}: aerix does not fire {} yet; those hooks are not run",
-            path.display(),
-            not_fired.join(", ")
         ));
     }
     Ok(out)
@@ -280,7 +307,7 @@ mod tests {
         let loaded = parse(Path::new("/h/hooks.json"), text).unwrap();
         assert_eq!(loaded.hooks.len(), 3);
         assert!(loaded.notes.is_empty(), "{:?}", loaded.notes);
-        let start = loaded.hooks.matching(HookEvent::SessionStart, Some("startup"));
+        let start = loaded.hooks.matching(HookEvent::SessionStart, &["startup"]);
         assert_eq!(start[0].command, "ai-memory hook session-start --harness aerix");
         assert_eq!(start[0].timeout(), Duration::from_secs(30));
     }
@@ -297,35 +324,56 @@ mod tests {
             "SomeFutureEvent": {"whatever": true}
         }}"#;
         let loaded = parse(Path::new("/h/hooks.json"), text).unwrap();
-        let commands = |event, value| -> Vec<String> {
+        let commands = |event, value: &[&str]| -> Vec<String> {
             loaded.hooks.matching(event, value).iter().map(|h| h.command.clone()).collect()
         };
-        assert_eq!(commands(HookEvent::SessionStart, Some("startup")), ["b"]);
-        assert_eq!(commands(HookEvent::SessionStart, Some("resume")), ["a", "b"]);
-        assert_eq!(commands(HookEvent::UserPromptSubmit, None), ["u"]);
-        let start = loaded.hooks.matching(HookEvent::SessionStart, Some("startup"));
+        assert_eq!(commands(HookEvent::SessionStart, &["startup"]), ["b"]);
+        assert_eq!(commands(HookEvent::SessionStart, &["resume"]), ["a", "b"]);
+        assert_eq!(commands(HookEvent::UserPromptSubmit, &[]), ["u"]);
+        let start = loaded.hooks.matching(HookEvent::SessionStart, &["startup"]);
         assert_eq!(start[0].timeout(), Duration::from_secs(600));
-        let user = loaded.hooks.matching(HookEvent::UserPromptSubmit, None);
+        let user = loaded.hooks.matching(HookEvent::UserPromptSubmit, &[]);
         assert_eq!(user[0].timeout(), Duration::from_secs(30));
-        let end = loaded.hooks.matching(HookEvent::SessionEnd, Some("other"));
+        let end = loaded.hooks.matching(HookEvent::SessionEnd, &["other"]);
         assert_eq!(end[0].timeout(), Duration::from_secs(30), "SessionEnd is capped");
     }
 
     #[test]
-    fn other_handler_types_and_events_not_fired_are_notes() {
-        let text = r#"{"hooks": {
-            "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "guard"}]}],
+    fn other_handler_types_and_events_never_fired_are_notes() {
+        let dir = std::env::temp_dir().join(format!("aerix-hooks-never-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (a, b) = (dir.join("a.json"), dir.join("b.json"));
+        std::fs::write(
+            &a,
+            r#"{"hooks": {
+            "PermissionRequest": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "guard"}]}],
+            "Setup": [{"hooks": [{"type": "command", "command": "s"}]}],
             "SessionStart": [{"hooks": [{"type": "http", "url": "http://x"}, {"type": "command", "command": "s"}]}]
-        }}"#;
-        let loaded = parse(Path::new("/h/hooks.json"), text).unwrap();
-        assert_eq!(loaded.hooks.len(), 1);
+        }}"#,
+        )
+        .unwrap();
+        std::fs::write(
+            &b,
+            r#"{"hooks": {"Setup": [{"hooks": [{"type": "command", "command": "t"}]}], "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "g"}]}]}}"#,
+        )
+        .unwrap();
+        let loaded = super::load(&[&a, &b]);
+        assert_eq!(loaded.hooks.len(), 2);
         assert_eq!(
             loaded.notes,
             [
-                "hooks: /h/hooks.json: handlers of type `http` are skipped (aerix runs `command` handlers)",
-                "hooks: /h/hooks.json: aerix does not fire PreToolUse yet; those hooks are not run",
+                format!(
+                    "hooks: {}: handlers of type `http` are skipped (aerix runs `command` handlers)",
+                    a.display()
+                ),
+                format!(
+                    "hooks: aerix never fires PermissionRequest, Setup (in {}, {}); those hooks are not run",
+                    a.display(),
+                    b.display()
+                ),
             ]
         );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

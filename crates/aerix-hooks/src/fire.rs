@@ -1,11 +1,12 @@
 //! Firing an event: the matching handlers run in parallel, each with the event's JSON on stdin;
 //! their effects are gathered in file order.
 
+use std::collections::BTreeMap;
 use std::fs::OpenOptions;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::output::{Effect, interpret};
 use crate::process::{Spawn, run};
@@ -45,15 +46,22 @@ impl StartSource {
 /// Why a session ends (`SessionEnd`'s `reason`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EndReason {
-    /// A headless run ended: none of Claude Code's named reasons (`clear`, `logout`,
-    /// `prompt_input_exit`) fits.
+    /// The request ended by itself (done, out of turns, killed by a bound or a hook): Claude
+    /// Code's `other`, as its own headless runs end (none of `clear`, `logout`,
+    /// `prompt_input_exit` fits).
     Other,
+    /// A signal cancelled the run (aerix's own reason).
+    Cancelled,
+    /// The run failed (aerix's own reason: the pool, a named failure).
+    Error,
 }
 
 impl EndReason {
     pub fn as_str(self) -> &'static str {
         match self {
             EndReason::Other => "other",
+            EndReason::Cancelled => "cancelled",
+            EndReason::Error => "error",
         }
     }
 }
@@ -76,6 +84,24 @@ impl CompactTrigger {
     }
 }
 
+/// The subagent a tool event fired in (its input then carries `agent_id`, `agent_type`).
+#[derive(Clone, Copy, Debug)]
+pub struct Subagent<'a> {
+    pub agent_id: &'a str,
+    pub agent_type: &'a str,
+}
+
+/// A tool call as a hook sees it ([`crate::view`]): Claude Code's name (or aerix's, without a
+/// twin), the input in its terms, and aerix's own name, which matchers match too.
+#[derive(Clone, Copy, Debug)]
+pub struct ToolCall<'a> {
+    pub subagent: Option<Subagent<'a>>,
+    pub tool_name: &'a str,
+    pub aerix_tool: &'a str,
+    pub tool_input: &'a Value,
+    pub tool_use_id: &'a str,
+}
+
 /// An event to fire, with its own input.
 #[derive(Clone, Copy, Debug)]
 pub enum Fire<'a> {
@@ -84,6 +110,43 @@ pub enum Fire<'a> {
         prompt: &'a str,
     },
     SessionEnd(EndReason),
+    /// Before a call runs.
+    PreToolUse(ToolCall<'a>),
+    /// After a call that succeeded, with its result in Claude Code's shape.
+    PostToolUse {
+        call: ToolCall<'a>,
+        tool_response: &'a Value,
+    },
+    /// After a call whose result is an error.
+    PostToolUseFailure {
+        call: ToolCall<'a>,
+        error: &'a str,
+        is_interrupt: bool,
+    },
+    /// The root's final (`stop_hook_active`: it was continued by a Stop hook before).
+    Stop {
+        last_assistant_message: &'a str,
+        stop_hook_active: bool,
+    },
+    /// After routing: the route, the routes' scores (logprobs), and what the member answered
+    /// when it was none of them.
+    RouteDecision {
+        route: &'a str,
+        scores: &'a BTreeMap<String, f64>,
+        raw: Option<&'a str>,
+    },
+    /// A line for the user.
+    Notification {
+        message: &'a str,
+        title: &'a str,
+        notification_type: &'a str,
+    },
+    /// An instruction file read at the start.
+    InstructionsLoaded {
+        file_path: &'a Path,
+        memory_type: &'a str,
+        load_reason: &'a str,
+    },
     /// `custom_instructions` is empty: aerix's compaction takes none.
     PreCompact {
         agent: &'a str,
@@ -96,6 +159,11 @@ pub enum Fire<'a> {
         before: u32,
         after: u32,
         compacted: u32,
+    },
+    /// After a compaction pass, as Claude Code names it.
+    PostCompact {
+        agent: &'a str,
+        trigger: CompactTrigger,
     },
     /// An `agent` call spawns `agent` (an implementer or a verifier) for `parent`.
     AgentSpawn {
@@ -112,6 +180,8 @@ pub enum Fire<'a> {
     SubagentStop {
         agent: &'a str,
         agent_type: &'a str,
+        last_assistant_message: &'a str,
+        stop_hook_active: bool,
     },
     /// A verifier starts on an implementer's work (`attempt` from 1).
     Verify {
@@ -135,8 +205,12 @@ pub struct Fired {
     pub runs: Vec<Run>,
     /// The handlers' context for the model, in file order, separated by blank lines.
     pub context: Option<String>,
-    /// `UserPromptSubmit`: the first handler that blocked the prompt.
+    /// The first handler that blocked (a prompt, a compaction, a call: PreToolUse's deny,
+    /// else its `ask`, which a headless run cannot answer) or gave the model a reason
+    /// (PostToolUse, Stop, SubagentStop).
     pub block: Option<Blocked>,
+    /// PreToolUse: the first handler's `updatedInput`, in Claude Code's terms.
+    pub updated_input: Option<Value>,
     /// `continue: false`: the first handler that ended the run.
     pub stop: Option<Blocked>,
     /// One line each for the user: handlers that failed or timed out, `systemMessage`s.
@@ -149,8 +223,16 @@ impl<'a> Fire<'a> {
             Fire::SessionStart(_) => HookEvent::SessionStart,
             Fire::UserPromptSubmit { .. } => HookEvent::UserPromptSubmit,
             Fire::SessionEnd(_) => HookEvent::SessionEnd,
+            Fire::PreToolUse(_) => HookEvent::PreToolUse,
+            Fire::PostToolUse { .. } => HookEvent::PostToolUse,
+            Fire::PostToolUseFailure { .. } => HookEvent::PostToolUseFailure,
+            Fire::Stop { .. } => HookEvent::Stop,
+            Fire::RouteDecision { .. } => HookEvent::RouteDecision,
+            Fire::Notification { .. } => HookEvent::Notification,
+            Fire::InstructionsLoaded { .. } => HookEvent::InstructionsLoaded,
             Fire::PreCompact { .. } => HookEvent::PreCompact,
             Fire::ContextCompact { .. } => HookEvent::ContextCompact,
+            Fire::PostCompact { .. } => HookEvent::PostCompact,
             Fire::AgentSpawn { .. } => HookEvent::AgentSpawn,
             Fire::SubagentStart { .. } => HookEvent::SubagentStart,
             Fire::SubagentStop { .. } => HookEvent::SubagentStop,
@@ -158,21 +240,31 @@ impl<'a> Fire<'a> {
         }
     }
 
-    /// What matchers are matched against.
-    fn match_value(self) -> Option<&'a str> {
+    /// What matchers are matched against (any of them; none: every handler).
+    fn match_values(self) -> Vec<&'a str> {
         match self {
-            Fire::SessionStart(source) => Some(source.as_str()),
-            Fire::UserPromptSubmit { .. } | Fire::ContextCompact { .. } => None,
-            Fire::SessionEnd(reason) => Some(reason.as_str()),
-            Fire::PreCompact { trigger, .. } => Some(trigger.as_str()),
-            Fire::Verify { .. } => None,
+            Fire::SessionStart(source) => vec![source.as_str()],
+            Fire::SessionEnd(reason) => vec![reason.as_str()],
+            Fire::PreToolUse(call)
+            | Fire::PostToolUse { call, .. }
+            | Fire::PostToolUseFailure { call, .. } => vec![call.tool_name, call.aerix_tool],
+            Fire::RouteDecision { route, .. } => vec![route],
+            Fire::Notification { notification_type, .. } => vec![notification_type],
+            Fire::InstructionsLoaded { load_reason, .. } => vec![load_reason],
+            Fire::PreCompact { trigger, .. } | Fire::PostCompact { trigger, .. } => {
+                vec![trigger.as_str()]
+            }
             Fire::AgentSpawn { agent_type, .. }
             | Fire::SubagentStart { agent_type, .. }
-            | Fire::SubagentStop { agent_type, .. } => Some(agent_type),
+            | Fire::SubagentStop { agent_type, .. } => vec![agent_type],
+            Fire::UserPromptSubmit { .. }
+            | Fire::Stop { .. }
+            | Fire::ContextCompact { .. }
+            | Fire::Verify { .. } => Vec::new(),
         }
     }
 
-    fn input(self, session: &Session) -> serde_json::Value {
+    fn input(self, session: &Session) -> Value {
         let mut input = json!({
             "session_id": session.id,
             "transcript_path": session.transcript_path,
@@ -181,10 +273,50 @@ impl<'a> Fire<'a> {
             // A headless run asks no permission.
             "permission_mode": "bypassPermissions",
         });
+        let tool = |input: &mut Value, call: ToolCall<'_>| {
+            if let Some(sub) = call.subagent {
+                input["agent_id"] = json!(sub.agent_id);
+                input["agent_type"] = json!(sub.agent_type);
+            }
+            input["tool_name"] = json!(call.tool_name);
+            input["tool_input"] = call.tool_input.clone();
+            input["tool_use_id"] = json!(call.tool_use_id);
+        };
         match self {
             Fire::SessionStart(source) => input["source"] = json!(source.as_str()),
             Fire::UserPromptSubmit { prompt } => input["prompt"] = json!(prompt),
             Fire::SessionEnd(reason) => input["reason"] = json!(reason.as_str()),
+            Fire::PreToolUse(call) => tool(&mut input, call),
+            Fire::PostToolUse { call, tool_response } => {
+                tool(&mut input, call);
+                input["tool_response"] = tool_response.clone();
+            }
+            Fire::PostToolUseFailure { call, error, is_interrupt } => {
+                tool(&mut input, call);
+                input["error"] = json!(error);
+                input["is_interrupt"] = json!(is_interrupt);
+            }
+            Fire::Stop { last_assistant_message, stop_hook_active } => {
+                input["stop_hook_active"] = json!(stop_hook_active);
+                input["last_assistant_message"] = json!(last_assistant_message);
+            }
+            Fire::RouteDecision { route, scores, raw } => {
+                input["route"] = json!(route);
+                input["scores"] = json!(scores);
+                if let Some(raw) = raw {
+                    input["raw"] = json!(raw);
+                }
+            }
+            Fire::Notification { message, title, notification_type } => {
+                input["message"] = json!(message);
+                input["title"] = json!(title);
+                input["notification_type"] = json!(notification_type);
+            }
+            Fire::InstructionsLoaded { file_path, memory_type, load_reason } => {
+                input["file_path"] = json!(file_path);
+                input["memory_type"] = json!(memory_type);
+                input["load_reason"] = json!(load_reason);
+            }
             Fire::PreCompact { agent, trigger, custom_instructions } => {
                 input["trigger"] = json!(trigger.as_str());
                 input["custom_instructions"] = json!(custom_instructions);
@@ -196,6 +328,10 @@ impl<'a> Fire<'a> {
                 input["after_tokens"] = json!(after);
                 input["compacted"] = json!(compacted);
             }
+            Fire::PostCompact { agent, trigger } => {
+                input["agent_id"] = json!(agent);
+                input["trigger"] = json!(trigger.as_str());
+            }
             Fire::AgentSpawn { agent, parent, agent_type } => {
                 input["agent_id"] = json!(agent);
                 input["agent_type"] = json!(agent_type);
@@ -205,10 +341,11 @@ impl<'a> Fire<'a> {
                 input["agent_id"] = json!(agent);
                 input["agent_type"] = json!(agent_type);
             }
-            Fire::SubagentStop { agent, agent_type } => {
+            Fire::SubagentStop { agent, agent_type, last_assistant_message, stop_hook_active } => {
                 input["agent_id"] = json!(agent);
                 input["agent_type"] = json!(agent_type);
-                input["stop_hook_active"] = json!(false);
+                input["stop_hook_active"] = json!(stop_hook_active);
+                input["last_assistant_message"] = json!(last_assistant_message);
                 // Subagents have no transcript of their own: the session's holds their events.
                 input["agent_transcript_path"] = json!(session.transcript_path);
             }
@@ -233,7 +370,7 @@ impl Hooks {
         cancelled: &(dyn Fn() -> bool + Sync),
     ) -> Fired {
         let event = fire.event();
-        let handlers = self.matching(event, fire.match_value());
+        let handlers = self.matching(event, &fire.match_values());
         if handlers.is_empty() {
             return Fired::default();
         }
@@ -257,10 +394,12 @@ impl Hooks {
         });
         let mut fired = Fired::default();
         let mut contexts = Vec::new();
+        // PreToolUse's precedence: deny, then ask, then allow.
+        let mut asked = None;
         for (handler, finished) in handlers.iter().zip(finished) {
             let Some(finished) = finished else { continue };
             let effect = interpret(event, &handler.command, &finished);
-            let blocked = effect.block.is_some() || effect.stop.is_some();
+            let blocked = effect.block.is_some() || effect.stop.is_some() || effect.ask.is_some();
             fired.runs.push(Run {
                 event,
                 command: handler.command.clone(),
@@ -268,7 +407,7 @@ impl Hooks {
                 duration: finished.duration,
                 blocked,
             });
-            let Effect { context, block, stop, message, note } = effect;
+            let Effect { context, block, stop, ask, updated_input, message, note } = effect;
             let blocked_by = |reason| Blocked { command: handler.command.clone(), reason };
             if let Some(reason) = stop
                 && fired.stop.is_none()
@@ -280,6 +419,18 @@ impl Hooks {
             {
                 fired.block = Some(blocked_by(reason));
             }
+            if let Some(reason) = ask
+                && asked.is_none()
+            {
+                asked = Some(blocked_by(format!(
+                    "a PreToolUse hook asks to confirm this call, which a headless run cannot: {reason}"
+                )));
+            }
+            if let Some(updated) = updated_input
+                && fired.updated_input.is_none()
+            {
+                fired.updated_input = Some(updated);
+            }
             if let Some(message) = message {
                 fired.notes.push(format!("hooks: {} hook says: {message}", event.name()));
             }
@@ -289,6 +440,9 @@ impl Hooks {
             if let Some(context) = context {
                 contexts.push(fit(context, event, &session.spool_dir, &mut fired.notes));
             }
+        }
+        if fired.block.is_none() {
+            fired.block = asked;
         }
         if !contexts.is_empty() {
             fired.context = Some(contexts.join("\n\n"));
@@ -494,6 +648,53 @@ mod tests {
     }
 
     #[test]
+    fn tool_events_match_either_name_and_deny_wins_over_ask() {
+        let dir = Dir::new("tools");
+        let record = |name: &str| format!("cat > {}", dir.0.join(name).display());
+        let ask = r#"echo '{"hookSpecificOutput":{"permissionDecision":"ask","permissionDecisionReason":"sure?"}}'"#;
+        let deny = "echo 'no' >&2; exit 2";
+        let rewrite = r#"echo '{"hookSpecificOutput":{"updatedInput":{"command":"ls -a"}}}'"#;
+        let file = serde_json::json!({"hooks": {"PreToolUse": [
+            {"matcher": "Bash", "hooks": [{"type": "command", "command": ask}, {"type": "command", "command": record("pre.json")}]},
+            {"matcher": "bash", "hooks": [{"type": "command", "command": rewrite}]},
+            {"matcher": "Edit", "hooks": [{"type": "command", "command": deny}]},
+        ]}});
+        let hooks = dir.hooks(&file.to_string());
+        let input = serde_json::json!({"command": "ls"});
+        let call = super::ToolCall {
+            subagent: Some(super::Subagent { agent_id: "a1.c2", agent_type: "implementer" }),
+            tool_name: "Bash",
+            aerix_tool: "bash",
+            tool_input: &input,
+            tool_use_id: "a1.c2.c1",
+        };
+        let fired = hooks.fire(&dir.session(), Fire::PreToolUse(call), &|| false);
+        assert_eq!(fired.runs.len(), 3, "both names match");
+        assert_eq!(
+            fired.block.unwrap().reason,
+            "a PreToolUse hook asks to confirm this call, which a headless run cannot: sure?"
+        );
+        assert_eq!(fired.updated_input, Some(serde_json::json!({"command": "ls -a"})));
+        let pre: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.0.join("pre.json")).unwrap())
+                .unwrap();
+        assert_eq!(
+            (&pre["tool_name"], &pre["tool_input"], &pre["tool_use_id"]),
+            (&"Bash".into(), &input, &"a1.c2.c1".into())
+        );
+        assert_eq!(
+            (&pre["agent_id"], &pre["agent_type"]),
+            (&"a1.c2".into(), &"implementer".into())
+        );
+        // Deny wins over ask whatever the order.
+        let file = serde_json::json!({"hooks": {"PreToolUse": [{"hooks": [
+            {"type": "command", "command": ask}, {"type": "command", "command": deny}]}]}});
+        let hooks = dir.hooks(&file.to_string());
+        let fired = hooks.fire(&dir.session(), Fire::PreToolUse(call), &|| false);
+        assert_eq!(fired.block.unwrap().reason, "no");
+    }
+
+    #[test]
     fn a_block_names_its_handler() {
         let dir = Dir::new("block");
         let hooks = dir.hooks(&format!(
@@ -533,7 +734,12 @@ mod tests {
             1,
             "Verify takes no matcher"
         );
-        let stop = Fire::SubagentStop { agent: "a1.c3", agent_type: "implementer" };
+        let stop = Fire::SubagentStop {
+            agent: "a1.c3",
+            agent_type: "implementer",
+            last_assistant_message: "done",
+            stop_hook_active: false,
+        };
         assert_eq!(hooks.fire(&session, stop, &|| false).block.unwrap().reason, "check again");
         let read = |name: &str| -> serde_json::Value {
             serde_json::from_str(&std::fs::read_to_string(dir.0.join(name)).unwrap()).unwrap()

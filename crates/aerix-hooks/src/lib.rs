@@ -4,12 +4,17 @@
 //! group, the timeout or the caller's cancel then `TERM` and `KILL`), and what its exit status
 //! and output mean.
 //!
-//! Today aerix fires the session events (`SessionStart`, `UserPromptSubmit`, `SessionEnd`) and
-//! the compaction events (`PreCompact`, and aerix's own `ContextCompact`), and delegation's
-//! (`SubagentStart`, `SubagentStop`, and aerix's own `AgentSpawn` and `Verify`).
+//! aerix fires the session events (`SessionStart`, `InstructionsLoaded`, `UserPromptSubmit`,
+//! `Notification`, `SessionEnd`), the tool events (`PreToolUse`, `PostToolUse`,
+//! `PostToolUseFailure`), `Stop`, the compaction events (`PreCompact`, `PostCompact` and aerix's
+//! own `ContextCompact`), delegation's (`SubagentStart`, `SubagentStop`, and aerix's own
+//! `AgentSpawn` and `Verify`) and aerix's own `RouteDecision`; Claude Code's other names
+//! ([`NEVER_FIRED`]) are read and never fired. `claude` presents aerix's tool calls as Claude
+//! Code presents its own.
 //! This crate knows nothing of agents, contexts, the pool or the session log: the caller turns
 //! a [`Fired`] into segments, events and exit statuses.
 
+mod claude;
 mod config;
 mod fire;
 mod matcher;
@@ -19,8 +24,11 @@ mod process;
 use std::path::PathBuf;
 use std::time::Duration;
 
+pub use claude::{TWINS, ToolView, check_input, claude_name, from_claude, tool_response, view};
 pub use config::{HookFiles, Hooks, Loaded, load, load_file};
-pub use fire::{Blocked, CompactTrigger, EndReason, Fire, Fired, Session, StartSource};
+pub use fire::{
+    Blocked, CompactTrigger, EndReason, Fire, Fired, Session, StartSource, Subagent, ToolCall,
+};
 pub use matcher::Matcher;
 pub use process::Ending;
 
@@ -37,10 +45,26 @@ pub enum HookEvent {
     SessionStart,
     UserPromptSubmit,
     SessionEnd,
+    /// Before a tool call runs; a deny refuses it, `updatedInput` replaces its input.
+    PreToolUse,
+    /// After a tool call that succeeded.
+    PostToolUse,
+    /// After a tool call that failed (its result an error).
+    PostToolUseFailure,
+    /// The root's final; a block continues it.
+    Stop,
+    /// After routing: the route and its scores (aerix's own event).
+    RouteDecision,
+    /// A line for the user: a startup note, a hook that failed or timed out.
+    Notification,
+    /// Once per instruction file loaded at the start.
+    InstructionsLoaded,
     /// Before a compaction pass; a block skips the pass.
     PreCompact,
     /// After a compaction pass (aerix's own event).
     ContextCompact,
+    /// After a compaction pass, as Claude Code names it.
+    PostCompact,
     /// An `agent` call spawns an implementer or a verifier (aerix's own event).
     AgentSpawn,
     /// Before a subagent runs.
@@ -52,12 +76,20 @@ pub enum HookEvent {
 }
 
 impl HookEvent {
-    pub const ALL: [HookEvent; 9] = [
+    pub const ALL: [HookEvent; 17] = [
         HookEvent::SessionStart,
         HookEvent::UserPromptSubmit,
         HookEvent::SessionEnd,
+        HookEvent::PreToolUse,
+        HookEvent::PostToolUse,
+        HookEvent::PostToolUseFailure,
+        HookEvent::Stop,
+        HookEvent::RouteDecision,
+        HookEvent::Notification,
+        HookEvent::InstructionsLoaded,
         HookEvent::PreCompact,
         HookEvent::ContextCompact,
+        HookEvent::PostCompact,
         HookEvent::AgentSpawn,
         HookEvent::SubagentStart,
         HookEvent::SubagentStop,
@@ -70,8 +102,16 @@ impl HookEvent {
             HookEvent::SessionStart => "SessionStart",
             HookEvent::UserPromptSubmit => "UserPromptSubmit",
             HookEvent::SessionEnd => "SessionEnd",
+            HookEvent::PreToolUse => "PreToolUse",
+            HookEvent::PostToolUse => "PostToolUse",
+            HookEvent::PostToolUseFailure => "PostToolUseFailure",
+            HookEvent::Stop => "Stop",
+            HookEvent::RouteDecision => "RouteDecision",
+            HookEvent::Notification => "Notification",
+            HookEvent::InstructionsLoaded => "InstructionsLoaded",
             HookEvent::PreCompact => "PreCompact",
             HookEvent::ContextCompact => "ContextCompact",
+            HookEvent::PostCompact => "PostCompact",
             HookEvent::AgentSpawn => "AgentSpawn",
             HookEvent::SubagentStart => "SubagentStart",
             HookEvent::SubagentStop => "SubagentStop",
@@ -86,14 +126,8 @@ impl HookEvent {
     /// A handler's timeout when its file gives none (the spec's bounds table).
     pub fn default_timeout(self) -> Duration {
         match self {
-            HookEvent::SessionStart | HookEvent::PreCompact | HookEvent::ContextCompact => {
-                Duration::from_secs(600)
-            }
-            HookEvent::AgentSpawn
-            | HookEvent::SubagentStart
-            | HookEvent::SubagentStop
-            | HookEvent::Verify => Duration::from_secs(600),
             HookEvent::UserPromptSubmit | HookEvent::SessionEnd => Duration::from_secs(30),
+            _ => Duration::from_secs(600),
         }
     }
 
@@ -102,34 +136,63 @@ impl HookEvent {
     pub fn max_timeout(self) -> Option<Duration> {
         match self {
             HookEvent::SessionEnd => Some(Duration::from_secs(30)),
-            HookEvent::SessionStart
-            | HookEvent::UserPromptSubmit
-            | HookEvent::PreCompact
-            | HookEvent::ContextCompact => None,
-            HookEvent::AgentSpawn
-            | HookEvent::SubagentStart
-            | HookEvent::SubagentStop
-            | HookEvent::Verify => None,
+            _ => None,
         }
     }
 
-    /// Whether a group's `matcher` applies (UserPromptSubmit and ContextCompact take none).
-    /// The subagent events and AgentSpawn match the agent type; Verify takes none.
+    /// Whether a group's `matcher` applies (UserPromptSubmit, Stop, ContextCompact and Verify
+    /// take none). The tool events match the tool's name (Claude Code's and aerix's), the
+    /// subagent events and AgentSpawn the agent type.
     fn takes_matcher(self) -> bool {
-        !matches!(self, HookEvent::UserPromptSubmit | HookEvent::ContextCompact)
-            && self != HookEvent::Verify
+        !matches!(
+            self,
+            HookEvent::UserPromptSubmit
+                | HookEvent::Stop
+                | HookEvent::ContextCompact
+                | HookEvent::Verify
+        )
     }
 
-    /// Whether exit 2 or `decision: "block"` blocks what fired it.
+    /// Whether exit 2 or `decision: "block"` blocks what fired it (on the tool results: the
+    /// reason is shown to the model).
     fn blocks(self) -> bool {
-        matches!(self, HookEvent::UserPromptSubmit | HookEvent::PreCompact)
-            || self == HookEvent::SubagentStop
+        matches!(
+            self,
+            HookEvent::UserPromptSubmit
+                | HookEvent::PreCompact
+                | HookEvent::PreToolUse
+                | HookEvent::PostToolUse
+                | HookEvent::PostToolUseFailure
+                | HookEvent::Stop
+                | HookEvent::SubagentStop
+        )
     }
 }
 
-/// Claude Code events aerix reads in a hook file but does not fire yet.
-pub const NOT_FIRED_YET: &[&str] =
-    &["PreToolUse", "PostToolUse", "PostToolUseFailure", "Notification", "Stop", "PostCompact"];
+/// Claude Code's other event names (late 2026): accepted in a hook file, never fired by aerix
+/// (it has no moment for them); their hooks are named in one line.
+pub const NEVER_FIRED: &[&str] = &[
+    "PostToolBatch",
+    "PermissionRequest",
+    "PermissionDenied",
+    "UserPromptExpansion",
+    "StopFailure",
+    "MessageDisplay",
+    "Elicitation",
+    "ElicitationResult",
+    "TeammateIdle",
+    "TaskCreated",
+    "TaskCompleted",
+    "Setup",
+    "CwdChanged",
+    "FileChanged",
+    "ConfigChange",
+    "WorktreeCreate",
+    "WorktreeRemove",
+    "DirectoryAdded",
+    "PreModelSwitch",
+    "PostModelSwitch",
+];
 
 /// A hook file that cannot be used; its hooks are not run.
 #[derive(Debug, thiserror::Error)]
@@ -151,7 +214,7 @@ pub struct Run {
     pub command: String,
     pub ending: Ending,
     pub duration: Duration,
-    /// It blocked the action (exit 2, or `decision: "block"`, on `UserPromptSubmit` and
-    /// `PreCompact`) or ended the run (`continue: false`).
+    /// It blocked the action (exit 2, `decision: "block"`, a PreToolUse deny or ask) or ended
+    /// the agent (`continue: false`).
     pub blocked: bool,
 }

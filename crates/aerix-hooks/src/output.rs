@@ -1,7 +1,9 @@
 //! What a handler's exit status and output mean (Claude Code's contract): exit 0 with stdout
 //! that looks like a JSON object is its JSON output, other stdout is plain text (context for
 //! `SessionStart` and `UserPromptSubmit`); exit 2 blocks (`UserPromptSubmit`: the prompt, with
-//! stderr as the reason shown to the user); any other ending is a non-blocking error, one note.
+//! stderr as the reason shown to the user; `PreToolUse`: the call, stderr to the model;
+//! `PostToolUse`, `Stop`, `SubagentStop`: stderr to the model); any other ending is a
+//! non-blocking error, one note.
 
 use serde_json::Value;
 
@@ -17,6 +19,10 @@ pub(crate) struct Effect {
     pub(crate) block: Option<String>,
     /// `continue: false`: the run ends, for this reason.
     pub(crate) stop: Option<String>,
+    /// PreToolUse `ask`, with its reason (a headless run refuses the call).
+    pub(crate) ask: Option<String>,
+    /// PreToolUse `updatedInput`.
+    pub(crate) updated_input: Option<Value>,
     /// `systemMessage`: a warning for the user.
     pub(crate) message: Option<String>,
     /// A problem with the handler, one line.
@@ -71,11 +77,21 @@ pub(crate) fn interpret(event: HookEvent, command: &str, finished: &Finished) ->
 
 /// Exit 0: JSON output, or plain text.
 fn success(event: HookEvent, name: &str, stdout: &str) -> Effect {
-    let takes_context = matches!(event, HookEvent::SessionStart | HookEvent::UserPromptSubmit);
+    // Plain text is context only where Claude Code takes it so; JSON's `additionalContext`
+    // on more events (a tool result, a subagent's brief).
+    let plain_context = matches!(event, HookEvent::SessionStart | HookEvent::UserPromptSubmit);
+    let json_context = plain_context
+        || matches!(
+            event,
+            HookEvent::PreToolUse
+                | HookEvent::PostToolUse
+                | HookEvent::PostToolUseFailure
+                | HookEvent::SubagentStart
+        );
     let trimmed = stdout.trim();
     if !(trimmed.starts_with('{') && trimmed.ends_with('}')) {
         return Effect {
-            context: (takes_context && !trimmed.is_empty()).then(|| trimmed.to_owned()),
+            context: (plain_context && !trimmed.is_empty()).then(|| trimmed.to_owned()),
             ..Effect::default()
         };
     }
@@ -97,29 +113,54 @@ fn success(event: HookEvent, name: &str, stdout: &str) -> Effect {
         // `continue: false` wins over decisions.
         return effect;
     }
-    if event.blocks() && text("decision").as_deref() == Some("block") {
-        effect.block = Some(text("reason").unwrap_or_else(|| "no reason given".to_owned()));
-        return effect;
-    }
-    if let Some(Value::Object(specific)) = object.get("hookSpecificOutput")
-        && takes_context
-    {
-        let named = specific.get("hookEventName").and_then(Value::as_str);
-        match named {
-            Some(other) if other != event.name() => {
-                effect.note = Some(format!(
-                    "{name} answered for `{other}` in hookSpecificOutput; its context is ignored"
-                ));
-            }
-            _ => {
-                effect.context = specific
-                    .get("additionalContext")
-                    .and_then(Value::as_str)
-                    .map(str::trim)
-                    .filter(|c| !c.is_empty())
-                    .map(str::to_owned);
+    let specific = match object.get("hookSpecificOutput") {
+        Some(Value::Object(specific)) => {
+            match specific.get("hookEventName").and_then(Value::as_str) {
+                Some(other) if other != event.name() => {
+                    effect.note = Some(format!(
+                        "{name} answered for `{other}` in hookSpecificOutput; it is ignored"
+                    ));
+                    None
+                }
+                _ => Some(specific),
             }
         }
+        _ => None,
+    };
+    if event == HookEvent::PreToolUse {
+        let field = |key: &str| specific.and_then(|s| s.get(key));
+        let reason = field("permissionDecisionReason")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .or_else(|| text("reason"))
+            .unwrap_or_else(|| "no reason given".to_owned());
+        // The deprecated top-level `approve`/`block` are `allow`/`deny`.
+        let decision = field("permissionDecision").and_then(Value::as_str).or_else(|| match object
+            .get("decision")
+            .and_then(Value::as_str)
+        {
+            Some("approve") => Some("allow"),
+            Some("block") => Some("deny"),
+            _ => None,
+        });
+        match decision {
+            Some("deny") => effect.block = Some(reason),
+            Some("ask") => effect.ask = Some(reason),
+            _ => {}
+        }
+        if let Some(updated) = field("updatedInput").filter(|u| u.is_object()) {
+            effect.updated_input = Some(updated.clone());
+        }
+    } else if event.blocks() && text("decision").as_deref() == Some("block") {
+        effect.block = Some(text("reason").unwrap_or_else(|| "no reason given".to_owned()));
+    }
+    if json_context && let Some(specific) = specific {
+        effect.context = specific
+            .get("additionalContext")
+            .and_then(Value::as_str)
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            .map(str::to_owned);
     }
     effect
 }
@@ -185,7 +226,7 @@ mod tests {
             r#"{"hookSpecificOutput":{"hookEventName":"UserPromptSubmit","additionalContext":"c"}}"#,
             "",
             note(
-                "SessionStart hook `hook.sh` answered for `UserPromptSubmit` in hookSpecificOutput; its context is ignored",
+                "SessionStart hook `hook.sh` answered for `UserPromptSubmit` in hookSpecificOutput; it is ignored",
             ),
         );
         let bad = interpret(
@@ -233,6 +274,54 @@ mod tests {
             "",
             Effect { stop: Some("maintenance".into()), ..Effect::default() },
         );
+    }
+
+    #[test]
+    fn pre_tool_use_decisions_and_updated_input() {
+        use crate::HookEvent::{PostToolUse, PreToolUse};
+        let deny = |reason: &str| Effect { block: Some(reason.into()), ..Effect::default() };
+        check(PreToolUse, Ending::Exit(2), "", "no rm\n", deny("no rm"));
+        check(
+            PreToolUse,
+            Ending::Exit(0),
+            r#"{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny","permissionDecisionReason":"protected"}}"#,
+            "",
+            deny("protected"),
+        );
+        // The deprecated top-level decisions.
+        check(
+            PreToolUse,
+            Ending::Exit(0),
+            r#"{"decision":"block","reason":"old"}"#,
+            "",
+            deny("old"),
+        );
+        check(PreToolUse, Ending::Exit(0), r#"{"decision":"approve"}"#, "", Effect::default());
+        check(
+            PreToolUse,
+            Ending::Exit(0),
+            r#"{"hookSpecificOutput":{"permissionDecision":"ask","permissionDecisionReason":"sure?","updatedInput":{"command":"ls"},"additionalContext":"c"}}"#,
+            "",
+            Effect {
+                ask: Some("sure?".into()),
+                updated_input: Some(serde_json::json!({"command": "ls"})),
+                context: Some("c".into()),
+                ..Effect::default()
+            },
+        );
+        // PostToolUse: a block's reason and the context, both for the model.
+        check(
+            PostToolUse,
+            Ending::Exit(0),
+            r#"{"decision":"block","reason":"lint failed","hookSpecificOutput":{"hookEventName":"PostToolUse","additionalContext":"ran lint"}}"#,
+            "",
+            Effect {
+                block: Some("lint failed".into()),
+                context: Some("ran lint".into()),
+                ..Effect::default()
+            },
+        );
+        check(PostToolUse, Ending::Exit(0), "plain text", "", Effect::default());
     }
 
     #[test]

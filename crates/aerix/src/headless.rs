@@ -77,16 +77,24 @@ pub async fn run(settings: &Settings, env: &Env, options: Options) -> anyhow::Re
     let store = Store::new(&data);
     let project = aerix_session::project_key(&root);
     // A hook file that cannot be used is a note; the run goes on without its hooks.
-    let loaded =
-        aerix_hooks::load(&HookFiles::standard(env.config_home().as_deref(), &root).paths());
-    for note in &loaded.notes {
-        eprintln!("{note}");
-    }
+    let hook_files = HookFiles::standard(
+        env.config_home().as_deref(),
+        env.home.as_deref(),
+        &root,
+        settings.hooks.claude_settings,
+    );
+    let loaded = aerix_hooks::load(&hook_files.paths());
+    // Startup notes are printed now, and become `Notification`s once `SessionStart` fired.
+    let mut startup_notes = loaded.notes.clone();
     // Agent definitions likewise: a file that cannot be used is a note, the others load.
     let agents =
         aerix_config::load_agents(&aerix_config::AgentDirs::standard(env, &root, &options.cwd));
-    for note in &agents.notes {
+    startup_notes.extend(agents.notes.iter().cloned());
+    for note in &startup_notes {
         eprintln!("{note}");
+    }
+    if let Some(line) = loaded_line(&instructions, &loaded.files, &agents.definitions) {
+        eprintln!("{line}");
     }
 
     // The session first: a bad --resume is a usage error before any pool is started.
@@ -149,6 +157,7 @@ pub async fn run(settings: &Settings, env: &Env, options: Options) -> anyhow::Re
     for note in &notes {
         eprintln!("{note}");
     }
+    startup_notes.extend(notes);
     let mut client = match connected {
         Some(Ok(client)) => client,
         Some(Err(e)) => return end.finish(&mut sink, Outcome::Failed, Err(e)),
@@ -188,6 +197,27 @@ pub async fn run(settings: &Settings, env: &Env, options: Options) -> anyhow::Re
             stop.reason
         );
         return end.finish(&mut sink, Outcome::Killed, Err(e));
+    }
+    // The instruction files were read before the pool; their hooks fire once a session has
+    // started. Only the project's files are read: `memory_type` is `Project`.
+    for file in &instructions {
+        let fire = Fire::InstructionsLoaded {
+            file_path: &file.path,
+            memory_type: "Project",
+            load_reason: "session_start",
+        };
+        if let Some(stop) = hooks.fire(fire, cancel, &mut sink).stop {
+            let e = anyhow::anyhow!(
+                "an InstructionsLoaded hook (`{}`) ended the run: {}",
+                stop.command,
+                stop.reason
+            );
+            return end.finish(&mut sink, Outcome::Killed, Err(e));
+        }
+    }
+    hooks.notify(&startup_notes, "startup_note", cancel, &mut sink);
+    if cancel.is_cancelled() {
+        return end.finish(&mut sink, Outcome::Cancelled, Ok(()));
     }
     let submitted =
         hooks.fire(Fire::UserPromptSubmit { prompt: &options.prompt }, cancel, &mut sink);
@@ -270,9 +300,41 @@ pub async fn run(settings: &Settings, env: &Env, options: Options) -> anyhow::Re
             (request_end.end.outcome, Ok(()))
         }
         Err(CoreError::Cancelled) => (Outcome::Cancelled, Ok(())),
+        // A hook's `continue: false` before the root ran (RouteDecision).
+        Err(CoreError::Killed(reason)) => (Outcome::Killed, Err(anyhow::anyhow!(reason))),
         Err(e) => (Outcome::Failed, Err(anyhow::Error::from(e))),
     };
     end.finish(&mut sink, outcome, result)
+}
+
+/// The startup `loaded` row: the instruction files, the hook files and the agent definitions
+/// read, once (`None` when there are none).
+fn loaded_line(
+    instructions: &[aerix_config::InstructionFile],
+    hook_files: &[PathBuf],
+    agents: &aerix_config::AgentDefinitions,
+) -> Option<String> {
+    let list = |paths: Vec<String>| paths.join(", ");
+    let mut parts = Vec::new();
+    if !instructions.is_empty() {
+        parts.push(format!(
+            "instructions {}",
+            list(instructions.iter().map(|f| f.path.display().to_string()).collect())
+        ));
+    }
+    if !hook_files.is_empty() {
+        parts.push(format!(
+            "hooks {}",
+            list(hook_files.iter().map(|p| p.display().to_string()).collect())
+        ));
+    }
+    if !agents.is_empty() {
+        parts.push(format!(
+            "agents {}",
+            list(agents.iter().map(|a| a.source.display().to_string()).collect())
+        ));
+    }
+    (!parts.is_empty()).then(|| format!("loaded: {}", parts.join("; ")))
 }
 
 /// How a run ends, whatever ended it.
@@ -307,7 +369,12 @@ impl End<'_> {
         });
         if let Some(hooks) = &self.hooks {
             // Its own bound (30 s), even after a cancel; a second signal ends it.
-            hooks.fire(Fire::SessionEnd(EndReason::Other), &self.signals.cancel, sink);
+            let reason = match outcome {
+                Outcome::Cancelled => EndReason::Cancelled,
+                Outcome::Failed => EndReason::Error,
+                _ => EndReason::Other,
+            };
+            hooks.fire(Fire::SessionEnd(reason), &self.signals.cancel, sink);
         }
         if let Some(snapshot) = &self.snapshot
             && let Err(e) = print_changes(snapshot)

@@ -1,15 +1,22 @@
 //! The session's hooks (`aerix-hooks`) as a headless run fires them: every handler's run a
-//! `hook` event in the session log, every note a line on stderr. `AgentHooks` is the same for
-//! the events the runtime fires itself (compaction, delegation).
+//! `hook` event in the session log, every note a line on stderr and a `Notification`.
+//! `AgentHooks` is the same for the events the runtime fires itself (routing, tool calls, an
+//! agent's final, compaction, delegation); tool calls are shown to hooks in Claude Code's terms
+//! (`aerix_hooks::view`), and an `updatedInput` is mapped back and checked against the tool's
+//! input schema.
 
 use std::sync::Mutex;
 
 use aerix_core::{HookFire, HookReply, RuntimeHooks, Sink as _};
-use aerix_hooks::{CompactTrigger, Fire, Fired, Hooks, Session};
+use aerix_hooks::{CompactTrigger, Fire, Fired, HookEvent, Hooks, Session, Subagent, ToolCall};
 use aerix_session::{Event, Log};
 use aerix_tools::Cancel;
+use serde_json::Value;
 
 use crate::sink::{HeadlessSink, progress};
+
+/// `Notification`'s `title`.
+const TITLE: &str = "aerix";
 
 /// The hooks of a session whose `SessionStart` has fired (so its `SessionEnd` fires too).
 pub struct SessionHooks {
@@ -20,7 +27,7 @@ pub struct SessionHooks {
 impl SessionHooks {
     /// Fires `fire` (the handlers run on this thread's blocking section) and logs its runs;
     /// handlers still running when `cancel` is cancelled (`SessionEnd`: hurried, as it runs
-    /// after a cancel) are ended.
+    /// after a cancel) are ended. Its notes are lines on stderr and `Notification`s.
     pub fn fire(&self, fire: Fire<'_>, cancel: &Cancel, sink: &mut HeadlessSink) -> Fired {
         let fired = self.run(fire, cancel);
         for event in hook_events(&fired, None) {
@@ -29,7 +36,19 @@ impl SessionHooks {
         for note in &fired.notes {
             eprintln!("{note}");
         }
+        if fire.event() != HookEvent::Notification {
+            self.notify(&fired.notes, "hook_note", cancel, sink);
+        }
         fired
+    }
+
+    /// A `Notification` per line (`notification_type`: `startup_note` or `hook_note`); what
+    /// its own handlers say is printed, not notified again.
+    pub fn notify(&self, lines: &[String], kind: &str, cancel: &Cancel, sink: &mut HeadlessSink) {
+        for line in lines {
+            let fire = Fire::Notification { message: line, title: TITLE, notification_type: kind };
+            self.fire(fire, cancel, sink);
+        }
     }
 
     fn run(&self, fire: Fire<'_>, cancel: &Cancel) -> Fired {
@@ -55,33 +74,27 @@ pub struct AgentHooks<'a> {
     pub quiet: bool,
 }
 
-impl RuntimeHooks for AgentHooks<'_> {
-    fn fire(&self, event: HookFire<'_>) -> HookReply {
-        // One arm per runtime event (`HookFire` is non-exhaustive: a new one fires nothing
-        // until it has an arm here).
-        let (agent, fire) = match event {
-            HookFire::PreCompact { agent, trigger } => {
-                let trigger =
-                    if trigger == "manual" { CompactTrigger::Manual } else { CompactTrigger::Auto };
-                (agent, Fire::PreCompact { agent, trigger, custom_instructions: "" })
-            }
-            HookFire::ContextCompact { agent, before, after, compacted } => {
-                (agent, Fire::ContextCompact { agent, before, after, compacted })
-            }
-            HookFire::AgentSpawn { agent, parent, agent_type } => {
-                (agent, Fire::AgentSpawn { agent, parent, agent_type })
-            }
-            HookFire::SubagentStart { agent, agent_type } => {
-                (agent, Fire::SubagentStart { agent, agent_type })
-            }
-            HookFire::SubagentStop { agent, agent_type } => {
-                (agent, Fire::SubagentStop { agent, agent_type })
-            }
-            HookFire::Verify { agent, implementer, attempt } => {
-                (agent, Fire::Verify { agent, implementer, attempt })
-            }
-            _ => return HookReply::default(),
-        };
+fn trigger(trigger: &str) -> CompactTrigger {
+    if trigger == "manual" { CompactTrigger::Manual } else { CompactTrigger::Auto }
+}
+
+fn subagent<'a>(agent: &'a str, agent_type: Option<&'a str>) -> Option<Subagent<'a>> {
+    agent_type.map(|agent_type| Subagent { agent_id: agent, agent_type })
+}
+
+/// A hook's `updatedInput` (Claude Code's terms) as the call's input, or why it cannot be used.
+fn updated_input(tool: &str, updated: &Value) -> Result<Value, String> {
+    let input = aerix_hooks::from_claude(tool, updated)?;
+    let schema = aerix_tools::input_schema(tool)
+        .or_else(|| aerix_core::schemas::runtime_input_schema(tool))
+        .ok_or_else(|| format!("aerix has no tool `{tool}`"))?;
+    aerix_hooks::check_input(&input, &schema)?;
+    Ok(input)
+}
+
+impl AgentHooks<'_> {
+    /// Fires, logs the runs as `agent`'s, prints the notes and notifies them.
+    fn run(&self, agent: &str, fire: Fire<'_>) -> Fired {
         let fired = self.hooks.run(fire, &self.cancel);
         for event in hook_events(&fired, Some(agent)) {
             if !self.quiet {
@@ -97,11 +110,124 @@ impl RuntimeHooks for AgentHooks<'_> {
         for note in &fired.notes {
             eprintln!("{note}");
         }
-        HookReply {
-            block: fired.block.map(|b| b.reason),
-            stop: fired.stop.map(|b| b.reason),
-            context: fired.context,
+        if fire.event() != HookEvent::Notification {
+            for note in &fired.notes {
+                let fire = Fire::Notification {
+                    message: note,
+                    title: TITLE,
+                    notification_type: "hook_note",
+                };
+                self.run(agent, fire);
+            }
         }
+        fired
+    }
+
+    fn tool_event(&self, event: HookFire<'_>) -> Option<HookReply> {
+        let cwd = &self.hooks.session.cwd;
+        let (agent, agent_type, call, tool, input) = match event {
+            HookFire::PreToolUse { agent, agent_type, call, tool, input }
+            | HookFire::PostToolUse { agent, agent_type, call, tool, input, .. } => {
+                (agent, agent_type, call, tool, input)
+            }
+            _ => return None,
+        };
+        let view = aerix_hooks::view(tool, input, cwd);
+        // Unique across the session's agents (every agent numbers its calls from `c1`).
+        let tool_use_id = format!("{agent}.{call}");
+        let call = ToolCall {
+            subagent: subagent(agent, agent_type),
+            tool_name: &view.name,
+            aerix_tool: tool,
+            tool_input: &view.input,
+            tool_use_id: &tool_use_id,
+        };
+        let response;
+        let fire = match event {
+            HookFire::PostToolUse { result, error: true, interrupted, .. } => {
+                let error = result.strip_prefix("error: ").unwrap_or(result);
+                Fire::PostToolUseFailure { call, error, is_interrupt: interrupted }
+            }
+            HookFire::PostToolUse { result, .. } => {
+                response = aerix_hooks::tool_response(tool, input, result, cwd);
+                Fire::PostToolUse { call, tool_response: &response }
+            }
+            _ => Fire::PreToolUse(call),
+        };
+        let fired = self.run(agent, fire);
+        let updated = fired.updated_input.clone();
+        let mut reply = reply(fired);
+        if reply.block.is_none()
+            && let Some(updated) = updated
+        {
+            match updated_input(tool, &updated) {
+                Ok(input) => reply.updated_input = Some(input),
+                Err(why) => {
+                    reply.block = Some(format!(
+                        "a PreToolUse hook's updatedInput for {} cannot be used: {why}",
+                        view.name
+                    ))
+                }
+            }
+        }
+        Some(reply)
+    }
+}
+
+fn reply(fired: Fired) -> HookReply {
+    HookReply {
+        block: fired.block.map(|b| b.reason),
+        stop: fired.stop.map(|b| b.reason),
+        context: fired.context,
+        updated_input: None,
+    }
+}
+
+impl RuntimeHooks for AgentHooks<'_> {
+    fn fire(&self, event: HookFire<'_>) -> HookReply {
+        if let Some(reply) = self.tool_event(event) {
+            return reply;
+        }
+        // One arm per runtime event (`HookFire` is non-exhaustive: a new one fires nothing
+        // until it has an arm here).
+        let (agent, fire) = match event {
+            HookFire::RouteDecision { agent, route, scores, raw } => {
+                (agent, Fire::RouteDecision { route, scores, raw })
+            }
+            HookFire::Stop { agent, last_message, active } => (
+                agent,
+                Fire::Stop { last_assistant_message: last_message, stop_hook_active: active },
+            ),
+            HookFire::PreCompact { agent, trigger: t } => {
+                (agent, Fire::PreCompact { agent, trigger: trigger(t), custom_instructions: "" })
+            }
+            HookFire::ContextCompact { agent, before, after, compacted } => {
+                (agent, Fire::ContextCompact { agent, before, after, compacted })
+            }
+            HookFire::PostCompact { agent, trigger: t } => {
+                (agent, Fire::PostCompact { agent, trigger: trigger(t) })
+            }
+            HookFire::AgentSpawn { agent, parent, agent_type } => {
+                (agent, Fire::AgentSpawn { agent, parent, agent_type })
+            }
+            HookFire::SubagentStart { agent, agent_type } => {
+                (agent, Fire::SubagentStart { agent, agent_type })
+            }
+            HookFire::SubagentStop { agent, agent_type, last_message, active } => (
+                agent,
+                Fire::SubagentStop {
+                    agent,
+                    agent_type,
+                    last_assistant_message: last_message,
+                    stop_hook_active: active,
+                },
+            ),
+            HookFire::Verify { agent, implementer, attempt } => {
+                (agent, Fire::Verify { agent, implementer, attempt })
+            }
+            _ => return HookReply::default(),
+        };
+        reply(self.run(agent, fire))
     }
 }
 

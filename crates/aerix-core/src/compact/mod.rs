@@ -106,6 +106,10 @@ pub(crate) async fn pass(
     if let Some(reason) = post.stop {
         return Err(CoreError::Killed(format!("a ContextCompact hook ended the agent: {reason}")));
     }
+    let post = rt.hooks.fire(HookFire::PostCompact { agent: &id, trigger: "auto" });
+    if let Some(reason) = post.stop {
+        return Err(CoreError::Killed(format!("a PostCompact hook ended the agent: {reason}")));
+    }
     Ok(Pass::Compacted(n))
 }
 

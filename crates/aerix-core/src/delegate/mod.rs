@@ -22,7 +22,7 @@ use crate::hooks::HookFire;
 use crate::turn::Call;
 use crate::{CoreError, Runtime, Stats};
 
-/// `SubagentStop` continues an agent at most this many times (as `Stop` does the root).
+/// `Stop` (the root) and `SubagentStop` continue an agent at most this many times per run.
 pub const STOP_CONTINUES: u32 = 5;
 
 /// Splits a turn's calls: the `agent` calls the agent may make run later, together.
@@ -145,19 +145,31 @@ pub(crate) async fn run_all(agent: &mut Agent, rt: &mut Runtime<'_>, calls: &[Ca
     }
 }
 
-/// A subagent's final fires `SubagentStop`; a block continues it (the reason is its next
-/// instruction), at most `STOP_CONTINUES` times. True when it goes on.
+/// A final fires `Stop` (the root) or `SubagentStop`; a block continues the agent (the reason is
+/// its next instruction), at most `STOP_CONTINUES` times per run. True when it goes on.
 pub(crate) async fn stop_continues(
     agent: &mut Agent,
     rt: &mut Runtime<'_>,
+    last_message: &str,
 ) -> Result<bool, CoreError> {
-    let Some(agent_type) = agent.spec.agent_type.clone() else { return Ok(false) };
-    let reply =
-        rt.hooks.fire(HookFire::SubagentStop { agent: &agent.spec.id, agent_type: &agent_type });
+    let active = agent.stop_continues > 0;
+    let id = agent.spec.id.clone();
+    let (event, reply) = match agent.spec.agent_type.clone() {
+        Some(agent_type) => (
+            "SubagentStop",
+            rt.hooks.fire(HookFire::SubagentStop {
+                agent: &id,
+                agent_type: &agent_type,
+                last_message,
+                active,
+            }),
+        ),
+        None => ("Stop", rt.hooks.fire(HookFire::Stop { agent: &id, last_message, active })),
+    };
     match reply.block {
         Some(reason) if reply.stop.is_none() && agent.stop_continues < STOP_CONTINUES => {
             agent.stop_continues += 1;
-            agent.add_note(rt, Label::Note, format!("[SubagentStop hook] {reason}")).await?;
+            agent.add_note(rt, Label::Note, format!("[{event} hook] {reason}")).await?;
             Ok(true)
         }
         _ => Ok(false),

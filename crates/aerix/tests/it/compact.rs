@@ -117,12 +117,14 @@ fn compact_results_oldest_first_then_turns_with_markers() {
     world.write("tiny.txt", "ok\n");
     world.write("AGENTS.md", "Read every file before you answer.\n");
     let (pre, post) = (world.home.join("pre.json"), world.home.join("post.json"));
+    let post_compact = world.home.join("post-compact.json");
     hook_file(
         &world,
         json!({
             "SessionStart": [{"hooks": [command("echo 'Hook context here.'")]}],
             "PreCompact": [{"matcher": "auto", "hooks": [command(&format!("cat > {}", pre.display()))]}],
             "ContextCompact": [{"hooks": [command(&format!("cat > {}", post.display()))]}],
+            "PostCompact": [{"matcher": "auto", "hooks": [command(&format!("cat > {}", post_compact.display()))]}],
         }),
     );
     let out = world.aerix(&["-p", "Read the big files."]);
@@ -214,7 +216,12 @@ fn compact_results_oldest_first_then_turns_with_markers() {
         .filter(|h| h["agent"] == "a1")
         .map(|h| h["event"].as_str().unwrap().to_owned())
         .collect();
-    assert_eq!(hooks, ["PreCompact", "ContextCompact"]);
+    assert_eq!(hooks, ["PreCompact", "ContextCompact", "PostCompact"]);
+    let post_compact = read_json(&post_compact);
+    assert_eq!(
+        (&post_compact["hook_event_name"], &post_compact["trigger"], &post_compact["agent_id"]),
+        (&json!("PostCompact"), &json!("auto"), &json!("a1"))
+    );
     let position = |pred: &dyn Fn(&Value) -> bool| events.iter().position(pred).unwrap();
     let pre_at = position(&|e| e["type"] == "hook" && e["event"] == "PreCompact");
     let first_marker =

@@ -82,6 +82,11 @@ fn record_hooks(world: &World) {
         "SubagentStart": record("SubagentStart"),
         "SubagentStop": record("SubagentStop"),
         "Verify": record("Verify"),
+        // Tool events inside a subagent carry its id and type (another directory: `fired`
+        // lists the delegation events alone).
+        "PreToolUse": [{"matcher": "Edit|agent", "hooks": [{"type": "command", "command": format!(
+            "mkdir -p {0}; cat > {0}/$(date +%s%N).json", world.home.join("tools").display()
+        )}]}],
     }});
     let path = world.home.join("config/aerix/hooks.json");
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -210,8 +215,28 @@ fn delegation_a_piece_that_passes_verification() {
         .iter()
         .map(|h| (h["event"].as_str().unwrap(), h["agent"].as_str().unwrap_or_default()))
         .collect();
-    assert_eq!(hooks.len(), 7, "{hooks:?}");
     assert!(hooks.contains(&("Verify", "a1.c3.v1")), "{hooks:?}");
+    // PreToolUse: the root's `agent` call (no twin: aerix's name and input), then the
+    // implementer's edit as Claude Code's Edit, with the subagent's id and type.
+    let mut files: Vec<_> =
+        std::fs::read_dir(world.home.join("tools")).unwrap().map(|e| e.unwrap().path()).collect();
+    files.sort();
+    let tools: Vec<Value> = files
+        .iter()
+        .map(|p| serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap())
+        .collect();
+    assert_eq!(tools.len(), 2, "{tools:?}");
+    assert_eq!(
+        (&tools[0]["tool_name"], &tools[0]["tool_use_id"], &tools[0]["tool_input"]["check"]),
+        (&json!("agent"), &json!("a1.c3"), &json!(CHECK))
+    );
+    assert!(tools[0].get("agent_id").is_none(), "{}", tools[0]);
+    assert_eq!(
+        (&tools[1]["tool_name"], &tools[1]["agent_id"], &tools[1]["agent_type"]),
+        (&json!("Edit"), &json!("a1.c3"), &json!("implementer"))
+    );
+    assert_eq!(tools[1]["tool_input"]["old_string"], "$1 - $2");
+    assert_eq!(hooks.len(), 9, "{hooks:?}");
 }
 
 #[test]

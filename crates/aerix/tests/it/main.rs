@@ -6,6 +6,7 @@
 
 mod agents;
 mod cancel;
+mod claude_hooks;
 mod cli;
 mod compact;
 mod crash;

@@ -1,0 +1,376 @@
+//! Claude Code's view of aerix's tools, in one place: a hook written for Claude Code matches
+//! `Bash` and reads `tool_input.command`, `Edit|Write` and `tool_input.file_path`. aerix's
+//! `bash`, `read`, `write`, `edit`, `glob` and `grep` are presented under their Claude Code
+//! twin's name with its input fields ([`view`]), their results in its `tool_response` shape
+//! ([`tool_response`]), and a hook's `updatedInput` is mapped back ([`from_claude`]) and checked
+//! against aerix's input schema ([`check_input`]). aerix's other tools keep their names and
+//! inputs.
+
+use std::path::Path;
+
+use serde_json::{Map, Value, json};
+
+/// aerix's tools with a Claude Code twin, and its name (the same pairs as the agent
+/// definitions' tool table in `aerix-config`, which maps several Claude Code names onto one
+/// aerix tool; a test checks they agree).
+pub const TWINS: [(&str, &str); 6] = [
+    ("bash", "Bash"),
+    ("read", "Read"),
+    ("write", "Write"),
+    ("edit", "Edit"),
+    ("glob", "Glob"),
+    ("grep", "Grep"),
+];
+
+/// aerix's input field and Claude Code's, per twin (Bash's `timeout` is converted: seconds
+/// against milliseconds). Fields of Claude Code's that only describe (`description`) are
+/// dropped on the way back.
+const FIELDS: [(&str, &[(&str, &str)]); 6] = [
+    (
+        "bash",
+        &[("command", "command"), ("timeout_secs", "timeout"), ("background", "run_in_background")],
+    ),
+    ("read", &[("path", "file_path"), ("offset", "offset"), ("limit", "limit")]),
+    ("write", &[("path", "file_path"), ("content", "content")]),
+    (
+        "edit",
+        &[
+            ("path", "file_path"),
+            ("old", "old_string"),
+            ("new", "new_string"),
+            ("replace_all", "replace_all"),
+        ],
+    ),
+    ("glob", &[("pattern", "pattern"), ("path", "path")]),
+    (
+        "grep",
+        &[
+            ("pattern", "pattern"),
+            ("path", "path"),
+            ("glob", "glob"),
+            ("max_matches", "head_limit"),
+        ],
+    ),
+];
+
+/// Claude Code's fields that carry no instruction, dropped from an `updatedInput`.
+const DESCRIPTIVE: [&str; 1] = ["description"];
+
+/// Claude Code's name for an aerix tool, when it has a twin.
+pub fn claude_name(tool: &str) -> Option<&'static str> {
+    TWINS.iter().find(|(aerix, _)| *aerix == tool).map(|(_, claude)| *claude)
+}
+
+fn fields(tool: &str) -> Option<&'static [(&'static str, &'static str)]> {
+    FIELDS.iter().find(|(t, _)| *t == tool).map(|(_, f)| *f)
+}
+
+/// A call as a hook sees it: `tool_name` and `tool_input`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolView {
+    pub name: String,
+    pub input: Value,
+}
+
+/// Paths are absolute in Claude Code's inputs (its tools require it).
+fn absolute(path: &Value, cwd: &Path) -> Value {
+    match path.as_str() {
+        Some(p) if !Path::new(p).is_absolute() => json!(cwd.join(p).display().to_string()),
+        _ => path.clone(),
+    }
+}
+
+/// An aerix call in Claude Code's terms (a tool without a twin as it is).
+pub fn view(tool: &str, input: &Value, cwd: &Path) -> ToolView {
+    let (Some(name), Some(fields), Some(object)) =
+        (claude_name(tool), fields(tool), input.as_object())
+    else {
+        return ToolView { name: tool.to_owned(), input: input.clone() };
+    };
+    let mut out = Map::new();
+    for (aerix, claude) in fields {
+        let Some(value) = object.get(*aerix) else { continue };
+        let value = match (*aerix, *claude) {
+            ("timeout_secs", _) => json!(value.as_u64().map_or(0, |s| s.saturating_mul(1000))),
+            ("path", _) => absolute(value, cwd),
+            _ => value.clone(),
+        };
+        out.insert((*claude).to_owned(), value);
+    }
+    if tool == "edit" && !out.contains_key("replace_all") {
+        out.insert("replace_all".into(), json!(false));
+    }
+    ToolView { name: name.to_owned(), input: Value::Object(out) }
+}
+
+/// A hook's `updatedInput` for an aerix call, as aerix's input: a twin's Claude Code fields
+/// renamed back (a field aerix has no equivalent for is an error naming it), another tool's
+/// input as it is.
+pub fn from_claude(tool: &str, updated: &Value) -> Result<Value, String> {
+    let (Some(name), Some(fields)) = (claude_name(tool), fields(tool)) else {
+        return Ok(updated.clone());
+    };
+    let Some(object) = updated.as_object() else {
+        return Err(format!("the updatedInput for {name} is not an object"));
+    };
+    let mut out = Map::new();
+    for (key, value) in object {
+        if DESCRIPTIVE.contains(&key.as_str()) {
+            continue;
+        }
+        let Some((aerix, _)) = fields.iter().find(|(_, claude)| claude == key) else {
+            return Err(format!(
+                "the updatedInput for {name} has `{key}`, which aerix's `{tool}` has no equivalent for"
+            ));
+        };
+        let value = if *aerix == "timeout_secs" {
+            // Milliseconds to whole seconds, rounded up (a timeout is never shortened to 0).
+            match value.as_u64() {
+                Some(ms) => json!(ms.div_ceil(1000)),
+                None => {
+                    return Err(format!(
+                        "the updatedInput for {name} has `timeout` {value}: not a number of milliseconds"
+                    ));
+                }
+            }
+        } else {
+            value.clone()
+        };
+        out.insert((*aerix).to_owned(), value);
+    }
+    Ok(Value::Object(out))
+}
+
+/// Checks `input` against a tool's input schema as aerix's tools give them (objects with
+/// `properties`, `required`, `additionalProperties: false`; strings, integers, booleans with
+/// their bounds; `const`, `enum`, `anyOf`): the first thing wrong, in words.
+pub fn check_input(input: &Value, schema: &Value) -> Result<(), String> {
+    check(input, schema, "input")
+}
+
+fn check(value: &Value, schema: &Value, at: &str) -> Result<(), String> {
+    if let Some(branches) = schema.get("anyOf").and_then(Value::as_array) {
+        let mut first = None;
+        for branch in branches {
+            match check(value, branch, at) {
+                Ok(()) => return Ok(()),
+                Err(e) => {
+                    first.get_or_insert(e);
+                }
+            }
+        }
+        return Err(first.unwrap_or_else(|| format!("{at} matches none of its forms")));
+    }
+    if let Some(constant) = schema.get("const")
+        && constant != value
+    {
+        return Err(format!("{at} must be {constant}"));
+    }
+    if let Some(options) = schema.get("enum").and_then(Value::as_array)
+        && !options.contains(value)
+    {
+        return Err(format!("{at} must be one of {}", Value::Array(options.clone())));
+    }
+    let kind = schema.get("type").and_then(Value::as_str);
+    match kind {
+        Some("object") => {
+            let Some(object) = value.as_object() else {
+                return Err(format!("{at} must be an object"));
+            };
+            let properties = schema.get("properties").and_then(Value::as_object);
+            for key in schema.get("required").and_then(Value::as_array).into_iter().flatten() {
+                if let Some(key) = key.as_str()
+                    && !object.contains_key(key)
+                {
+                    return Err(format!("{at} lacks `{key}`"));
+                }
+            }
+            for (key, item) in object {
+                match properties.and_then(|p| p.get(key)) {
+                    Some(sub) => check(item, sub, &format!("`{key}`"))?,
+                    None if schema.get("additionalProperties") == Some(&Value::Bool(false)) => {
+                        return Err(format!("{at} has `{key}`, which the tool does not take"));
+                    }
+                    None => {}
+                }
+            }
+        }
+        Some("string") => {
+            let Some(text) = value.as_str() else {
+                return Err(format!("{at} must be a string"));
+            };
+            let chars = text.chars().count() as u64;
+            if let Some(min) = schema.get("minLength").and_then(Value::as_u64)
+                && chars < min
+            {
+                return Err(format!("{at} must be at least {min} characters"));
+            }
+            if let Some(max) = schema.get("maxLength").and_then(Value::as_u64)
+                && chars > max
+            {
+                return Err(format!("{at} must be at most {max} characters"));
+            }
+        }
+        Some("integer") => {
+            let Some(n) = value.as_i64() else {
+                return Err(format!("{at} must be an integer"));
+            };
+            if let Some(min) = schema.get("minimum").and_then(Value::as_i64)
+                && n < min
+            {
+                return Err(format!("{at} must be at least {min}"));
+            }
+            if let Some(max) = schema.get("maximum").and_then(Value::as_i64)
+                && n > max
+            {
+                return Err(format!("{at} must be at most {max}"));
+            }
+        }
+        Some("boolean") if !value.is_boolean() => {
+            return Err(format!("{at} must be true or false"));
+        }
+        Some("array") if !value.is_array() => return Err(format!("{at} must be an array")),
+        _ => {}
+    }
+    Ok(())
+}
+
+/// A call's result in Claude Code's `tool_response` shape for a twin (from aerix's result text:
+/// Bash's `stdout` holds the command's stdout and stderr together, its last `[exit N]` line
+/// apart), the text itself for another tool.
+pub fn tool_response(tool: &str, input: &Value, result: &str, cwd: &Path) -> Value {
+    let path = || absolute(input.get("path").unwrap_or(&Value::Null), cwd);
+    let lines = || result.lines().count();
+    match tool {
+        "bash" => {
+            let (body, status) = match result.rsplit_once('\n') {
+                Some((body, last)) if last.starts_with('[') => (body, last),
+                _ if result.starts_with('[') => ("", result),
+                _ => (result, ""),
+            };
+            let interrupted = status.contains("timeout") || status.contains("cancelled");
+            json!({"stdout": body, "stderr": "", "interrupted": interrupted, "isImage": false})
+        }
+        "read" => json!({"type": "text", "file": {
+            "filePath": path(),
+            "content": result,
+            "numLines": lines(),
+            "startLine": input.get("offset").and_then(Value::as_u64).unwrap_or(1),
+        }}),
+        "write" => json!({
+            "type": if result.starts_with("created") { "create" } else { "update" },
+            "filePath": path(),
+            "content": input.get("content").cloned().unwrap_or(Value::Null),
+        }),
+        "edit" => json!({
+            "filePath": path(),
+            "oldString": input.get("old").cloned().unwrap_or(Value::Null),
+            "newString": input.get("new").cloned().unwrap_or(Value::Null),
+            "replaceAll": input.get("replace_all").and_then(Value::as_bool).unwrap_or(false),
+            "userModified": false,
+        }),
+        "glob" => {
+            let filenames: Vec<&str> = if result.starts_with("no file matches") {
+                Vec::new()
+            } else {
+                result.lines().collect()
+            };
+            json!({"filenames": filenames, "numFiles": filenames.len(), "truncated": false})
+        }
+        "grep" => json!({"mode": "content", "content": result, "numLines": lines()}),
+        _ => json!(result),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use serde_json::json;
+
+    use super::{TWINS, check_input, from_claude, tool_response, view};
+
+    #[test]
+    fn twins_are_the_agent_definitions_mapping() {
+        for (aerix, claude) in TWINS {
+            assert_eq!(aerix_config::aerix_tool(claude), Some(aerix), "{claude}");
+        }
+    }
+
+    #[test]
+    fn calls_in_claude_codes_terms_and_back() {
+        let cwd = Path::new("/w");
+        let bash =
+            view("bash", &json!({"command": "ls", "timeout_secs": 5, "background": true}), cwd);
+        assert_eq!(bash.name, "Bash");
+        assert_eq!(
+            bash.input,
+            json!({"command": "ls", "timeout": 5000, "run_in_background": true})
+        );
+        let edit = view("edit", &json!({"path": "a.rs", "old": "x", "new": "y"}), cwd);
+        assert_eq!(
+            (edit.name.as_str(), edit.input),
+            (
+                "Edit",
+                json!({"file_path": "/w/a.rs", "old_string": "x", "new_string": "y", "replace_all": false})
+            )
+        );
+        let read = view("read", &json!({"path": "/abs/f", "offset": 3, "limit": 9}), cwd);
+        assert_eq!(read.input, json!({"file_path": "/abs/f", "offset": 3, "limit": 9}));
+        assert_eq!(view("plan", &json!({"op": "read"}), cwd).name, "plan");
+
+        assert_eq!(
+            from_claude(
+                "bash",
+                &json!({"command": "ls -a", "timeout": 1500, "description": "list"})
+            ),
+            Ok(json!({"command": "ls -a", "timeout_secs": 2}))
+        );
+        assert_eq!(
+            from_claude("grep", &json!({"pattern": "x", "-i": true})),
+            Err("the updatedInput for Grep has `-i`, which aerix's `grep` has no equivalent for"
+                .into())
+        );
+        assert_eq!(from_claude("plan", &json!({"op": "read"})), Ok(json!({"op": "read"})));
+    }
+
+    #[test]
+    fn a_mapped_back_input_is_checked_against_the_schema() {
+        let schema = json!({"type": "object", "properties": {
+            "command": {"type": "string", "minLength": 1, "maxLength": 10},
+            "timeout_secs": {"type": "integer", "minimum": 1, "maximum": 600},
+        }, "required": ["command"], "additionalProperties": false});
+        assert_eq!(check_input(&json!({"command": "ls"}), &schema), Ok(()));
+        assert_eq!(check_input(&json!({}), &schema), Err("input lacks `command`".into()));
+        assert_eq!(
+            check_input(&json!({"command": ""}), &schema),
+            Err("`command` must be at least 1 characters".into())
+        );
+        assert_eq!(
+            check_input(&json!({"command": "ls", "timeout_secs": 900}), &schema),
+            Err("`timeout_secs` must be at most 600".into())
+        );
+        let any = json!({"anyOf": [{"type": "object", "properties": {"op": {"const": "read"}}, "required": ["op"]}]});
+        assert_eq!(check_input(&json!({"op": "write"}), &any), Err("`op` must be \"read\"".into()));
+    }
+
+    #[test]
+    fn results_in_claude_codes_shape() {
+        let cwd = Path::new("/w");
+        assert_eq!(
+            tool_response("bash", &json!({"command": "echo hi"}), "hi\n[exit 0]", cwd),
+            json!({"stdout": "hi", "stderr": "", "interrupted": false, "isImage": false})
+        );
+        let write = tool_response(
+            "write",
+            &json!({"path": "n.txt", "content": "c"}),
+            "created n.txt (1 lines, 1 bytes)",
+            cwd,
+        );
+        assert_eq!(write, json!({"type": "create", "filePath": "/w/n.txt", "content": "c"}));
+        assert_eq!(
+            tool_response("glob", &json!({"pattern": "*.rs"}), "a.rs\nb.rs", cwd)["numFiles"],
+            2
+        );
+    }
+}
