@@ -102,6 +102,11 @@ pub async fn run(settings: &Settings, env: &Env, options: Options) -> anyhow::Re
             let path = store
                 .existing(&project, id)
                 .map_err(|e| anyhow::anyhow!(Exit::Usage.with(e.to_string())))?;
+            if let Some(tag) = store.entry(&project, id)?.and_then(|e| e.tag) {
+                return Err(Exit::Usage
+                    .with(format!("session {id} was imported ({tag}) and cannot be resumed"))
+                    .into());
+            }
             let read = read_log(&path)?;
             if !read.skipped.is_empty() {
                 eprintln!(

@@ -36,6 +36,10 @@ impl SessionHooks {
         if self.hooks.is_empty() {
             return Fired::default();
         }
+        // A handler reading `transcript_path` sees the session so far.
+        if let Err(e) = aerix_claude::refresh(&self.session.transcript_path) {
+            eprintln!("aerix: the Claude Code transcript could not be written: {e}");
+        }
         let cancelled = || match fire {
             Fire::SessionEnd(_) => cancel.is_hurried(),
             _ => cancel.is_cancelled(),
