@@ -18,6 +18,9 @@ pub struct Session {
     pub id: String,
     /// The Claude Code format projection of the session (`<id>.claude.jsonl`).
     pub transcript_path: PathBuf,
+    /// Where subagents' projections are (`<id>/subagents`): `SubagentStop`'s
+    /// `agent_transcript_path` is `agent-<agent id>.jsonl` in it.
+    pub subagents_dir: PathBuf,
     /// The working directory; handlers run in it.
     pub cwd: PathBuf,
     /// `CLAUDE_PROJECT_DIR`: the project's root.
@@ -346,8 +349,8 @@ impl<'a> Fire<'a> {
                 input["agent_type"] = json!(agent_type);
                 input["stop_hook_active"] = json!(stop_hook_active);
                 input["last_assistant_message"] = json!(last_assistant_message);
-                // Subagents have no transcript of their own: the session's holds their events.
-                input["agent_transcript_path"] = json!(session.transcript_path);
+                input["agent_transcript_path"] =
+                    json!(session.subagents_dir.join(format!("agent-{agent}.jsonl")));
             }
             Fire::Verify { agent, implementer, attempt } => {
                 input["agent_id"] = json!(agent);
@@ -518,6 +521,7 @@ mod tests {
             Session {
                 id: "s1".into(),
                 transcript_path: self.0.join("s1.claude.jsonl"),
+                subagents_dir: self.0.join("s1/subagents"),
                 cwd: self.0.clone(),
                 project_dir: self.0.clone(),
                 spool_dir: self.0.join("spool"),

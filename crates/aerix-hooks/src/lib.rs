@@ -9,12 +9,11 @@
 //! `PostToolUseFailure`), `Stop`, the compaction events (`PreCompact`, `PostCompact` and aerix's
 //! own `ContextCompact`), delegation's (`SubagentStart`, `SubagentStop`, and aerix's own
 //! `AgentSpawn` and `Verify`) and aerix's own `RouteDecision`; Claude Code's other names
-//! ([`NEVER_FIRED`]) are read and never fired. `claude` presents aerix's tool calls as Claude
-//! Code presents its own.
+//! ([`NEVER_FIRED`]) are read and never fired. The caller presents aerix's tool calls as Claude
+//! Code presents its own (`aerix-claude`).
 //! This crate knows nothing of agents, contexts, the pool or the session log: the caller turns
 //! a [`Fired`] into segments, events and exit statuses.
 
-mod claude;
 mod config;
 mod fire;
 mod matcher;
@@ -24,7 +23,6 @@ mod process;
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub use claude::{TWINS, ToolView, check_input, claude_name, from_claude, tool_response, view};
 pub use config::{HookFiles, Hooks, Loaded, load, load_file};
 pub use fire::{
     Blocked, CompactTrigger, EndReason, Fire, Fired, Session, StartSource, Subagent, ToolCall,

@@ -4,8 +4,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::time::is_session_id;
-use crate::{Log, SessionError, now_rfc3339};
+use crate::log::event_line;
+use crate::time::{id_at, is_session_id};
+use crate::{Event, Log, SessionError, now_rfc3339};
 
 /// `<data>/aerix/sessions`.
 #[derive(Clone, Debug)]
@@ -26,6 +27,23 @@ pub struct IndexEntry {
     pub requests: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outcome: Option<String>,
+    /// Where a session copied from another program came from (`claude-code`); such a session
+    /// is listed but cannot be resumed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tag: Option<String>,
+    /// The copied session's own id, so importing it again replaces it instead of adding one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<String>,
+}
+
+/// What [`Store::import`] did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ImportOutcome {
+    pub id: String,
+    /// It replaced an earlier import of the same origin.
+    pub replaced: bool,
+    /// The earlier import held exactly this.
+    pub unchanged: bool,
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -80,9 +98,83 @@ impl Store {
                 title,
                 requests: 1,
                 outcome: None,
+                tag: None,
+                origin: None,
             });
         })?;
         Ok(log)
+    }
+
+    /// A session copied from another program (`entry.tag`, `entry.origin`): its log written
+    /// whole (`events` of the id chosen), each event with its own time, then `files` beside it (`(suffix, bytes)`, written to
+    /// `<id><suffix>`: `.claude.jsonl`, `/subagents/agent-x.jsonl`), then its index entry. Its
+    /// id is the one an earlier import of the same origin got, else one made from
+    /// `entry.created` and `origin`.
+    pub fn import(
+        &self,
+        project: &str,
+        mut entry: IndexEntry,
+        events: impl FnOnce(&str) -> Vec<(Event, Option<String>)>,
+        files: &[(String, Vec<u8>)],
+    ) -> Result<ImportOutcome, SessionError> {
+        let dir = self.project_dir(project);
+        let io =
+            |what, path: &Path, source| SessionError::Io { what, path: path.to_owned(), source };
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| io("cannot create the sessions directory", &dir, e))?;
+        let earlier = self
+            .read_index(project)?
+            .sessions
+            .into_iter()
+            .find(|e| e.origin.is_some() && e.origin == entry.origin && e.tag == entry.tag);
+        let id = match &earlier {
+            Some(e) => e.id.clone(),
+            None => {
+                let origin = entry.origin.clone().unwrap_or_default();
+                let mut salt = 0;
+                loop {
+                    let id = id_at(&entry.created, &origin, salt);
+                    if !self.log_path(project, &id).exists() {
+                        break id;
+                    }
+                    salt += 1;
+                }
+            }
+        };
+        let now = now_rfc3339();
+        let log: String = events(&id)
+            .iter()
+            .map(|(e, ts)| event_line(e, ts.as_deref().unwrap_or(&now)))
+            .collect();
+        let path = self.log_path(project, &id);
+        let at = |suffix: &str| dir.join(format!("{id}{suffix}"));
+        let unchanged = earlier.is_some()
+            && std::fs::read(&path).is_ok_and(|b| b == log.as_bytes())
+            && files
+                .iter()
+                .all(|(suffix, bytes)| std::fs::read(at(suffix)).is_ok_and(|b| b == *bytes));
+        if !unchanged {
+            let subagents = dir.join(&id).join("subagents");
+            if subagents.exists() {
+                std::fs::remove_dir_all(&subagents)
+                    .map_err(|e| io("cannot remove", &subagents, e))?;
+            }
+            write_whole(&path, log.as_bytes())?;
+            for (suffix, bytes) in files {
+                write_whole(&at(suffix), bytes)?;
+            }
+        }
+        entry.id = id.clone();
+        self.update_index(project, |index| {
+            index.sessions.retain(|e| e.id != entry.id);
+            index.sessions.push(entry);
+        })?;
+        Ok(ImportOutcome { id, replaced: earlier.is_some(), unchanged })
+    }
+
+    /// A session's index entry.
+    pub fn entry(&self, project: &str, id: &str) -> Result<Option<IndexEntry>, SessionError> {
+        Ok(self.read_index(project)?.sessions.into_iter().find(|e| e.id == id))
     }
 
     /// An existing session's log, opened to append.
@@ -130,17 +222,19 @@ impl Store {
         Ok(sessions)
     }
 
-    /// The project's latest session (for `--continue`).
+    /// The project's latest session that can be resumed (for `--continue`): imported ones
+    /// cannot.
     pub fn latest(&self, project: &str) -> Result<Option<String>, SessionError> {
         Ok(self
             .list(project)?
             .into_iter()
-            .filter(|e| self.log_path(project, &e.id).is_file())
+            .filter(|e| e.tag.is_none() && self.log_path(project, &e.id).is_file())
             .map(|e| e.id)
             .next_back())
     }
 
-    /// Deletes a session's log, its spool and its index entry.
+    /// Deletes a session's log, its directory (spool, subagent transcripts), its Claude Code
+    /// transcript and its index entry.
     pub fn remove(&self, project: &str, id: &str) -> Result<(), SessionError> {
         let path = self.existing(project, id)?;
         let io = |path: &Path, source| SessionError::Io {
@@ -151,6 +245,10 @@ impl Store {
         let spool = path.with_extension("");
         if spool.exists() {
             std::fs::remove_dir_all(&spool).map_err(|e| io(&spool, e))?;
+        }
+        let transcript = path.with_extension("claude.jsonl");
+        if transcript.exists() {
+            std::fs::remove_file(&transcript).map_err(|e| io(&transcript, e))?;
         }
         std::fs::remove_file(&path).map_err(|e| io(&path, e))?;
         self.update_index(project, |index| index.sessions.retain(|e| e.id != id))
@@ -185,17 +283,20 @@ impl Store {
                 continue;
             }
             let events = crate::read_log(&entry.path()).map(|l| l.events).unwrap_or_default();
-            let (cwd, model, title) = events
+            let (cwd, model, title, version) = events
                 .iter()
                 .find_map(|e| match e {
-                    crate::Event::SessionStart { cwd, model, prompt, .. } => Some((
+                    crate::Event::SessionStart { cwd, model, prompt, version, .. } => Some((
                         cwd.clone(),
                         model.clone(),
                         prompt.lines().next().unwrap_or("").chars().take(80).collect(),
+                        version.clone(),
                     )),
                     _ => None,
                 })
                 .unwrap_or_default();
+            // An imported session's version names the program that wrote it.
+            let tag = version.starts_with("claude-code").then(|| "claude-code".to_owned());
             sessions.push(IndexEntry {
                 id: id.to_owned(),
                 created: String::new(),
@@ -205,6 +306,8 @@ impl Store {
                 title,
                 requests: 1,
                 outcome: None,
+                tag,
+                origin: None,
             });
         }
         Index { sessions }
@@ -236,4 +339,17 @@ impl Store {
         std::fs::write(&tmp, text).map_err(io)?;
         std::fs::rename(&tmp, &path).map_err(io)
     }
+}
+
+/// Writes a file whole: a temporary file beside it, renamed over it.
+fn write_whole(path: &Path, bytes: &[u8]) -> Result<(), SessionError> {
+    let io = |source| SessionError::Io { what: "cannot write", path: path.to_owned(), source };
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(io)?;
+    }
+    let mut name = path.file_name().unwrap_or_default().to_owned();
+    name.push(format!(".{}.tmp", std::process::id()));
+    let tmp = path.with_file_name(name);
+    std::fs::write(&tmp, bytes).map_err(io)?;
+    std::fs::rename(&tmp, path).map_err(io)
 }

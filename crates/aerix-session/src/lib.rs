@@ -12,7 +12,7 @@ mod time;
 use std::path::PathBuf;
 
 pub use event::{Event, Outcome, SegmentOp, Usage};
-pub use index::{IndexEntry, Store};
+pub use index::{ImportOutcome, IndexEntry, Store};
 pub use key::project_key;
 pub use log::{Log, ReadLog, read_log};
 pub use rebuild::{Rebuilt, RebuiltSegment, rebuild};

@@ -63,12 +63,7 @@ impl Log {
 
     /// Appends one event as one line, with its time, and flushes it.
     pub fn append(&mut self, event: &Event) -> Result<(), SessionError> {
-        let mut value = serde_json::to_value(event).unwrap_or_default();
-        if let serde_json::Value::Object(map) = &mut value {
-            map.insert("ts".into(), now_rfc3339().into());
-        }
-        let mut line = value.to_string();
-        line.push('\n');
+        let line = event_line(event, &now_rfc3339());
         self.file.write_all(line.as_bytes()).map_err(|source| SessionError::Io {
             what: "cannot write the session log",
             path: self.path.clone(),
@@ -100,6 +95,17 @@ impl Log {
         }
         Ok(())
     }
+}
+
+/// One event as a log line (with its `ts` and the newline).
+pub(crate) fn event_line(event: &Event, ts: &str) -> String {
+    let mut value = serde_json::to_value(event).unwrap_or_default();
+    if let serde_json::Value::Object(map) = &mut value {
+        map.insert("ts".into(), ts.into());
+    }
+    let mut line = value.to_string();
+    line.push('\n');
+    line
 }
 
 /// A log read back.

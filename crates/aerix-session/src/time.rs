@@ -18,6 +18,24 @@ pub fn session_id() -> String {
     format!("{}-{}-{salt:04x}", date.replace('-', ""), clock.replace(':', ""))
 }
 
+/// The id of a session copied from elsewhere: the time it started (`created`, RFC 3339) and
+/// four hex digits of a hash of its origin and `salt`, so it sorts with the sessions of its
+/// time; a `created` that does not parse gives the current time.
+pub fn id_at(created: &str, origin: &str, salt: u32) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(format!("{origin}/{salt}").as_bytes());
+    let hash = format!("{:02x}{:02x}", digest[0], digest[1]);
+    let digits: String = created.chars().take(19).filter(char::is_ascii_digit).collect();
+    let shaped = created.len() >= 19 && digits.len() == 14;
+    let (date, clock) = if shaped {
+        (digits[..8].to_owned(), digits[8..].to_owned())
+    } else {
+        let now = session_id();
+        (now[..8].to_owned(), now[9..15].to_owned())
+    };
+    format!("{date}-{clock}-{hash}")
+}
+
 /// Whether `id` has the shape `session_id` gives (ids name files: nothing else is accepted).
 pub fn is_session_id(id: &str) -> bool {
     let b = id.as_bytes();
@@ -56,6 +74,16 @@ mod tests {
         assert_eq!(civil(0), ("1970-01-01".into(), "00:00:00".into()));
         assert_eq!(civil(951_782_400), ("2000-02-29".into(), "00:00:00".into()));
         assert_eq!(civil(1_796_012_112), ("2026-11-30".into(), "04:15:12".into()));
+    }
+
+    #[test]
+    fn an_imported_id_is_its_start_and_origin() {
+        let id = id_at("2026-01-04T12:19:34.059Z", "d25fe96c", 0);
+        assert!(id.starts_with("20260104-121934-"), "{id}");
+        assert!(is_session_id(&id), "{id}");
+        assert_eq!(id, id_at("2026-01-04T12:19:34.059Z", "d25fe96c", 0));
+        assert_ne!(id, id_at("2026-01-04T12:19:34.059Z", "d25fe96c", 1));
+        assert!(is_session_id(&id_at("yesterday", "x", 0)));
     }
 
     #[test]

@@ -110,6 +110,11 @@ pub async fn run(settings: &Settings, env: &Env, options: Options) -> anyhow::Re
             let path = store
                 .existing(&project, id)
                 .map_err(|e| anyhow::anyhow!(Exit::Usage.with(e.to_string())))?;
+            if let Some(tag) = store.entry(&project, id)?.and_then(|e| e.tag) {
+                return Err(Exit::Usage
+                    .with(format!("session {id} was imported ({tag}) and cannot be resumed"))
+                    .into());
+            }
             let read = read_log(&path)?;
             if !read.skipped.is_empty() {
                 eprintln!(
@@ -127,7 +132,8 @@ pub async fn run(settings: &Settings, env: &Env, options: Options) -> anyhow::Re
     let session_id = log.id().to_owned();
     let hook_session = aerix_hooks::Session {
         id: session_id.clone(),
-        transcript_path: log.path().with_extension("claude.jsonl"),
+        transcript_path: aerix_claude::transcript_path(log.path()),
+        subagents_dir: aerix_claude::subagents_dir(log.path()),
         cwd: options.cwd.clone(),
         project_dir: root.clone(),
         spool_dir: log.spool_dir(),

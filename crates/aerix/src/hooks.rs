@@ -2,7 +2,7 @@
 //! `hook` event in the session log, every note a line on stderr and a `Notification`.
 //! `AgentHooks` is the same for the events the runtime fires itself (routing, tool calls, an
 //! agent's final, compaction, delegation); tool calls are shown to hooks in Claude Code's terms
-//! (`aerix_hooks::view`), and an `updatedInput` is mapped back and checked against the tool's
+//! (`aerix_claude::view`), and an `updatedInput` is mapped back and checked against the tool's
 //! input schema.
 
 use std::sync::Mutex;
@@ -55,6 +55,10 @@ impl SessionHooks {
         if self.hooks.is_empty() {
             return Fired::default();
         }
+        // A handler reading `transcript_path` sees the session so far.
+        if let Err(e) = aerix_claude::refresh(&self.session.transcript_path) {
+            eprintln!("aerix: the Claude Code transcript could not be written: {e}");
+        }
         let cancelled = || match fire {
             Fire::SessionEnd(_) => cancel.is_hurried(),
             _ => cancel.is_cancelled(),
@@ -84,11 +88,11 @@ fn subagent<'a>(agent: &'a str, agent_type: Option<&'a str>) -> Option<Subagent<
 
 /// A hook's `updatedInput` (Claude Code's terms) as the call's input, or why it cannot be used.
 fn updated_input(tool: &str, updated: &Value) -> Result<Value, String> {
-    let input = aerix_hooks::from_claude(tool, updated)?;
+    let input = aerix_claude::from_claude(tool, updated)?;
     let schema = aerix_tools::input_schema(tool)
         .or_else(|| aerix_core::schemas::runtime_input_schema(tool))
         .ok_or_else(|| format!("aerix has no tool `{tool}`"))?;
-    aerix_hooks::check_input(&input, &schema)?;
+    aerix_claude::check_input(&input, &schema)?;
     Ok(input)
 }
 
@@ -132,9 +136,9 @@ impl AgentHooks<'_> {
             }
             _ => return None,
         };
-        let view = aerix_hooks::view(tool, input, cwd);
+        let view = aerix_claude::view(tool, input, cwd);
         // Unique across the session's agents (every agent numbers its calls from `c1`).
-        let tool_use_id = format!("{agent}.{call}");
+        let tool_use_id = aerix_claude::use_id(agent, call);
         let call = ToolCall {
             subagent: subagent(agent, agent_type),
             tool_name: &view.name,
@@ -149,7 +153,7 @@ impl AgentHooks<'_> {
                 Fire::PostToolUseFailure { call, error, is_interrupt: interrupted }
             }
             HookFire::PostToolUse { result, .. } => {
-                response = aerix_hooks::tool_response(tool, input, result, cwd);
+                response = aerix_claude::tool_response(tool, input, result, cwd);
                 Fire::PostToolUse { call, tool_response: &response }
             }
             _ => Fire::PreToolUse(call),

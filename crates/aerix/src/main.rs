@@ -1,9 +1,10 @@
 //! `aerix`: the coding agent. `aerix -p PROMPT` runs one request headless; `aerix sessions`
-//! lists and removes sessions. The interactive screen comes with later work.
+//! lists and removes sessions; `aerix import claude` copies Claude Code's sessions in. The interactive screen comes with later work.
 
 mod exit;
 mod headless;
 mod hooks;
+mod import;
 mod pool;
 mod sessions;
 mod signals;
@@ -54,6 +55,22 @@ enum Command {
     Sessions {
         #[command(subcommand)]
         command: SessionsCommand,
+    },
+    /// Copy another program's sessions into the project's session store.
+    Import {
+        #[command(subcommand)]
+        command: ImportCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum ImportCommand {
+    /// The project's Claude Code sessions (`~/.claude/projects/<dir>/*.jsonl`), listed tagged
+    /// `claude-code` and not resumable; importing one again replaces it.
+    Claude {
+        /// The project's working directory (default: the current one, or --cwd).
+        #[arg(long, value_name = "DIR")]
+        project: Option<PathBuf>,
     },
 }
 
@@ -115,6 +132,13 @@ fn run(cli: Cli, started: std::time::Instant) -> anyhow::Result<Exit> {
         let data =
             env.data_home().ok_or_else(|| Exit::Usage.with("no data directory: set HOME"))?;
         return sessions::run(&data, &root, command);
+    }
+    if let Some(Command::Import { command: ImportCommand::Claude { project } }) = &cli.command {
+        let data =
+            env.data_home().ok_or_else(|| Exit::Usage.with("no data directory: set HOME"))?;
+        let home =
+            env.home.clone().ok_or_else(|| Exit::Usage.with("no home directory: set HOME"))?;
+        return import::claude(&data, &home, project.as_deref().unwrap_or(&cwd));
     }
     let mut settings = aerix_config::load(&SettingsPaths::standard(&env, &root), &env)?;
     if let Some(model) = cli.model {

@@ -14,7 +14,12 @@ pub fn run(data: &Path, root: &Path, command: &SessionsCommand) -> anyhow::Resul
         SessionsCommand::List => {
             for entry in store.list(&project)? {
                 let outcome = entry.outcome.as_deref().unwrap_or("-");
-                println!("{}  {:<8}  {:>3}  {}", entry.id, outcome, entry.requests, entry.title);
+                // An imported session says where it came from before its title.
+                let tag = entry.tag.as_deref().map(|t| format!("[{t}] ")).unwrap_or_default();
+                println!(
+                    "{}  {:<8}  {:>3}  {tag}{}",
+                    entry.id, outcome, entry.requests, entry.title
+                );
             }
         }
         SessionsCommand::Rm { id } => {

@@ -168,3 +168,57 @@ fn a_cloned_log_handle_appends_whole_lines_beside_the_first() {
     assert_eq!(read.events.len(), 400);
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+#[test]
+fn an_import_keeps_its_times_is_replaced_not_duplicated_and_is_not_continued() {
+    let dir = temp("import");
+    let store = Store::new(&dir);
+    let own = store.create("proj-1", &dir, "m.gguf", "mine").unwrap().id().to_owned();
+    let entry = aerix_session::IndexEntry {
+        id: String::new(),
+        created: "2026-03-01T10:00:00.000Z".into(),
+        updated: "2026-03-01T10:05:00.000Z".into(),
+        cwd: "/work/app".into(),
+        model: "claude-sonnet-4-5".into(),
+        title: "Fix it".into(),
+        requests: 1,
+        outcome: None,
+        tag: Some("claude-code".into()),
+        origin: Some("1111-aaaa".into()),
+    };
+    let plan = |text: &'static str| {
+        move |id: &str| {
+            vec![(
+                Event::Plan { agent: "a1".into(), text: format!("{id}: {text}") },
+                Some("2026-03-01T10:00:01.000Z".to_owned()),
+            )]
+        }
+    };
+    let files = vec![(".claude.jsonl".to_owned(), b"{}\n".to_vec())];
+    let first = store.import("proj-1", entry.clone(), plan("one"), &files).unwrap();
+    assert!(first.id.starts_with("20260301-100000-") && !first.replaced, "{first:?}");
+    let log = store.log_path("proj-1", &first.id);
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(
+        text,
+        format!(
+            "{{\"type\":\"plan\",\"agent\":\"a1\",\"text\":\"{}: one\",\"ts\":\"2026-03-01T10:00:01.000Z\"}}\n",
+            first.id
+        )
+    );
+    let again = store.import("proj-1", entry.clone(), plan("one"), &files).unwrap();
+    assert_eq!(
+        (again.id.as_str(), again.replaced, again.unchanged),
+        (first.id.as_str(), true, true)
+    );
+    let changed = store.import("proj-1", entry, plan("two"), &files).unwrap();
+    assert_eq!((changed.replaced, changed.unchanged), (true, false));
+    let list = store.list("proj-1").unwrap();
+    assert_eq!(list.len(), 2);
+    assert_eq!(list[0].tag.as_deref(), Some("claude-code"));
+    // `--continue` takes the project's own session, not the imported one.
+    assert_eq!(store.latest("proj-1").unwrap().as_deref(), Some(own.as_str()));
+    // Removing it removes its copy too.
+    store.remove("proj-1", &first.id).unwrap();
+    assert!(!log.exists() && !log.with_extension("claude.jsonl").exists());
+}

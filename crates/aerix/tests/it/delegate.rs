@@ -110,6 +110,17 @@ fn fired(world: &World) -> Vec<(String, String, String)> {
         .collect()
 }
 
+/// The recorded input of `event` fired for `agent`.
+fn fired_input(world: &World, event: &str, agent: &str) -> Value {
+    std::fs::read_dir(world.home.join("fired"))
+        .unwrap()
+        .map(|e| {
+            serde_json::from_str(&std::fs::read_to_string(e.unwrap().path()).unwrap()).unwrap()
+        })
+        .find(|v: &Value| v["hook_event_name"] == event && v["agent_id"] == agent)
+        .unwrap_or_else(|| panic!("no {event} of {agent}"))
+}
+
 #[test]
 fn delegation_a_piece_that_passes_verification() {
     let replies = vec![
@@ -211,6 +222,19 @@ fn delegation_a_piece_that_passes_verification() {
             ("SubagentStop", "a1.c3.v1", "verifier"),
         ]
     );
+    // SubagentStop's agent_transcript_path is the subagent's own projection: a sidechain of
+    // its lines, ending in its final.
+    let stop = fired_input(&world, "SubagentStop", "a1.c3");
+    let path = stop["agent_transcript_path"].as_str().unwrap();
+    assert!(path.ends_with("/subagents/agent-a1.c3.jsonl"), "{path}");
+    let lines: Vec<Value> = std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(lines.iter().all(|l| l["isSidechain"] == true && l["agentId"] == "a1.c3"));
+    let last = &lines.last().unwrap()["message"]["content"];
+    assert_eq!(last[last.as_array().unwrap().len() - 1]["text"], stop["last_assistant_message"]);
     let hooks: Vec<(&str, &str)> = of_type(&events, "hook")
         .iter()
         .map(|h| (h["event"].as_str().unwrap(), h["agent"].as_str().unwrap_or_default()))

@@ -17,6 +17,7 @@ mod real;
 mod repeats;
 mod request;
 mod tools;
+mod transcripts;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -202,7 +203,9 @@ impl World {
         let mut logs: Vec<PathBuf> = std::fs::read_dir(&project)
             .ok()?
             .map(|e| e.unwrap().path())
+            // Not the Claude Code transcripts beside the logs (`<id>.claude.jsonl`).
             .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
+            .filter(|p| !p.to_string_lossy().ends_with(".claude.jsonl"))
             .collect();
         // Two sessions started in the same second differ only by a random suffix: the latest is
         // the one written last.

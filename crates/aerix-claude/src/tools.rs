@@ -4,7 +4,8 @@
 //! twin's name with its input fields ([`view`]), their results in its `tool_response` shape
 //! ([`tool_response`]), and a hook's `updatedInput` is mapped back ([`from_claude`]) and checked
 //! against aerix's input schema ([`check_input`]). aerix's other tools keep their names and
-//! inputs.
+//! inputs. Hook payloads and the transcript projection both use this, so a hook reads the same
+//! `tool_name`, `tool_input` and `tool_response` in both places.
 
 use std::path::Path;
 
@@ -101,6 +102,11 @@ pub fn view(tool: &str, input: &Value, cwd: &Path) -> ToolView {
         out.insert("replace_all".into(), json!(false));
     }
     ToolView { name: name.to_owned(), input: Value::Object(out) }
+}
+
+/// Claude Code's name for an aerix tool; a tool without a twin keeps its own name.
+pub fn tool_name(tool: &str) -> &str {
+    claude_name(tool).unwrap_or(tool)
 }
 
 /// A hook's `updatedInput` for an aerix call, as aerix's input: a twin's Claude Code fields
@@ -233,6 +239,16 @@ fn check(value: &Value, schema: &Value, at: &str) -> Result<(), String> {
         _ => {}
     }
     Ok(())
+}
+
+/// A result as a transcript's `toolUseResult`: [`tool_response`], or for a call that failed
+/// Claude Code's `Error: ...` string.
+pub fn tool_use_result(tool: &str, input: &Value, text: &str, error: bool, cwd: &Path) -> Value {
+    if error {
+        json!(format!("Error: {}", text.strip_prefix("error: ").unwrap_or(text)))
+    } else {
+        tool_response(tool, input, text, cwd)
+    }
 }
 
 /// A call's result in Claude Code's `tool_response` shape for a twin (from aerix's result text:
