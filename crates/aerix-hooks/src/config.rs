@@ -47,6 +47,8 @@ pub(crate) struct Handler {
     pub(crate) command: String,
     /// The file's `timeout`, when it gives one.
     pub(crate) timeout: Option<Duration>,
+    /// Set for its process besides `CLAUDE_PROJECT_DIR` (a plugin's `CLAUDE_PLUGIN_ROOT`).
+    pub(crate) env: Vec<(String, String)>,
 }
 
 impl Handler {
@@ -85,7 +87,9 @@ impl Hooks {
                 Some(value) if event.takes_matcher() => handler.matcher.matches(value),
                 _ => true,
             };
-            if matched && !out.iter().any(|h| h.command == handler.command) {
+            // Two plugins' `${CLAUDE_PLUGIN_ROOT}/x.sh` are two commands.
+            let same = |h: &&Handler| h.command == handler.command && h.env == handler.env;
+            if matched && !out.iter().any(same) {
                 out.push(handler);
             }
         }
@@ -103,15 +107,30 @@ pub struct Loaded {
     pub notes: Vec<String>,
 }
 
+impl Loaded {
+    /// Adds `other`'s handlers, files and notes after these.
+    pub fn extend(&mut self, other: Loaded) {
+        self.hooks.handlers.extend(other.hooks.handlers);
+        self.files.extend(other.files);
+        self.notes.extend(other.notes);
+    }
+
+    /// The same hooks, each handler run with `env` set (a plugin's `CLAUDE_PLUGIN_ROOT`).
+    pub fn with_env(mut self, env: &[(String, String)]) -> Loaded {
+        for handler in &mut self.hooks.handlers {
+            handler.env.extend(env.iter().cloned());
+        }
+        self
+    }
+}
+
 /// Reads every file that exists; a broken one is a note and its hooks are not run.
 pub fn load(paths: &[&Path]) -> Loaded {
     let mut out = Loaded::default();
     for path in paths {
         match load_file(path) {
             Ok(Some(loaded)) => {
-                out.hooks.handlers.extend(loaded.hooks.handlers);
-                out.files.extend(loaded.files);
-                out.notes.extend(loaded.notes);
+                out.extend(loaded);
             }
             Ok(None) => {}
             Err(e) => out.notes.push(format!("hooks: {e}; its hooks are not run")),
@@ -158,7 +177,7 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Loaded, HooksError> {
         match event {
             Some(event) => {
                 out.hooks.handlers.extend(parsed.into_iter().map(|(matcher, command, timeout)| {
-                    Handler { event, matcher, command, timeout }
+                    Handler { event, matcher, command, timeout, env: Vec::new() }
                 }))
             }
             None if !parsed.is_empty() => not_fired.push(name.clone()),
@@ -309,6 +328,18 @@ mod tests {
         assert_eq!(user[0].timeout(), Duration::from_secs(30));
         let end = loaded.hooks.matching(HookEvent::SessionEnd, Some("other"));
         assert_eq!(end[0].timeout(), Duration::from_secs(30), "SessionEnd is capped");
+    }
+
+    #[test]
+    fn one_command_of_two_plugins_runs_twice_with_each_one_s_env() {
+        let text = r#"{"hooks": {"SessionStart": [{"hooks": [{"type": "command", "command": "$CLAUDE_PLUGIN_ROOT/x.sh"}]}]}}"#;
+        let env = |root: &str| vec![("CLAUDE_PLUGIN_ROOT".to_owned(), root.to_owned())];
+        let mut loaded = parse(Path::new("/a/hooks.json"), text).unwrap().with_env(&env("/a"));
+        loaded.extend(parse(Path::new("/b/hooks.json"), text).unwrap().with_env(&env("/b")));
+        loaded.extend(parse(Path::new("/b/hooks.json"), text).unwrap().with_env(&env("/b")));
+        let start = loaded.hooks.matching(HookEvent::SessionStart, Some("startup"));
+        let envs: Vec<_> = start.iter().map(|h| h.env.clone()).collect();
+        assert_eq!(envs, [env("/a"), env("/b")]);
     }
 
     #[test]

@@ -14,6 +14,7 @@ use aerix_tools::Cancel;
 use anyhow::Context as _;
 
 use crate::exit::Exit;
+use crate::extensions;
 use crate::hooks::{AgentHooks, SessionHooks};
 use crate::pool;
 use crate::signals::{self, Pending, Signals};
@@ -77,17 +78,31 @@ pub async fn run(settings: &Settings, env: &Env, options: Options) -> anyhow::Re
     let store = Store::new(&data);
     let project = aerix_session::project_key(&root);
     // A hook file that cannot be used is a note; the run goes on without its hooks.
-    let loaded =
+    let mut loaded =
         aerix_hooks::load(&HookFiles::standard(env.config_home().as_deref(), &root).paths());
     for note in &loaded.notes {
         eprintln!("{note}");
     }
     // Agent definitions likewise: a file that cannot be used is a note, the others load.
-    let agents =
+    let mut agents =
         aerix_config::load_agents(&aerix_config::AgentDirs::standard(env, &root, &options.cwd));
     for note in &agents.notes {
         eprintln!("{note}");
     }
+    // Plugins and skills: their notes too; a plugin's agents and hooks join the others.
+    let (agent_notes, hook_notes) = (agents.notes.len(), loaded.notes.len());
+    let extensions = extensions::load(settings, env, &root, &options.cwd, &mut agents, &mut loaded);
+    for note in extensions.notes.iter().chain(&agents.notes[agent_notes..]) {
+        eprintln!("{note}");
+    }
+    for note in &loaded.notes[hook_notes..] {
+        eprintln!("{note}");
+    }
+    // A first line `/name` naming no skill is a usage error before anything starts.
+    extensions
+        .skills
+        .expand_prompt(&options.prompt)
+        .map_err(|e| anyhow::anyhow!(Exit::Usage.with(e.to_string())))?;
 
     // The session first: a bad --resume is a usage error before any pool is started.
     let resume_id = match (&options.resume, options.continue_latest) {
@@ -117,6 +132,7 @@ pub async fn run(settings: &Settings, env: &Env, options: Options) -> anyhow::Re
         }
     };
     let session_id = log.id().to_owned();
+    let skills = extensions.skills.with_session(&session_id);
     let hook_session = aerix_hooks::Session {
         id: session_id.clone(),
         transcript_path: log.path().with_extension("claude.jsonl"),
@@ -189,8 +205,12 @@ pub async fn run(settings: &Settings, env: &Env, options: Options) -> anyhow::Re
         );
         return end.finish(&mut sink, Outcome::Killed, Err(e));
     }
-    let submitted =
-        hooks.fire(Fire::UserPromptSubmit { prompt: &options.prompt }, cancel, &mut sink);
+    // `/name args` on the first line: that line becomes the skill's text (checked above).
+    let prompt = match skills.expand_prompt(&options.prompt) {
+        Ok(Some(expanded)) => expanded,
+        _ => options.prompt.clone(),
+    };
+    let submitted = hooks.fire(Fire::UserPromptSubmit { prompt: &prompt }, cancel, &mut sink);
     if cancel.is_cancelled() {
         return end.finish(&mut sink, Outcome::Cancelled, Ok(()));
     }
@@ -214,7 +234,7 @@ pub async fn run(settings: &Settings, env: &Env, options: Options) -> anyhow::Re
     end.snapshot = snapshot(&root);
     let prompts = Prompts::embedded();
     let request = Request {
-        prompt: options.prompt.clone(),
+        prompt,
         instructions,
         hook_context: started.context,
         prompt_context: submitted.context,
@@ -243,7 +263,7 @@ pub async fn run(settings: &Settings, env: &Env, options: Options) -> anyhow::Re
     if let Some(agent_hooks) = &agent_hooks {
         runtime = runtime.with_hooks(agent_hooks);
     }
-    let mut runtime = runtime.with_definitions(&agents.definitions);
+    let mut runtime = runtime.with_definitions(&agents.definitions).with_skills(&skills);
     let request_start = Instant::now();
     let result = run_request(&mut runtime, request).await;
     let stats = runtime.stats.clone();

@@ -2,6 +2,7 @@
 //! lists and removes sessions. The interactive screen comes with later work.
 
 mod exit;
+mod extensions;
 mod headless;
 mod hooks;
 mod pool;

@@ -15,6 +15,7 @@ mod parse;
 mod real;
 mod repeats;
 mod request;
+mod skills;
 mod tools;
 
 use std::io::Read;
