@@ -234,8 +234,10 @@ fn command_files(dir: &Path, prefix: &[String], out: &mut Vec<Found>, notes: &mu
     }
 }
 
-/// One file as a skill named `name` (a valid frontmatter `name` replaces a `SKILL.md`'s last
-/// segment), or `None` with a note when it cannot be read.
+/// One file as a skill named `name` (a frontmatter `name` of a skill name's shape replaces a
+/// `SKILL.md`'s last segment; published plugins write display names such as `Writing Rules`
+/// there, which leave the directory's name, without a note), or `None` with a note when it
+/// cannot be read.
 fn read(
     file: &Path,
     skill_dir: &Path,
@@ -269,20 +271,12 @@ fn read(
     }
     let mut name = name;
     if dir.kind == Kind::Skills
-        && let Some(own) = &parsed.fields.name
-        && own != name.rsplit(':').next().unwrap_or_default()
+        && let Some(own) = parsed.fields.name.as_ref().filter(|n| valid_part(n))
     {
-        if valid_part(own) {
-            name = match &dir.plugin {
-                Some(plugin) => format!("{plugin}:{own}"),
-                None => own.clone(),
-            };
-        } else {
-            notes.push(format!(
-                "skills: {}: `name: {own}` is not a skill name; `{name}` is used",
-                file.display()
-            ));
-        }
+        name = match &dir.plugin {
+            Some(plugin) => format!("{plugin}:{own}"),
+            None => own.clone(),
+        };
     }
     let description = parsed
         .fields
