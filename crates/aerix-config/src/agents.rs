@@ -169,6 +169,39 @@ pub fn load_agents(dirs: &AgentDirs) -> LoadedAgents {
     out
 }
 
+/// A plugin's `agents/` directory: each definition named `plugin:name`, after the others (a
+/// name already loaded is a note, and the first is used).
+pub fn load_plugin_agents(out: &mut LoadedAgents, plugin: &str, dir: &Path) {
+    let mut files = Vec::new();
+    if let Err(e) = markdown_files(dir, &mut files) {
+        out.notes.push(format!("agents: {}: {e}; its definitions are skipped", dir.display()));
+        return;
+    }
+    files.sort();
+    for path in files {
+        let parsed = std::fs::read_to_string(&path)
+            .map_err(|e| e.to_string())
+            .and_then(|text| parse_agent(&path, &text));
+        match parsed {
+            Ok((mut definition, notes)) => {
+                out.notes.extend(notes);
+                definition.name = format!("{plugin}:{}", definition.name);
+                if let Some(winner) = out.definitions.get(&definition.name) {
+                    out.notes.push(format!(
+                        "agents: {}: defines `{}` again; {} is used",
+                        path.display(),
+                        definition.name,
+                        winner.source.display()
+                    ));
+                    continue;
+                }
+                out.definitions.by_name.insert(definition.name.clone(), definition);
+            }
+            Err(why) => out.notes.push(format!("agents: {}: {why}; skipped", path.display())),
+        }
+    }
+}
+
 fn markdown_files(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
@@ -362,6 +395,30 @@ mod tests {
         let expected: Vec<&str> =
             AERIX_TOOLS.iter().copied().filter(|t| !["write", "edit"].contains(t)).collect();
         assert_eq!(d.tools.unwrap(), expected);
+    }
+
+    #[test]
+    fn a_plugin_s_definitions_are_namespaced_after_the_others() {
+        let tmp = std::env::temp_dir().join(format!("aerix-plugin-agents-{}", std::process::id()));
+        let dir = tmp.join("agents");
+        std::fs::create_dir_all(&dir).unwrap();
+        let def = |name: &str| format!("---\nname: {name}\ndescription: d\n---\nbody\n");
+        std::fs::write(dir.join("a.md"), def("explorer")).unwrap();
+        std::fs::write(dir.join("b.md"), def("explorer")).unwrap();
+        std::fs::write(dir.join("c.md"), "no frontmatter").unwrap();
+        let mut loaded = LoadedAgents::default();
+        load_plugin_agents(&mut loaded, "dev", &dir);
+        load_plugin_agents(&mut loaded, "dev", &tmp.join("missing"));
+        std::fs::remove_dir_all(&tmp).unwrap();
+        let names: Vec<&str> = loaded.definitions.iter().map(|d| d.name.as_str()).collect();
+        assert_eq!(names, ["dev:explorer"]);
+        assert_eq!(loaded.notes.len(), 2, "{:?}", loaded.notes);
+        assert!(
+            loaded.notes[0].contains("b.md: defines `dev:explorer` again"),
+            "{:?}",
+            loaded.notes
+        );
+        assert!(loaded.notes[1].contains("c.md: no YAML frontmatter"), "{:?}", loaded.notes);
     }
 
     #[test]

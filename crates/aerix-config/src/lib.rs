@@ -1,8 +1,8 @@
 //! What a run of aerix is configured by: settings files, the instruction files of the
 //! repository, and the directories of the XDG base-directory layout.
 //!
-//! Agent definitions (`agents`) are read here too; later issues add skills and plugins. Hook
-//! files are `aerix-hooks`'s.
+//! Agent definitions (`agents`) are read here too, a plugin's among them. Skills and plugins are
+//! `aerix-skills`'s, hook files `aerix-hooks`'s.
 
 mod agents;
 mod env;
@@ -13,13 +13,13 @@ use std::path::PathBuf;
 
 pub use agents::{
     AERIX_TOOLS, AgentDefinition, AgentDefinitions, AgentDirs, LoadedAgents, aerix_tool,
-    load_agents, parse_agent,
+    load_agents, load_plugin_agents, parse_agent,
 };
 pub use env::Env;
 pub use instructions::{InstructionFile, instruction_files, project_root};
 pub use settings::{
     ContextSettings, DEFAULT_MODEL, DEFAULT_TOOL_CAP, Delegation, HookSettings, Member,
-    PoolSettings, Settings, SettingsPaths, defaults, load,
+    PluginSettings, PoolSettings, Settings, SettingsPaths, defaults, load,
 };
 
 #[derive(Debug, thiserror::Error)]

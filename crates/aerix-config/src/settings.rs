@@ -18,6 +18,7 @@ pub struct Settings {
     pub delegation: Delegation,
     pub context: ContextSettings,
     pub hooks: HookSettings,
+    pub plugins: PluginSettings,
     /// The root agent's turn budget when `--max-turns` is not given.
     pub max_turns: u32,
     /// The files the settings came from, in the order they were applied.
@@ -78,6 +79,15 @@ pub struct ContextSettings {
     pub last_turn_final: bool,
 }
 
+/// Which plugins load (`aerix-skills` finds them).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PluginSettings {
+    /// Plugins of aerix's plugin directories by name, or Claude Code's `name@marketplace`.
+    pub enabled: Vec<String>,
+    /// Also load the plugins Claude Code's settings enable (`enabledPlugins`).
+    pub claude_code: bool,
+}
+
 pub const DEFAULT_MODEL: &str = "bartowski/SmolLM2-135M-Instruct-GGUF:Q4_K_M";
 pub const DEFAULT_TOOL_CAP: u64 = 20_000;
 
@@ -107,12 +117,21 @@ struct File {
     context: FileContext,
     #[serde(default)]
     hooks: FileHooks,
+    #[serde(default)]
+    plugins: FilePlugins,
 }
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FileHooks {
     claude_settings: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FilePlugins {
+    enabled: Option<Vec<String>>,
+    claude_code: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -247,6 +266,7 @@ pub fn defaults(env: &crate::Env) -> Settings {
             last_turn_final: false,
         },
         hooks: HookSettings { claude_settings: true },
+        plugins: PluginSettings { enabled: Vec::new(), claude_code: true },
         max_turns: 40,
         sources: Vec::new(),
     }
@@ -378,6 +398,15 @@ fn apply(settings: &mut Settings, path: &Path, text: &str) -> Result<(), ConfigE
     if let Some(n) = c.skills_chars {
         settings.context.skills_chars = n;
     }
+    if let Some(enabled) = &file.plugins.enabled {
+        if let Some(empty) = enabled.iter().find(|n| n.trim().is_empty()) {
+            return Err(invalid("plugins", "enabled", format!("holds an empty name {empty:?}")));
+        }
+        settings.plugins.enabled = enabled.clone();
+    }
+    if let Some(on) = file.plugins.claude_code {
+        settings.plugins.claude_code = on;
+    }
     for (tool, cap) in &c.tool_caps {
         if *cap < 256 {
             return Err(invalid("context.tool_caps", tool, "must be at least 256 bytes".into()));
@@ -497,6 +526,17 @@ mod tests {
         assert!(check("[context]\nlast_turn_final = true\n").unwrap().context.last_turn_final);
         assert!(s.hooks.claude_settings, "on by default");
         assert!(!check("[hooks]\nclaude_settings = false\n").unwrap().hooks.claude_settings);
+    }
+
+    #[test]
+    fn plugins_are_enabled_by_name_and_claude_code_s_are_read_by_default() {
+        assert_eq!(defaults(&env()).plugins, PluginSettings { enabled: vec![], claude_code: true });
+        let s =
+            check("[plugins]\nenabled = [\"fmt\", \"review@mkt\"]\nclaude_code = false\n").unwrap();
+        assert_eq!(s.plugins.enabled, ["fmt", "review@mkt"]);
+        assert!(!s.plugins.claude_code);
+        let e = check("[plugins]\nenabled = [\" \"]\n").unwrap_err().to_string();
+        assert!(e.contains(":2:") && e.contains("`plugins.enabled`"), "{e}");
     }
 
     #[test]

@@ -46,7 +46,7 @@ async fn main() {
     for n in pairs {
         // The system segment, the prompt, then n turns each with its result.
         let mut segments = vec![
-            segment("system", Role::System, system_segment(&Prompts::embedded())),
+            segment("system", Role::System, system_segment(&Prompts::embedded(), None)),
             segment("p1", Role::User, "sh test.sh fails. Find out why and fix calc.sh.".into()),
         ];
         for i in 1..=n {

@@ -34,7 +34,7 @@ pub(crate) async fn run(
         "agent" => delegate::result(agent, call),
         "plan" => plan(agent, rt, &call.input),
         "context" => context(agent, rt, &call.input).await,
-        "skill" => skill(&call.input),
+        "skill" => skill(rt, &call.input),
         _ => {
             let env = ToolEnv {
                 cwd: rt.cwd,
@@ -71,16 +71,13 @@ fn plan(agent: &mut Agent, rt: &mut Runtime<'_>, input: &Value) -> Result<String
     }
 }
 
-fn skill(input: &Value) -> Result<String, ToolError> {
-    if input.get("list").and_then(Value::as_bool) == Some(true)
-        || str_field(input, "name").is_none()
-    {
-        return Ok("no skills are installed".to_owned());
+fn skill(rt: &Runtime<'_>, input: &Value) -> Result<String, ToolError> {
+    match str_field(input, "name") {
+        Some(name) => rt.skills.load(name, str_field(input, "args").unwrap_or_default()),
+        None if input.get("list").and_then(Value::as_bool) == Some(true) => Ok(rt.skills.list()),
+        None => Err("give a skill's `name`, or `list: true`".to_owned()),
     }
-    Err(ToolError::new(format!(
-        "no skill named `{}`: no skills are installed",
-        str_field(input, "name").unwrap_or_default()
-    )))
+    .map_err(ToolError::new)
 }
 
 /// The context tool; every op is a `context.op` event.

@@ -18,6 +18,7 @@ mod repeats;
 mod request;
 mod route;
 pub mod schemas;
+mod skills;
 pub mod turn;
 
 use std::collections::HashMap;
@@ -36,6 +37,7 @@ pub use hooks::{HookFire, HookReply, NO_HOOKS, NoHooks, RuntimeHooks};
 pub use prompts::{EMBEDDED, Prompts, fill};
 pub use request::{HOOK_CONTEXT, Request, RequestEnd, run_request, system_segment};
 pub use route::{ROUTES, Route, route};
+pub use skills::{NO_SKILLS, NoSkills, Skills};
 
 /// Where an agent's events go (the session log, a screen, a test), and its spool.
 pub trait Sink: Send {
@@ -57,6 +59,8 @@ pub struct Runtime<'a> {
     pub hooks: &'a dyn RuntimeHooks,
     /// The agent definitions an `agent` call's `definition` names; `NO_DEFINITIONS` by default.
     pub definitions: &'a dyn Definitions,
+    /// The skills a `skill` call loads; `NO_SKILLS` (and no `skill` tool) by default.
+    pub skills: &'a dyn Skills,
     /// The pool's member aliases, for the `agent` call's `member` (empty: not offered).
     pub members: Vec<String>,
     /// Where the request's time went.
@@ -99,6 +103,7 @@ impl<'a> Runtime<'a> {
             cancel,
             hooks: &NO_HOOKS,
             definitions: &NO_DEFINITIONS,
+            skills: &NO_SKILLS,
             members: Vec::new(),
             stats: Stats::default(),
             schemas: HashMap::new(),
@@ -114,6 +119,11 @@ impl<'a> Runtime<'a> {
     /// The same runtime, finding agent definitions in `definitions`.
     pub fn with_definitions(self, definitions: &'a dyn Definitions) -> Runtime<'a> {
         Runtime { definitions, ..self }
+    }
+
+    /// The same runtime, loading skills from `skills`.
+    pub fn with_skills(self, skills: &'a dyn Skills) -> Runtime<'a> {
+        Runtime { skills, ..self }
     }
 
     /// A generation, timed into `stats`; the cancel flag ends it.
@@ -147,13 +157,14 @@ impl<'a> Runtime<'a> {
         {
             return text.clone();
         }
-        let (definitions, members) = (self.definitions, &self.members);
+        let (definitions, members, skills) = (self.definitions, &self.members, self.skills);
         let mut schema = self
             .schemas
             .entry((tools.to_vec(), answer))
             .or_insert_with(|| {
                 let mut schema = turn::schema_for(tools, answer);
                 schemas::restrict_agent_call(&mut schema, &definitions.names(), members);
+                schemas::restrict_skill_call(&mut schema, &skills.names());
                 schema
             })
             .clone();

@@ -42,12 +42,14 @@ pub struct RequestEnd {
     pub end: AgentEnd,
 }
 
-/// The system segment: `system.md`, every tool, and the turn contract (code-rendered, last).
-pub fn system_segment(prompts: &Prompts) -> String {
+/// The system segment: `system.md`, every tool, the skills' listing, and the turn contract
+/// (code-rendered, last). Without a listing there is no `skill` tool to describe.
+pub fn system_segment(prompts: &Prompts, skills: Option<&str>) -> String {
+    let skills = skills.map(|s| format!("{}\n\n", s.trim())).unwrap_or_default();
     format!(
-        "{}\n\n{}\n{}",
+        "{}\n\n{}\n{skills}{}",
         prompts.get("system.md").trim(),
-        tools_section(prompts),
+        tools_section(prompts, skills.is_empty()),
         turns_section()
     )
 }
@@ -144,6 +146,7 @@ pub async fn run_request(rt: &mut Runtime<'_>, request: Request) -> Result<Reque
     };
     // The root is at depth 0: with `delegation.depth = 0` it cannot spawn either.
     let tools = delegate::without_agent_at(tools, 0, rt.settings);
+    let tools = crate::skills::offered(tools, rt.skills);
     rt.sink.event(Event::AgentSpawn {
         agent: ROOT.to_owned(),
         parent: None,
@@ -182,7 +185,12 @@ pub async fn run_request(rt: &mut Runtime<'_>, request: Request) -> Result<Reque
                 id: "system".into(),
                 role: Role::System,
                 label: Label::System,
-                text: system_segment(rt.prompts),
+                text: system_segment(
+                    rt.prompts,
+                    rt.skills
+                        .listing(usize::try_from(rt.settings.context.skills_chars).unwrap_or(0))
+                        .as_deref(),
+                ),
                 pinned: true,
                 tokens: 0,
             }];

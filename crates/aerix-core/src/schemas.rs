@@ -144,6 +144,27 @@ fn calls_of(turn_schema: &mut Value) -> Option<&mut Vec<Value>> {
     turn_schema.pointer_mut("/oneOf/0/properties/calls/items/oneOf")?.as_array_mut()
 }
 
+/// Narrows the `skill` call of a turn schema to the skills the model may load: `name` an enum
+/// of them (with none the tool is not offered, so there is nothing to narrow).
+pub fn restrict_skill_call(turn_schema: &mut Value, names: &[String]) {
+    if names.is_empty() {
+        return;
+    }
+    let Some(calls) = calls_of(turn_schema) else { return };
+    for call in calls {
+        if call["properties"]["tool"]["const"] != "skill" {
+            continue;
+        }
+        for branch in call["properties"]["input"]["anyOf"].as_array_mut().into_iter().flatten() {
+            if let Some(props) = branch["properties"].as_object_mut()
+                && props.contains_key("name")
+            {
+                props.insert("name".to_owned(), json!({"enum": names}));
+            }
+        }
+    }
+}
+
 /// A string that must say something (an empty one is refused by the tool).
 fn text(max: u32) -> Value {
     json!({"type": "string", "minLength": 1, "maxLength": max})

@@ -96,10 +96,11 @@ fn final_schema(answer: Answer) -> Value {
     }
 }
 
-/// One line per tool: its description and its input's fields (`?` for optional ones).
-pub fn tools_section(prompts: &crate::Prompts) -> String {
+/// One line per tool: its description and its input's fields (`?` for optional ones); no
+/// `skill` with `no_skills`.
+pub fn tools_section(prompts: &crate::Prompts, no_skills: bool) -> String {
     let mut out = String::from("# Tools\n");
-    for tool in ALL_TOOLS {
+    for tool in ALL_TOOLS.iter().filter(|t| !(no_skills && **t == "skill")) {
         let fields = input_schema(tool).map(|s| crate::schemas::describe(&s)).unwrap_or_default();
         out.push_str(&format!(
             "\n{}\ninput: {fields}\n",

@@ -65,6 +65,8 @@ pub(crate) struct Handler {
     pub(crate) command: String,
     /// The file's `timeout`, when it gives one.
     pub(crate) timeout: Option<Duration>,
+    /// Set for its process besides `CLAUDE_PROJECT_DIR` (a plugin's `CLAUDE_PLUGIN_ROOT`).
+    pub(crate) env: Vec<(String, String)>,
 }
 
 impl Handler {
@@ -102,7 +104,9 @@ impl Hooks {
             let matched = values.is_empty()
                 || !event.takes_matcher()
                 || values.iter().any(|v| handler.matcher.matches(v));
-            if matched && !out.iter().any(|h| h.command == handler.command) {
+            // Two plugins' `${CLAUDE_PLUGIN_ROOT}/x.sh` are two commands.
+            let same = |h: &&Handler| h.command == handler.command && h.env == handler.env;
+            if matched && !out.iter().any(same) {
                 out.push(handler);
             }
         }
@@ -123,16 +127,31 @@ pub struct Loaded {
     pub never_fired: Vec<(String, PathBuf)>,
 }
 
+impl Loaded {
+    /// Adds `other`'s handlers, files, notes and never-fired events after these.
+    pub fn extend(&mut self, other: Loaded) {
+        self.hooks.handlers.extend(other.hooks.handlers);
+        self.files.extend(other.files);
+        self.notes.extend(other.notes);
+        self.never_fired.extend(other.never_fired);
+    }
+
+    /// The same hooks, each handler run with `env` set (a plugin's `CLAUDE_PLUGIN_ROOT`).
+    pub fn with_env(mut self, env: &[(String, String)]) -> Loaded {
+        for handler in &mut self.hooks.handlers {
+            handler.env.extend(env.iter().cloned());
+        }
+        self
+    }
+}
+
 /// Reads every file that exists; a broken one is a note and its hooks are not run.
 pub fn load(paths: &[&Path]) -> Loaded {
     let mut out = Loaded::default();
     for path in paths {
         match load_file(path) {
             Ok(Some(loaded)) => {
-                out.hooks.handlers.extend(loaded.hooks.handlers);
-                out.files.extend(loaded.files);
-                out.notes.extend(loaded.notes);
-                out.never_fired.extend(loaded.never_fired);
+                out.extend(loaded);
             }
             Ok(None) => {}
             Err(e) => out.notes.push(format!("hooks: {e}; its hooks are not run")),
@@ -192,7 +211,7 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Loaded, HooksError> {
         match event {
             Some(event) => {
                 out.hooks.handlers.extend(parsed.into_iter().map(|(matcher, command, timeout)| {
-                    Handler { event, matcher, command, timeout }
+                    Handler { event, matcher, command, timeout, env: Vec::new() }
                 }))
             }
             None if !parsed.is_empty() => out.never_fired.push((name.clone(), path.to_owned())),
@@ -336,6 +355,18 @@ mod tests {
         assert_eq!(user[0].timeout(), Duration::from_secs(30));
         let end = loaded.hooks.matching(HookEvent::SessionEnd, &["other"]);
         assert_eq!(end[0].timeout(), Duration::from_secs(30), "SessionEnd is capped");
+    }
+
+    #[test]
+    fn one_command_of_two_plugins_runs_twice_with_each_one_s_env() {
+        let text = r#"{"hooks": {"SessionStart": [{"hooks": [{"type": "command", "command": "$CLAUDE_PLUGIN_ROOT/x.sh"}]}]}}"#;
+        let env = |root: &str| vec![("CLAUDE_PLUGIN_ROOT".to_owned(), root.to_owned())];
+        let mut loaded = parse(Path::new("/a/hooks.json"), text).unwrap().with_env(&env("/a"));
+        loaded.extend(parse(Path::new("/b/hooks.json"), text).unwrap().with_env(&env("/b")));
+        loaded.extend(parse(Path::new("/b/hooks.json"), text).unwrap().with_env(&env("/b")));
+        let start = loaded.hooks.matching(HookEvent::SessionStart, &["startup"]);
+        let envs: Vec<_> = start.iter().map(|h| h.env.clone()).collect();
+        assert_eq!(envs, [env("/a"), env("/b")]);
     }
 
     #[test]

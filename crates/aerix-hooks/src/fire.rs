@@ -386,6 +386,7 @@ impl Hooks {
                         command: &handler.command,
                         cwd: &session.cwd,
                         project_dir: &session.project_dir,
+                        env: &handler.env,
                         input: input.clone(),
                         timeout: handler.timeout(),
                         cancelled,

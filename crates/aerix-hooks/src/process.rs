@@ -65,6 +65,7 @@ pub(crate) struct Spawn<'a> {
     pub(crate) command: &'a str,
     pub(crate) cwd: &'a Path,
     pub(crate) project_dir: &'a Path,
+    pub(crate) env: &'a [(String, String)],
     pub(crate) input: Vec<u8>,
     pub(crate) timeout: Duration,
     /// Polled while it runs: true ends it as a timeout would.
@@ -85,6 +86,7 @@ pub(crate) fn run(spawn: Spawn<'_>) -> Finished {
         .arg(spawn.command)
         .current_dir(spawn.cwd)
         .env("CLAUDE_PROJECT_DIR", spawn.project_dir)
+        .envs(spawn.env.iter().map(|(k, v)| (k, v)))
         .process_group(0)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -240,6 +242,7 @@ mod tests {
             command,
             cwd: Path::new("/tmp"),
             project_dir: Path::new("/the/project"),
+            env: &[],
             input: input.as_bytes().to_vec(),
             timeout,
             cancelled,

@@ -14,6 +14,7 @@ use aerix_tools::Cancel;
 use anyhow::Context as _;
 
 use crate::exit::Exit;
+use crate::extensions;
 use crate::hooks::{AgentHooks, SessionHooks};
 use crate::pool;
 use crate::signals::{self, Pending, Signals};
@@ -83,19 +84,28 @@ pub async fn run(settings: &Settings, env: &Env, options: Options) -> anyhow::Re
         &root,
         settings.hooks.claude_settings,
     );
-    let loaded = aerix_hooks::load(&hook_files.paths());
+    let mut loaded = aerix_hooks::load(&hook_files.paths());
+    // Agent definitions likewise: a file that cannot be used is a note, the others load.
+    let mut agents =
+        aerix_config::load_agents(&aerix_config::AgentDirs::standard(env, &root, &options.cwd));
+    // Plugins and skills: a plugin's agents and hooks join the others.
+    let extensions = extensions::load(settings, env, &root, &options.cwd, &mut agents, &mut loaded);
     // Startup notes are printed now, and become `Notification`s once `SessionStart` fired.
     let mut startup_notes = loaded.notes.clone();
-    // Agent definitions likewise: a file that cannot be used is a note, the others load.
-    let agents =
-        aerix_config::load_agents(&aerix_config::AgentDirs::standard(env, &root, &options.cwd));
     startup_notes.extend(agents.notes.iter().cloned());
+    startup_notes.extend(extensions.notes.iter().cloned());
     for note in &startup_notes {
         eprintln!("{note}");
     }
-    if let Some(line) = loaded_line(&instructions, &loaded.files, &agents.definitions) {
+    if let Some(line) = loaded_line(&instructions, &loaded.files, &agents.definitions, &extensions)
+    {
         eprintln!("{line}");
     }
+    // A first line `/name` naming no skill is a usage error before anything starts.
+    extensions
+        .skills
+        .expand_prompt(&options.prompt)
+        .map_err(|e| anyhow::anyhow!(Exit::Usage.with(e.to_string())))?;
 
     // The session first: a bad --resume is a usage error before any pool is started.
     let resume_id = match (&options.resume, options.continue_latest) {
@@ -130,6 +140,7 @@ pub async fn run(settings: &Settings, env: &Env, options: Options) -> anyhow::Re
         }
     };
     let session_id = log.id().to_owned();
+    let skills = extensions.skills.with_session(&session_id);
     let hook_session = aerix_hooks::Session {
         id: session_id.clone(),
         transcript_path: aerix_claude::transcript_path(log.path()),
@@ -225,8 +236,12 @@ pub async fn run(settings: &Settings, env: &Env, options: Options) -> anyhow::Re
     if cancel.is_cancelled() {
         return end.finish(&mut sink, Outcome::Cancelled, Ok(()));
     }
-    let submitted =
-        hooks.fire(Fire::UserPromptSubmit { prompt: &options.prompt }, cancel, &mut sink);
+    // `/name args` on the first line: that line becomes the skill's text (checked above).
+    let prompt = match skills.expand_prompt(&options.prompt) {
+        Ok(Some(expanded)) => expanded,
+        _ => options.prompt.clone(),
+    };
+    let submitted = hooks.fire(Fire::UserPromptSubmit { prompt: &prompt }, cancel, &mut sink);
     if cancel.is_cancelled() {
         return end.finish(&mut sink, Outcome::Cancelled, Ok(()));
     }
@@ -250,7 +265,7 @@ pub async fn run(settings: &Settings, env: &Env, options: Options) -> anyhow::Re
     end.snapshot = snapshot(&root);
     let prompts = Prompts::embedded();
     let request = Request {
-        prompt: options.prompt.clone(),
+        prompt,
         instructions,
         hook_context: started.context,
         prompt_context: submitted.context,
@@ -279,7 +294,7 @@ pub async fn run(settings: &Settings, env: &Env, options: Options) -> anyhow::Re
     if let Some(agent_hooks) = &agent_hooks {
         runtime = runtime.with_hooks(agent_hooks);
     }
-    let mut runtime = runtime.with_definitions(&agents.definitions);
+    let mut runtime = runtime.with_definitions(&agents.definitions).with_skills(&skills);
     let request_start = Instant::now();
     let result = run_request(&mut runtime, request).await;
     let stats = runtime.stats.clone();
@@ -319,6 +334,7 @@ fn loaded_line(
     instructions: &[aerix_config::InstructionFile],
     hook_files: &[PathBuf],
     agents: &aerix_config::AgentDefinitions,
+    extensions: &extensions::Extensions,
 ) -> Option<String> {
     let list = |paths: Vec<String>| paths.join(", ");
     let mut parts = Vec::new();
@@ -334,11 +350,20 @@ fn loaded_line(
             list(hook_files.iter().map(|p| p.display().to_string()).collect())
         ));
     }
+    if !extensions.skills.is_empty() {
+        parts.push(format!(
+            "skills {}",
+            list(extensions.skills.iter().map(|s| s.name.clone()).collect())
+        ));
+    }
     if !agents.is_empty() {
         parts.push(format!(
             "agents {}",
             list(agents.iter().map(|a| a.source.display().to_string()).collect())
         ));
+    }
+    if !extensions.plugins.is_empty() {
+        parts.push(format!("plugins {}", list(extensions.plugins.clone())));
     }
     (!parts.is_empty()).then(|| format!("loaded: {}", parts.join("; ")))
 }

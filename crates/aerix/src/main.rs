@@ -2,6 +2,7 @@
 //! lists and removes sessions; `aerix import claude` copies Claude Code's sessions in. The interactive screen comes with later work.
 
 mod exit;
+mod extensions;
 mod headless;
 mod hooks;
 mod import;

@@ -63,6 +63,7 @@ pub(crate) struct Shared<'s> {
     pub(crate) cwd: &'s std::path::Path,
     pub(crate) hooks: &'s dyn crate::RuntimeHooks,
     pub(crate) definitions: &'s dyn crate::Definitions,
+    pub(crate) skills: &'s dyn crate::Skills,
     pub(crate) cancel: aerix_tools::Cancel,
     pub(crate) sink: Mutex<&'s mut dyn crate::Sink>,
 }
@@ -106,6 +107,7 @@ pub(crate) async fn run_all(agent: &mut Agent, rt: &mut Runtime<'_>, calls: &[Ca
         cwd: rt.cwd,
         hooks: rt.hooks,
         definitions: rt.definitions,
+        skills: rt.skills,
         cancel: agent.cancel.clone(),
         sink: Mutex::new(&mut *rt.sink),
     };

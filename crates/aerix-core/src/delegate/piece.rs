@@ -63,7 +63,8 @@ pub(crate) async fn run(
         shared.cancel.clone(),
     )
     .with_hooks(shared.hooks)
-    .with_definitions(shared.definitions);
+    .with_definitions(shared.definitions)
+    .with_skills(shared.skills);
     let ending = attempts(&mut rt, caller, &piece, call, &trace).await;
     let stats = rt.stats.clone();
     drop(rt);
@@ -222,6 +223,7 @@ async fn implementer(
             .collect(),
         None => ALL_TOOLS.iter().map(|t| (*t).to_owned()).collect(),
     };
+    let tools = crate::skills::offered(tools, rt.skills);
     let spec = AgentSpec {
         id: id.to_owned(),
         member: member.alias.clone(),

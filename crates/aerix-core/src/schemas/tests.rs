@@ -103,7 +103,12 @@ const RUNTIME_ONLY: &[(&str, &str, &str, &str)] = &[
         "no agent definition",
         "not in the tool's own schema: the request's turn schema narrows it to the loaded definitions (restrict_agent_call, tested below)",
     ),
-    ("skill", r#"{"name": "deploy"}"#, "no skill named", "skills are loaded at startup"),
+    (
+        "skill",
+        r#"{"name": "deploy"}"#,
+        "no skill named",
+        "not in the tool's own schema: the turn schema narrows `name` to the loaded skills (restrict_skill_call, tested below)",
+    ),
 ];
 
 #[test]
@@ -175,6 +180,18 @@ fn the_tools_section_shows_each_operation_s_fields() {
     );
     let read = super::describe(&turn::input_schema("read").unwrap());
     assert_eq!(read, "{path, offset?, limit?}");
+}
+
+#[test]
+fn a_skill_call_names_only_skills_that_exist() {
+    let tools: Vec<String> = ["skill"].map(String::from).to_vec();
+    let call = |input: Value| json!({"thought": "t", "calls": [{"tool": "skill", "input": input}]});
+    let mut schema = turn::schema(&tools);
+    super::restrict_skill_call(&mut schema, &["review".into(), "tools:fmt".into()]);
+    let v = jsonschema::validator_for(&schema).unwrap();
+    assert!(v.is_valid(&call(json!({"name": "tools:fmt", "args": "src/"}))));
+    assert!(v.is_valid(&call(json!({"list": true}))));
+    assert!(!v.is_valid(&call(json!({"name": "deploy"}))));
 }
 
 #[test]

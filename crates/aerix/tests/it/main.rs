@@ -16,6 +16,7 @@ mod parse;
 mod real;
 mod repeats;
 mod request;
+mod skills;
 mod tools;
 mod transcripts;
 
