@@ -8,8 +8,9 @@ fn smollm2_routes_takes_parsing_turns_and_a_later_request_resumes_the_stored_pre
         "smollm2",
         &smollm2().display().to_string(),
         // The root's own turns: no delegation (an edit route's planner would delegate, and its
-        // pieces run on SmolLM2 for minutes; the next test delegates).
-        "[context]\nmax_new_tokens = 400\n[delegation]\ndepth = 0\n",
+        // pieces run on SmolLM2 for minutes; the next test delegates), and every call runs (the
+        // repeat guard would end a model that repeats a call as `stuck`: not what this tests).
+        "[context]\nmax_new_tokens = 400\nrepeat_guard = false\n[delegation]\ndepth = 0\n",
     );
     let out = world.aerix(&["-p", "What does the add function in calc.sh do?", "--max-turns", "2"]);
     let code = out.status.code();

@@ -70,7 +70,7 @@ fn skills_are_listed_loaded_and_expanded_and_a_claude_code_plugin_brings_its_par
         "answer".to_owned(),
         root,
         final_turn("Read it.", "calc.sh subtracts."),
-        json!({"thought": "Checked.", "final": {"verdict": "pass", "reason": "ok"}}).to_string(),
+        json!({"thought": "Checked.", "final": {"reason": "ok", "verdict": "pass"}}).to_string(),
         final_turn("Done.", "Greeted."),
     ];
     // Under the constraint: the turn schema's `skill.name` and `agent.definition` enums must
