@@ -19,7 +19,7 @@ pub use env::Env;
 pub use instructions::{InstructionFile, instruction_files, project_root};
 pub use settings::{
     ContextSettings, DEFAULT_MODEL, DEFAULT_TOOL_CAP, Delegation, HookSettings, Member,
-    PluginSettings, PoolSettings, Settings, SettingsPaths, defaults, load,
+    PluginSettings, PoolSettings, Settings, SettingsPaths, TuneSettings, defaults, load,
 };
 
 #[derive(Debug, thiserror::Error)]

@@ -19,6 +19,7 @@ pub struct Settings {
     pub context: ContextSettings,
     pub hooks: HookSettings,
     pub plugins: PluginSettings,
+    pub tune: TuneSettings,
     /// The root agent's turn budget when `--max-turns` is not given.
     pub max_turns: u32,
     /// The files the settings came from, in the order they were applied.
@@ -88,6 +89,16 @@ pub struct PluginSettings {
     pub claude_code: bool,
 }
 
+/// `aerix tune` and `aerix profile sync` (`[tune]`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TuneSettings {
+    /// The reflection member, with `flags` as its serving flags (its `model` is `member`);
+    /// `None`: the main member reflects.
+    pub member: Option<Member>,
+    /// How many sessions `aerix tune` reads when `--sessions` is not given.
+    pub sessions: u32,
+}
+
 pub const DEFAULT_MODEL: &str = "bartowski/SmolLM2-135M-Instruct-GGUF:Q4_K_M";
 pub const DEFAULT_TOOL_CAP: u64 = 20_000;
 
@@ -119,6 +130,26 @@ struct File {
     hooks: FileHooks,
     #[serde(default)]
     plugins: FilePlugins,
+    #[serde(default)]
+    tune: FileTune,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileTune {
+    member: Option<String>,
+    flags: Option<FileFlags>,
+    sessions: Option<u32>,
+}
+
+/// A member's serving flags without its model (`tune.flags`).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileFlags {
+    ctx: Option<u32>,
+    threads: Option<u32>,
+    batch: Option<u32>,
+    gpu_layers: Option<u32>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -267,6 +298,7 @@ pub fn defaults(env: &crate::Env) -> Settings {
         },
         hooks: HookSettings { claude_settings: true },
         plugins: PluginSettings { enabled: Vec::new(), claude_code: true },
+        tune: TuneSettings { member: None, sessions: 20 },
         max_turns: 40,
         sources: Vec::new(),
     }
@@ -407,12 +439,64 @@ fn apply(settings: &mut Settings, path: &Path, text: &str) -> Result<(), ConfigE
     if let Some(on) = file.plugins.claude_code {
         settings.plugins.claude_code = on;
     }
+    apply_tune(settings, &file.tune, &invalid)?;
     for (tool, cap) in &c.tool_caps {
         if *cap < 256 {
             return Err(invalid("context.tool_caps", tool, "must be at least 256 bytes".into()));
         }
         settings.context.tool_caps.insert(tool.clone(), *cap);
     }
+    Ok(())
+}
+
+/// `[tune]`: a later file's `member` or `flags` merges into an earlier file's.
+fn apply_tune(
+    settings: &mut Settings,
+    tune: &FileTune,
+    invalid: &dyn Fn(&str, &str, String) -> ConfigError,
+) -> Result<(), ConfigError> {
+    if let Some(n) = tune.sessions {
+        if n == 0 {
+            return Err(invalid("tune", "sessions", "must be at least 1".into()));
+        }
+        settings.tune.sessions = n;
+    }
+    if tune.member.is_none() && tune.flags.is_none() {
+        return Ok(());
+    }
+    let mut member = settings.tune.member.clone().unwrap_or(Member {
+        model: String::new(),
+        ctx: None,
+        threads: None,
+        batch: None,
+        gpu_layers: None,
+    });
+    if let Some(model) = &tune.member {
+        if model.trim().is_empty() {
+            return Err(invalid("tune", "member", "is empty".into()));
+        }
+        member.model = model.clone();
+    }
+    if let Some(flags) = &tune.flags {
+        for (key, value) in [("ctx", flags.ctx), ("threads", flags.threads), ("batch", flags.batch)]
+        {
+            if value == Some(0) {
+                return Err(invalid("tune.flags", key, "must be at least 1".into()));
+            }
+        }
+        let file = FileMember {
+            model: None,
+            ctx: flags.ctx,
+            threads: flags.threads,
+            batch: flags.batch,
+            gpu_layers: flags.gpu_layers,
+        };
+        merge_member(&mut member, &file);
+    }
+    if member.model.is_empty() {
+        return Err(invalid("tune", "flags", "`tune.flags` needs `tune.member`".into()));
+    }
+    settings.tune.member = Some(member);
     Ok(())
 }
 
@@ -526,6 +610,28 @@ mod tests {
         assert!(check("[context]\nlast_turn_final = true\n").unwrap().context.last_turn_final);
         assert!(s.hooks.claude_settings, "on by default");
         assert!(!check("[hooks]\nclaude_settings = false\n").unwrap().hooks.claude_settings);
+    }
+
+    #[test]
+    fn the_tune_table_names_a_reflection_member_with_its_flags() {
+        let s = defaults(&env());
+        assert_eq!(s.tune, TuneSettings { member: None, sessions: 20 });
+        let s = check(
+            "[tune]\nmember = \"r.gguf\"\nsessions = 5\n[tune.flags]\nctx = 2048\nthreads = 1\n",
+        )
+        .unwrap();
+        let member = s.tune.member.unwrap();
+        assert_eq!(
+            (member.model.as_str(), member.ctx, member.threads),
+            ("r.gguf", Some(2048), Some(1))
+        );
+        assert_eq!(s.tune.sessions, 5);
+        let e = check("[tune]\nsessions = 0\n").unwrap_err().to_string();
+        assert!(e.contains("tune.sessions") && e.contains("at least 1"), "{e}");
+        let e = check("[tune.flags]\nctx = 2048\n").unwrap_err().to_string();
+        assert!(e.contains("needs `tune.member`"), "{e}");
+        let e = check("[tune]\nmodel = \"x\"\n").unwrap_err().to_string();
+        assert!(e.contains("model"), "{e}");
     }
 
     #[test]

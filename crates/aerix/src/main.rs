@@ -10,6 +10,7 @@ mod pool;
 mod sessions;
 mod signals;
 mod sink;
+mod tune;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -62,6 +63,28 @@ enum Command {
         #[command(subcommand)]
         command: ImportCommand,
     },
+    /// Revise the model base's prompts from the profile's sessions (one commit), or measure a
+    /// tune with `--eval`.
+    Tune {
+        /// Read at most N sessions (default `tune.sessions`, 20).
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+        sessions: Option<u32>,
+        /// Print each revision as a diff and commit none (the sync before it still commits).
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// The session's prompt profile.
+    Profile {
+        #[command(subcommand)]
+        command: ProfileCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum ProfileCommand {
+    /// Reconcile the model base with this release's prompts and the current skill and agent
+    /// files.
+    Sync,
 }
 
 #[derive(Subcommand)]
@@ -152,6 +175,18 @@ fn run(cli: Cli, started: std::time::Instant) -> anyhow::Result<Exit> {
         && sibling.is_file()
     {
         settings.pool.caldrix = sibling;
+    }
+    match &cli.command {
+        Some(Command::Tune { sessions, dry_run }) => {
+            let args = tune::TuneArgs { sessions: *sessions, dry_run: *dry_run };
+            let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+            return runtime.block_on(tune::tune(&settings, &env, &root, &args));
+        }
+        Some(Command::Profile { command: ProfileCommand::Sync }) => {
+            let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+            return runtime.block_on(tune::sync(&settings, &env, &root));
+        }
+        _ => {}
     }
     let Some(prompt) = cli.prompt else {
         return Err(Exit::Usage

@@ -1,0 +1,130 @@
+//! The corpus: the newest sessions of the project whose `session.start` names the profile and
+//! the model, split into their requests (each `session.start` of a log begins one: a resumed
+//! session appends its next request to the same log).
+
+use std::path::Path;
+
+use aerix_session::{Event, Outcome, SessionError, Store as Sessions};
+use serde_json::Value;
+
+use crate::TuneError;
+
+/// One request of a session, as its log recorded it.
+#[derive(Clone, Debug)]
+pub struct Request {
+    pub session: String,
+    /// From 1, in the session's order.
+    pub number: usize,
+    pub prompt: String,
+    pub cwd: String,
+    /// `session.start`'s `profile_commit`: the profile commit the request read its prompts from.
+    pub profile_commit: Option<String>,
+    /// `session.start`'s `head`, when recorded: the working tree's commit at the start.
+    pub head: Option<String>,
+    /// Whether the request's `session.start` names the profile and the model.
+    pub matches: bool,
+    /// The events after its `session.start`, up to the next one.
+    pub events: Vec<Event>,
+    /// `session.end`'s outcome (none when the log was cut before it).
+    pub outcome: Option<Outcome>,
+}
+
+/// The sessions read, newest first, and their requests (every request of a matching session,
+/// in order, so a correction can be seen in the next one).
+#[derive(Clone, Debug, Default)]
+pub struct Corpus {
+    pub sessions: Vec<String>,
+    pub requests: Vec<Request>,
+}
+
+impl Corpus {
+    /// The requests that match the profile and the model.
+    pub fn matching(&self) -> impl Iterator<Item = &Request> {
+        self.requests.iter().filter(|r| r.matches)
+    }
+}
+
+/// The newest `limit` sessions of `project` (by the index's `updated`) whose `session.start`
+/// names `profile` (its `profile` field) and `model` (its `model`, the main member's reference
+/// as configured). Imported sessions (tagged, e.g. `claude-code`) are left out.
+pub fn read_corpus(
+    sessions: &Sessions,
+    project: &str,
+    profile: &str,
+    model: &str,
+    limit: usize,
+) -> Result<Corpus, TuneError> {
+    let mut entries = sessions.list(project)?;
+    entries.retain(|e| e.tag.is_none());
+    entries.sort_by(|a, b| b.updated.cmp(&a.updated).then_with(|| b.id.cmp(&a.id)));
+    let mut corpus = Corpus::default();
+    for entry in entries {
+        if corpus.sessions.len() >= limit {
+            break;
+        }
+        let path = sessions.log_path(project, &entry.id);
+        let requests = match read_requests(&path, &entry.id, profile, model) {
+            Ok(requests) => requests,
+            // A log that went away since the index listed it is not part of the corpus.
+            Err(SessionError::Io { source, .. })
+                if source.kind() == std::io::ErrorKind::NotFound =>
+            {
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
+        if requests.iter().any(|r| r.matches) {
+            corpus.sessions.push(entry.id.clone());
+            corpus.requests.extend(requests);
+        }
+    }
+    Ok(corpus)
+}
+
+/// A log's requests. Lines that are not events are skipped (as `read_log` does); the profile
+/// fields of `session.start` are read from the raw line, so a log written before they existed
+/// reads as naming no profile.
+fn read_requests(
+    path: &Path,
+    session: &str,
+    profile: &str,
+    model: &str,
+) -> Result<Vec<Request>, SessionError> {
+    let text = std::fs::read_to_string(path).map_err(|source| SessionError::Io {
+        what: "reading",
+        path: path.to_owned(),
+        source,
+    })?;
+    let mut requests: Vec<Request> = Vec::new();
+    for line in text.lines() {
+        let Ok(raw) = serde_json::from_str::<Value>(line) else { continue };
+        let Ok(event) = serde_json::from_value::<Event>(raw.clone()) else { continue };
+        match event {
+            Event::SessionStart { prompt, cwd, model: started_with, .. } => {
+                let field = |name: &str| raw.get(name).and_then(Value::as_str).map(str::to_owned);
+                requests.push(Request {
+                    session: session.to_owned(),
+                    number: requests.len() + 1,
+                    prompt,
+                    cwd,
+                    profile_commit: field("profile_commit"),
+                    head: field("head"),
+                    matches: field("profile").as_deref() == Some(profile) && started_with == model,
+                    events: Vec::new(),
+                    outcome: None,
+                });
+            }
+            Event::SessionEnd { outcome, .. } => {
+                if let Some(last) = requests.last_mut() {
+                    last.outcome = Some(outcome);
+                }
+            }
+            other => {
+                if let Some(last) = requests.last_mut() {
+                    last.events.push(other);
+                }
+            }
+        }
+    }
+    Ok(requests)
+}
