@@ -62,6 +62,28 @@ pub struct AgentDefinition {
     /// The agent's system prompt: the text after the frontmatter.
     pub body: String,
     pub source: PathBuf,
+    /// Where it was found: a profile's overlay path `agents/<origin>/<name>.md` names it.
+    pub origin: Origin,
+}
+
+/// Where a skill or an agent definition was found: the project's directories, the user's, or a
+/// plugin (by its id).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Origin {
+    Project,
+    User,
+    Plugin(String),
+}
+
+impl Origin {
+    /// `project`, `user` or the plugin's id: the source component of an overlay path.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Origin::Project => "project",
+            Origin::User => "user",
+            Origin::Plugin(id) => id,
+        }
+    }
 }
 
 /// The definitions by name; when several files define a name, the one of the directory first
@@ -102,6 +124,8 @@ pub struct LoadedAgents {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AgentDirs {
     pub dirs: Vec<PathBuf>,
+    /// How many of `dirs`, first, are the project's (the rest are the user's).
+    pub project: usize,
 }
 
 impl AgentDirs {
@@ -119,9 +143,10 @@ impl AgentDirs {
             dirs.push(dir.join(".aerix/agents"));
             dirs.push(dir.join(".claude/agents"));
         }
+        let project = dirs.len();
         dirs.extend(env.config_home().map(|c| c.join("aerix/agents")));
         dirs.extend(env.home.as_ref().map(|h| h.join(".claude/agents")));
-        AgentDirs { dirs }
+        AgentDirs { dirs, project }
     }
 }
 
@@ -129,7 +154,8 @@ impl AgentDirs {
 /// holds none.
 pub fn load_agents(dirs: &AgentDirs) -> LoadedAgents {
     let mut out = LoadedAgents::default();
-    for dir in &dirs.dirs {
+    for (index, dir) in dirs.dirs.iter().enumerate() {
+        let origin = if index < dirs.project { Origin::Project } else { Origin::User };
         let mut files = Vec::new();
         if let Err(e) = markdown_files(dir, &mut files) {
             out.notes.push(format!("agents: {}: {e}; its definitions are skipped", dir.display()));
@@ -145,7 +171,8 @@ pub fn load_agents(dirs: &AgentDirs) -> LoadedAgents {
                 }
             };
             match parse_agent(&path, &text) {
-                Ok((definition, notes)) => {
+                Ok((mut definition, notes)) => {
+                    definition.origin = origin.clone();
                     out.notes.extend(notes);
                     if let Some(winner) = out.definitions.get(&definition.name) {
                         // Only a second file of the same directory is worth a line: a
@@ -186,6 +213,7 @@ pub fn load_plugin_agents(out: &mut LoadedAgents, plugin: &str, dir: &Path) {
             Ok((mut definition, notes)) => {
                 out.notes.extend(notes);
                 definition.name = format!("{plugin}:{}", definition.name);
+                definition.origin = Origin::Plugin(plugin.to_owned());
                 if let Some(winner) = out.definitions.get(&definition.name) {
                     out.notes.push(format!(
                         "agents: {}: defines `{}` again; {} is used",
@@ -270,6 +298,8 @@ pub fn parse_agent(path: &Path, text: &str) -> Result<(AgentDefinition, Vec<Stri
         max_turns,
         body: body.to_owned(),
         source: path.to_owned(),
+        // The loader that found the file says where; a bare parse counts as the user's.
+        origin: Origin::User,
     };
     Ok((definition, notes))
 }

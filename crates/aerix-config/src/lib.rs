@@ -12,7 +12,7 @@ mod settings;
 use std::path::PathBuf;
 
 pub use agents::{
-    AERIX_TOOLS, AgentDefinition, AgentDefinitions, AgentDirs, LoadedAgents, aerix_tool,
+    AERIX_TOOLS, AgentDefinition, AgentDefinitions, AgentDirs, LoadedAgents, Origin, aerix_tool,
     load_agents, load_plugin_agents, parse_agent,
 };
 pub use env::Env;

@@ -36,6 +36,9 @@ pub struct Skill {
     /// `${CLAUDE_SKILL_DIR}`: the skill's directory (a command's: the file's).
     pub dir: PathBuf,
     pub file: PathBuf,
+    /// Where it was found: a profile's overlay path `skills/<origin>/<name>/SKILL.md` names it
+    /// (a plugin's skill by its name without the `plugin:` prefix).
+    pub origin: aerix_config::Origin,
 }
 
 /// Why a skill cannot be given: the text a model or a user sees.

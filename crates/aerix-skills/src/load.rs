@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use aerix_config::Env;
+use aerix_config::{Env, Origin};
 
 use crate::parse::{DESCRIPTION_CHARS, cut, first_line, parse};
 use crate::{Skill, Skills};
@@ -33,6 +33,8 @@ pub struct SkillDir {
     pub kind: Kind,
     /// A plugin's name: its skills are `plugin:name`.
     pub plugin: Option<String>,
+    /// Where its skills come from (a profile's overlay path names it).
+    pub origin: Origin,
 }
 
 /// The directories skills are read from, the one that wins a name first.
@@ -54,29 +56,33 @@ impl SkillDirs {
         }
         let mut out = SkillDirs::default();
         for dir in project {
-            out.push(dir.join(".aerix/skills"), Kind::Skills, None);
-            out.push(dir.join(".claude/skills"), Kind::Skills, None);
-            out.push(dir.join(".claude/commands"), Kind::Commands, None);
+            out.push(dir.join(".aerix/skills"), Kind::Skills, Origin::Project);
+            out.push(dir.join(".claude/skills"), Kind::Skills, Origin::Project);
+            out.push(dir.join(".claude/commands"), Kind::Commands, Origin::Project);
         }
         if let Some(config) = env.config_home() {
-            out.push(config.join("aerix/skills"), Kind::Skills, None);
+            out.push(config.join("aerix/skills"), Kind::Skills, Origin::User);
         }
         if let Some(home) = &env.home {
-            out.push(home.join(".claude/skills"), Kind::Skills, None);
-            out.push(home.join(".claude/commands"), Kind::Commands, None);
+            out.push(home.join(".claude/skills"), Kind::Skills, Origin::User);
+            out.push(home.join(".claude/commands"), Kind::Commands, Origin::User);
         }
         out
     }
 
     /// A plugin's `skills/` then `commands/`, its names `plugin:name`.
     pub fn plugin(&mut self, name: &str, root: &Path) {
-        self.push(root.join("skills"), Kind::Skills, Some(name.to_owned()));
-        self.push(root.join("commands"), Kind::Commands, Some(name.to_owned()));
+        self.push(root.join("skills"), Kind::Skills, Origin::Plugin(name.to_owned()));
+        self.push(root.join("commands"), Kind::Commands, Origin::Plugin(name.to_owned()));
     }
 
-    fn push(&mut self, path: PathBuf, kind: Kind, plugin: Option<String>) {
+    fn push(&mut self, path: PathBuf, kind: Kind, origin: Origin) {
         if !self.dirs.iter().any(|d| d.path == path) {
-            self.dirs.push(SkillDir { path, kind, plugin });
+            let plugin = match &origin {
+                Origin::Plugin(name) => Some(name.clone()),
+                _ => None,
+            };
+            self.dirs.push(SkillDir { path, kind, plugin, origin });
         }
     }
 }
@@ -295,5 +301,6 @@ fn read(
         body: parsed.body,
         dir: skill_dir.to_owned(),
         file: file.to_owned(),
+        origin: dir.origin.clone(),
     })
 }

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use aerix_config::Env;
+use aerix_config::{Env, Origin};
 
 use super::*;
 
@@ -22,6 +22,7 @@ fn skill(name: &str, description: &str, model: bool) -> Skill {
         body: format!("Do {name} on $ARGUMENTS."),
         dir: PathBuf::from(format!("/s/{name}")),
         file: PathBuf::from(format!("/s/{name}/SKILL.md")),
+        origin: Origin::User,
     }
 }
 
@@ -96,8 +97,14 @@ fn names_directories_bounds_and_broken_files() {
     write(&t.join("bad name/SKILL.md"), "x");
     write(&t.join("big/SKILL.md"), &"x".repeat(MAX_SKILL_BYTES as usize + 1));
     write(&t.join("nofile/README.md"), "x");
-    let dirs =
-        SkillDirs { dirs: vec![SkillDir { path: t.clone(), kind: Kind::Skills, plugin: None }] };
+    let dirs = SkillDirs {
+        dirs: vec![SkillDir {
+            path: t.clone(),
+            kind: Kind::Skills,
+            plugin: None,
+            origin: Origin::User,
+        }],
+    };
     let loaded = load(&dirs);
     let got: Vec<(&str, &str)> =
         loaded.skills.iter().map(|s| (s.name.as_str(), s.description.as_str())).collect();
@@ -120,7 +127,12 @@ fn a_directory_past_the_entry_bound_is_cut_with_a_line() {
         std::fs::create_dir(tmp.path().join(format!("s{i}"))).unwrap();
     }
     let dirs = SkillDirs {
-        dirs: vec![SkillDir { path: tmp.path().to_owned(), kind: Kind::Skills, plugin: None }],
+        dirs: vec![SkillDir {
+            path: tmp.path().to_owned(),
+            kind: Kind::Skills,
+            plugin: None,
+            origin: Origin::User,
+        }],
     };
     let loaded = load(&dirs);
     assert_eq!(loaded.notes.len(), 1, "{:?}", loaded.notes);

@@ -3,6 +3,7 @@
 //! processes) never lose a write and never meet "index is locked". A writer whose base moved
 //! rebuilds its tree on the new tip and tries again.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use git2::{
@@ -27,6 +28,18 @@ pub enum BareError {
     NotFound(String),
     #[error("the branch kept moving: {attempts} attempts to commit lost the race")]
     Contended { attempts: u32 },
+    /// A compare-and-swap found the branch elsewhere than expected: nothing was moved.
+    #[error("branch `{branch}` moved (expected {}, found {})", expected.as_deref().unwrap_or("none"), found.as_deref().unwrap_or("none"))]
+    Moved { branch: String, expected: Option<String>, found: Option<String> },
+    #[error("`{0}` names no commit")]
+    BadRevision(String),
+}
+
+/// Who a commit is by.
+#[derive(Debug, Clone, Copy)]
+pub struct Author<'a> {
+    pub name: &'a str,
+    pub email: &'a str,
 }
 
 /// One change of a commit.
@@ -44,6 +57,11 @@ pub struct CommitInfo {
     pub author: String,
     /// Seconds since the epoch.
     pub time: i64,
+}
+
+/// The id git gives a blob holding `bytes`.
+pub fn blob_id(bytes: &[u8]) -> Option<String> {
+    Oid::hash_object(ObjectType::Blob, bytes).ok().map(|id| id.to_string())
 }
 
 /// A bare repository on disk. Cheap to clone; every call opens the repository (libgit2's
@@ -128,7 +146,16 @@ impl Bare {
     pub fn files(&self, branch: &str, prefix: &str) -> Result<Vec<(String, Vec<u8>)>, BareError> {
         let repo = self.repo()?;
         let Some(tip) = self.tip(&repo, branch)? else { return Ok(Vec::new()) };
-        let tree = repo.find_commit(tip).and_then(|c| c.tree()).map_err(|e| self.err(e))?;
+        self.files_of(&repo, tip, prefix)
+    }
+
+    fn files_of(
+        &self,
+        repo: &Repository,
+        commit: Oid,
+        prefix: &str,
+    ) -> Result<Vec<(String, Vec<u8>)>, BareError> {
+        let tree = repo.find_commit(commit).and_then(|c| c.tree()).map_err(|e| self.err(e))?;
         let mut ids = Vec::new();
         tree.walk(TreeWalkMode::PreOrder, |dir, entry| {
             if entry.kind() == Some(ObjectType::Blob) {
@@ -229,6 +256,260 @@ impl Bare {
             }
         }
         Err(BareError::Contended { attempts: MAX_COMMIT_ATTEMPTS })
+    }
+
+    /// One compare-and-swap commit: `changes` applied to `expected`'s tree (the empty tree for
+    /// `None`, creating the branch), the branch moved only if it still points at `expected`.
+    /// No retry: a moved branch is `Moved` and nothing is moved (the caller decides whether
+    /// to rebuild on the new head). Returns the new commit's id.
+    pub fn commit_on(
+        &self,
+        branch: &str,
+        expected: Option<&str>,
+        changes: &[Change],
+        message: &str,
+        author: Author<'_>,
+    ) -> Result<String, BareError> {
+        let repo = self.repo()?;
+        let sig = Signature::now(author.name, author.email).map_err(|e| self.err(e))?;
+        let parent = match expected {
+            Some(id) => Some(self.commit_of(&repo, id)?),
+            None => None,
+        };
+        let base = match &parent {
+            Some(c) => c.tree().map_err(|e| self.err(e))?,
+            None => {
+                let empty =
+                    repo.treebuilder(None).and_then(|b| b.write()).map_err(|e| self.err(e))?;
+                repo.find_tree(empty).map_err(|e| self.err(e))?
+            }
+        };
+        let mut update = git2::build::TreeUpdateBuilder::new();
+        for change in changes {
+            match change {
+                Change::Put { path, bytes } => {
+                    let id = repo.blob(bytes).map_err(|e| self.err(e))?;
+                    update.upsert(path.as_str(), id, FileMode::Blob);
+                }
+                Change::Delete { path } => {
+                    if base.get_path(Path::new(path)).is_err() {
+                        return Err(BareError::NotFound(path.clone()));
+                    }
+                    update.remove(path.as_str());
+                }
+            }
+        }
+        let tree_id = update.create_updated(&repo, &base).map_err(|e| self.err(e))?;
+        let tree = repo.find_tree(tree_id).map_err(|e| self.err(e))?;
+        let parents: Vec<&git2::Commit<'_>> = parent.iter().collect();
+        let id =
+            repo.commit(None, &sig, &sig, message, &tree, &parents).map_err(|e| self.err(e))?;
+        self.swap(&repo, branch, &id.to_string(), expected, message)?;
+        Ok(id.to_string())
+    }
+
+    /// Points `branch` at `target` if it points at `expected` now (`None`: only if it does not
+    /// exist). Anything else is `Moved` and moves nothing.
+    pub fn set_branch(
+        &self,
+        branch: &str,
+        target: &str,
+        expected: Option<&str>,
+        message: &str,
+    ) -> Result<(), BareError> {
+        let repo = self.repo()?;
+        self.commit_of(&repo, target)?;
+        self.swap(&repo, branch, target, expected, message)
+    }
+
+    fn swap(
+        &self,
+        repo: &Repository,
+        branch: &str,
+        target: &str,
+        expected: Option<&str>,
+        message: &str,
+    ) -> Result<(), BareError> {
+        let refname = format!("refs/heads/{branch}");
+        let id = Oid::from_str(target).map_err(|e| self.err(e))?;
+        let moved = match expected {
+            Some(old) => {
+                let old = Oid::from_str(old).map_err(|e| self.err(e))?;
+                repo.reference_matching(&refname, id, true, old, message).map(|_| ())
+            }
+            None => repo.reference(&refname, id, false, message).map(|_| ()),
+        };
+        match moved {
+            Ok(()) => Ok(()),
+            Err(e)
+                if matches!(
+                    e.code(),
+                    ErrorCode::Modified | ErrorCode::Exists | ErrorCode::Locked
+                ) || (expected.is_some() && e.code() == ErrorCode::NotFound) =>
+            {
+                Err(BareError::Moved {
+                    branch: branch.to_owned(),
+                    expected: expected.map(str::to_owned),
+                    found: self.tip(repo, branch)?.map(|id| id.to_string()),
+                })
+            }
+            Err(e) => Err(self.err(e)),
+        }
+    }
+
+    /// Deletes `branch` if it points at `expected`; `Ok(false)` when it does not exist.
+    pub fn delete_branch(&self, branch: &str, expected: &str) -> Result<bool, BareError> {
+        let repo = self.repo()?;
+        let Some(tip) = self.tip(&repo, branch)? else { return Ok(false) };
+        if tip.to_string() != expected {
+            return Err(BareError::Moved {
+                branch: branch.to_owned(),
+                expected: Some(expected.to_owned()),
+                found: Some(tip.to_string()),
+            });
+        }
+        let mut reference =
+            repo.find_reference(&format!("refs/heads/{branch}")).map_err(|e| self.err(e))?;
+        reference.delete().map_err(|e| self.err(e))?;
+        Ok(true)
+    }
+
+    /// Every branch with the commit it points at, by name.
+    pub fn branches(&self) -> Result<Vec<(String, String)>, BareError> {
+        let repo = self.repo()?;
+        let mut out = Vec::new();
+        for item in repo.branches(Some(git2::BranchType::Local)).map_err(|e| self.err(e))? {
+            let (branch, _) = item.map_err(|e| self.err(e))?;
+            let reference = branch.get();
+            if let (Ok(name), Some(id)) = (reference.shorthand(), reference.target()) {
+                out.push((name.to_owned(), id.to_string()));
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    /// Whether `id` (a full id) is a commit of this repository.
+    pub fn has_commit(&self, id: &str) -> Result<bool, BareError> {
+        let repo = self.repo()?;
+        let Ok(oid) = Oid::from_str(id) else { return Ok(false) };
+        Ok(repo.find_commit(oid).is_ok())
+    }
+
+    /// The full id of the commit `rev` names (a branch, an id or its prefix, `X^`, ...).
+    pub fn resolve(&self, rev: &str) -> Result<String, BareError> {
+        let repo = self.repo()?;
+        let branch = format!("refs/heads/{rev}");
+        let object = repo
+            .revparse_single(&branch)
+            .or_else(|_| repo.revparse_single(rev))
+            .map_err(|_| BareError::BadRevision(rev.to_owned()))?;
+        let commit = object.peel_to_commit().map_err(|_| BareError::BadRevision(rev.to_owned()))?;
+        Ok(commit.id().to_string())
+    }
+
+    fn commit_of<'r>(&self, repo: &'r Repository, id: &str) -> Result<git2::Commit<'r>, BareError> {
+        let oid = Oid::from_str(id).map_err(|_| BareError::BadRevision(id.to_owned()))?;
+        repo.find_commit(oid).map_err(|_| BareError::BadRevision(id.to_owned()))
+    }
+
+    /// Every file of `commit` under `prefix` ("" for all), with its bytes, in path order.
+    pub fn files_at(
+        &self,
+        commit: &str,
+        prefix: &str,
+    ) -> Result<Vec<(String, Vec<u8>)>, BareError> {
+        let repo = self.repo()?;
+        let commit = self.commit_of(&repo, commit)?;
+        self.files_of(&repo, commit.id(), prefix)
+    }
+
+    /// The unified diff from `old` (the empty tree for `None`) to `new`, both commit ids.
+    pub fn diff(&self, old: Option<&str>, new: &str) -> Result<String, BareError> {
+        let repo = self.repo()?;
+        let new_tree = self.commit_of(&repo, new)?.tree().map_err(|e| self.err(e))?;
+        let old_tree = match old {
+            Some(old) => Some(self.commit_of(&repo, old)?.tree().map_err(|e| self.err(e))?),
+            None => None,
+        };
+        let diff = repo
+            .diff_tree_to_tree(old_tree.as_ref(), Some(&new_tree), None)
+            .map_err(|e| self.err(e))?;
+        let mut out = Vec::new();
+        diff.print(git2::DiffFormat::Patch, |_, _, line| {
+            if matches!(line.origin(), '+' | '-' | ' ') {
+                out.push(line.origin() as u8);
+            }
+            out.extend_from_slice(line.content());
+            true
+        })
+        .map_err(|e| self.err(e))?;
+        Ok(String::from_utf8_lossy(&out).into_owned())
+    }
+
+    /// Commits reachable from `rev`, newest first, at most `limit`: every commit, or with
+    /// `path` those that changed it.
+    pub fn history(
+        &self,
+        rev: &str,
+        path: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<CommitInfo>, BareError> {
+        let tip = self.resolve(rev)?;
+        let repo = self.repo()?;
+        let mut walk = repo.revwalk().map_err(|e| self.err(e))?;
+        walk.push(Oid::from_str(&tip).map_err(|e| self.err(e))?).map_err(|e| self.err(e))?;
+        let id_at = |commit: &git2::Commit<'_>, path: &str| {
+            commit.tree().ok().and_then(|t| t.get_path(Path::new(path)).ok()).map(|e| e.id())
+        };
+        let mut out = Vec::new();
+        for id in walk {
+            let id = id.map_err(|e| self.err(e))?;
+            let commit = repo.find_commit(id).map_err(|e| self.err(e))?;
+            let touched = match path {
+                None => true,
+                Some(path) => {
+                    id_at(&commit, path) != commit.parent(0).ok().and_then(|p| id_at(&p, path))
+                }
+            };
+            if touched {
+                out.push(CommitInfo {
+                    id: id.to_string(),
+                    message: commit.message().unwrap_or_default().to_owned(),
+                    author: commit.author().name().unwrap_or_default().to_owned(),
+                    time: commit.time().seconds(),
+                });
+                if out.len() == limit {
+                    break;
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// For each of `paths`, the ids of every blob it held in the commits reachable from
+    /// `branch` (at most `limit` commits walked; none when the branch does not exist).
+    pub fn path_blobs(
+        &self,
+        branch: &str,
+        paths: &[String],
+        limit: usize,
+    ) -> Result<BTreeMap<String, BTreeSet<String>>, BareError> {
+        let repo = self.repo()?;
+        let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        let Some(tip) = self.tip(&repo, branch)? else { return Ok(out) };
+        let mut walk = repo.revwalk().map_err(|e| self.err(e))?;
+        walk.push(tip).map_err(|e| self.err(e))?;
+        for id in walk.take(limit) {
+            let id = id.map_err(|e| self.err(e))?;
+            let tree = repo.find_commit(id).and_then(|c| c.tree()).map_err(|e| self.err(e))?;
+            for path in paths {
+                if let Ok(entry) = tree.get_path(Path::new(path)) {
+                    out.entry(path.clone()).or_default().insert(entry.id().to_string());
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// Commits that changed `path` on `branch`, newest first, at most `limit`.
