@@ -9,6 +9,7 @@ mod diff;
 pub mod eval;
 mod evidence;
 mod planted;
+mod profile;
 mod reflect;
 mod sync;
 mod tune;
@@ -21,6 +22,7 @@ pub use corpus::{Corpus, Request, read_corpus};
 pub use diff::unified;
 pub use evidence::{EVIDENCE_CHARS, EVIDENCE_ITEMS, Evidence, ITEM_CHARS, Item, Source, gather};
 pub use planted::{PLANTED_WORDS, Planted, find_planted};
+pub use profile::{Guards, ProfileStore};
 pub use reflect::{
     PoolReflector, RECONCILE_SCHEMA, REFLECT_SCHEMA, Reconciled, Reflection, parse_reconciled,
     parse_reflection,

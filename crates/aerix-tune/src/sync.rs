@@ -106,7 +106,22 @@ pub fn plan_sync(
             }
             continue;
         };
-        let recorded = upstreams.of(path, &text);
+        let recorded = match upstreams.hashes.get(path) {
+            Some(hash) => hash.clone(),
+            None if overlay => match store.read(&head, &format!("upstream/{path}"))? {
+                Some(kept) => sha256_hex(&kept),
+                // An overlay with no upstream recorded: nothing to compare it with.
+                None => continue,
+            },
+            None => {
+                // A file without a recorded upstream is its own upstream when `main` ever held
+                // it (never tuned); otherwise it was edited without a record and is not stale.
+                if text != *new && store.history("main", path)?.contains(&text) {
+                    steps.push((path.clone(), Step::Update { text: new.clone() }));
+                }
+                continue;
+            }
+        };
         if recorded == sha256_hex(new) {
             continue;
         }

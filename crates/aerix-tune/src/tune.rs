@@ -147,13 +147,14 @@ pub async fn tune<R: Reflector>(
                 let mut allowed: Vec<&str> = vec![&current, upstream];
                 allowed.extend(evidence.prompts.iter().map(String::as_str));
                 let planted = find_planted(&answer.text, &allowed, &evidence.untrusted);
-                match (guard.check(path, &answer.text, upstream), planted) {
-                    (Err(reason), _) => Line::Refused { path: path.clone(), reason },
-                    (Ok(()), Some(p)) => Line::Refused {
+                // Planted text first: it is the refusal a reader most needs to see.
+                match (planted, guard.check(path, &answer.text, upstream)) {
+                    (Some(p), _) => Line::Refused {
                         path: path.clone(),
                         reason: format!("carries text from {}: \"{}\"", p.place, p.matched),
                     },
-                    (Ok(()), None) => {
+                    (None, Err(reason)) => Line::Refused { path: path.clone(), reason },
+                    (None, Ok(())) => {
                         let why = one_line(&answer.why);
                         report.revisions.push(Revision {
                             path: path.clone(),

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use aerix_config::{Env, Member, Settings};
-use aerix_tune::{Artifacts, Committed, PoolReflector, Store, TuneError, TuneOptions};
+use aerix_tune::{Artifacts, Guards, PoolReflector, ProfileStore, TuneError, TuneOptions};
 use anyhow::Context as _;
 use caldrix_client::Client;
 use caldrix_proto::Request;
@@ -22,7 +22,6 @@ pub struct TuneArgs {
 struct Place {
     profile: String,
     branch: String,
-    repo: std::path::PathBuf,
     data: std::path::PathBuf,
     project: String,
 }
@@ -31,22 +30,13 @@ fn place(settings: &Settings, env: &Env, root: &Path) -> anyhow::Result<Place> {
     let data = env.data_home().context("no data directory: set HOME or XDG_DATA_HOME")?;
     let project = aerix_session::project_key(root);
     let profile = project.clone();
-    let repo = data.join("aerix/profiles").join(format!("{profile}.git"));
-    let branch = format!("model/{}", encode(&settings.main.model));
-    Ok(Place { profile, branch, repo, data, project })
+    let branch = aerix_profile::model_branch(&settings.main.model);
+    Ok(Place { profile, branch, data, project })
 }
 
-/// Every byte outside `[A-Za-z0-9_-]` as `%XX`: one ref component.
-fn encode(model: &str) -> String {
-    let mut out = String::new();
-    for b in model.bytes() {
-        if b.is_ascii_alphanumeric() || b == b'_' || b == b'-' {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+fn open(place: &Place, author: &'static str) -> anyhow::Result<ProfileStore> {
+    let profile = aerix_profile::Profile::open(&place.data, &place.profile)?;
+    Ok(ProfileStore { profile, author })
 }
 
 /// The artifacts: the embedded prompts (overlays join them with the profile store).
@@ -83,7 +73,7 @@ pub async fn tune(
         );
         return Ok(Exit::Done);
     }
-    let store = ProfileRepo::open(&place.repo)?;
+    let store = open(&place, "aerix tune")?;
     let artifacts = artifacts();
     let guard = Guards;
     let mut notes = Vec::new();
@@ -111,7 +101,7 @@ pub async fn tune(
 
 pub async fn sync(settings: &Settings, env: &Env, root: &Path) -> anyhow::Result<Exit> {
     let place = place(settings, env, root)?;
-    let store = ProfileRepo::open(&place.repo)?;
+    let store = open(&place, "aerix profile sync")?;
     let artifacts = artifacts();
     let plan = aerix_tune::plan_sync(&store, &place.branch, &artifacts)?;
     let report = if plan.needs_model() {
@@ -173,110 +163,4 @@ async fn with_reflector<T>(
         }
     }
     Ok(result?)
-}
-
-/// The profile repository through `gitstore::Bare`.
-struct ProfileRepo {
-    bare: gitstore::bare::Bare,
-}
-
-impl ProfileRepo {
-    fn open(path: &Path) -> anyhow::Result<ProfileRepo> {
-        if !path.is_dir() {
-            anyhow::bail!("no profile at {}: run a session first", path.display());
-        }
-        let bare = gitstore::bare::Bare::open_or_init(path)
-            .with_context(|| format!("opening the profile {}", path.display()))?;
-        Ok(ProfileRepo { bare })
-    }
-}
-
-fn store_err(e: impl std::fmt::Display) -> TuneError {
-    TuneError::Store(e.to_string())
-}
-
-fn text(bytes: Option<Vec<u8>>) -> Option<String> {
-    bytes.map(|b| String::from_utf8_lossy(&b).into_owned())
-}
-
-impl Store for ProfileRepo {
-    fn head(&self, branch: &str) -> Result<Option<String>, TuneError> {
-        self.bare.head(branch).map_err(store_err)
-    }
-
-    fn read(&self, commit: &str, path: &str) -> Result<Option<String>, TuneError> {
-        self.bare.read_at(commit, path).map(text).map_err(store_err)
-    }
-
-    fn history(&self, branch: &str, path: &str) -> Result<Vec<String>, TuneError> {
-        let mut out = Vec::new();
-        for commit in self.bare.log(branch, path, 200).map_err(store_err)? {
-            if let Some(t) = self.read(&commit.id, path)? {
-                out.push(t);
-            }
-        }
-        Ok(out)
-    }
-
-    fn commit(
-        &self,
-        branch: &str,
-        parent: &str,
-        files: &[(String, String)],
-        message: &str,
-    ) -> Result<Committed, TuneError> {
-        let head = self.head(branch)?.unwrap_or_default();
-        if head != parent {
-            return Ok(Committed::Moved(head));
-        }
-        let changes: Vec<gitstore::bare::Change> = files
-            .iter()
-            .map(|(path, text)| gitstore::bare::Change::Put {
-                path: path.clone(),
-                bytes: text.as_bytes().to_vec(),
-            })
-            .collect();
-        self.bare.commit(branch, &changes, message, "aerix").map(Committed::Done).map_err(store_err)
-    }
-}
-
-/// The guards (placeholders, the verdict shape, routing's shape words, the size).
-struct Guards;
-
-impl aerix_tune::Guard for Guards {
-    fn check(&self, path: &str, text: &str, source: &str) -> Result<(), String> {
-        let placeholders: &[&str] = match path {
-            "brief.md" => &["brief", "check", "done_looks_like"],
-            "verifier.md" => &["brief", "check", "summary", "files"],
-            _ => &[],
-        };
-        for name in placeholders {
-            if !text.contains(&format!("{{{{{name}}}}}")) {
-                return Err(format!("it drops the placeholder {{{{{name}}}}}"));
-            }
-        }
-        if path == "verifier.md" {
-            for word in ["\"verdict\"", "\"pass\"", "\"fail\"", "\"reason\""] {
-                if !text.contains(word) {
-                    return Err(format!("it drops the verdict shape word {word}"));
-                }
-            }
-        }
-        if path == "routing.md" {
-            for word in aerix_core::ROUTES {
-                if !text.contains(word) {
-                    return Err(format!("it drops the routing shape word `{word}`"));
-                }
-            }
-        }
-        if text.len() > 2 * source.len() {
-            return Err(format!(
-                "it is over twice its {} size ({} bytes, {} allowed)",
-                if Artifacts::is_overlay(path) { "source's" } else { "embedded" },
-                text.len(),
-                2 * source.len()
-            ));
-        }
-        Ok(())
-    }
 }
