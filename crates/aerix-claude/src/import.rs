@@ -386,6 +386,9 @@ impl Converter {
                 prompt: text,
                 resumed: self.prompts > 1,
                 version: self.version.clone(),
+                profile: None,
+                profile_branch: None,
+                profile_commit: None,
             }
         } else {
             Event::Segment {
@@ -503,6 +506,9 @@ impl Converter {
                     prompt: String::new(),
                     resumed: false,
                     version: self.version.clone(),
+                    profile: None,
+                    profile_branch: None,
+                    profile_commit: None,
                 },
                 ts,
             ));

@@ -98,6 +98,17 @@ impl AgentDefinitions {
         self.by_name.get(name)
     }
 
+    /// Replaces a definition's body (a profile's overlay); `false` when none has that name.
+    pub fn set_body(&mut self, name: &str, body: String) -> bool {
+        match self.by_name.get_mut(name) {
+            Some(definition) => {
+                definition.body = body;
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Every definition, by name.
     pub fn iter(&self) -> impl Iterator<Item = &AgentDefinition> {
         self.by_name.values()

@@ -22,6 +22,8 @@ pub struct Settings {
     pub tune: TuneSettings,
     /// The root agent's turn budget when `--max-turns` is not given.
     pub max_turns: u32,
+    /// The prompt profile sessions attach (`--profile` wins); `None`: the project key.
+    pub profile: Option<String>,
     /// The files the settings came from, in the order they were applied.
     pub sources: Vec<PathBuf>,
 }
@@ -118,6 +120,7 @@ impl ContextSettings {
 #[serde(deny_unknown_fields)]
 struct File {
     max_turns: Option<u32>,
+    profile: Option<String>,
     #[serde(default)]
     members: FileMembers,
     #[serde(default)]
@@ -300,6 +303,7 @@ pub fn defaults(env: &crate::Env) -> Settings {
         plugins: PluginSettings { enabled: Vec::new(), claude_code: true },
         tune: TuneSettings { member: None, sessions: 20 },
         max_turns: 40,
+        profile: None,
         sources: Vec::new(),
     }
 }
@@ -321,6 +325,16 @@ fn apply(settings: &mut Settings, path: &Path, text: &str) -> Result<(), ConfigE
             return Err(invalid("", "max_turns", "must be at least 1".into()));
         }
         settings.max_turns = turns;
+    }
+    if let Some(profile) = file.profile {
+        if !aerix_profile::valid_name(&profile) {
+            return Err(invalid(
+                "",
+                "profile",
+                format!("`{profile}` is not a profile name ([A-Za-z0-9_-][A-Za-z0-9._-]*)"),
+            ));
+        }
+        settings.profile = Some(profile);
     }
     if let Some(main) = &file.members.main {
         merge_member(&mut settings.main, main);

@@ -1,5 +1,6 @@
-//! The built-in prompts, embedded in the binary. Later work reads them from the session's
-//! profile; the turn contract is never among them (`turn.rs` renders it).
+//! The built-in prompts, embedded in the binary: `main`'s seed of every profile, and the
+//! fallback for a prompt a profile's commit lacks. A session's set is read from its profile
+//! (`aerix-profile`); the turn contract is never among them (`turn.rs` renders it).
 
 use std::collections::BTreeMap;
 
@@ -24,7 +25,7 @@ pub const EMBEDDED: [(&str, &str); 17] = [
     ("tune/reconcile.md", include_str!("../prompts/tune/reconcile.md")),
 ];
 
-/// The prompts a session reads (the embedded set until profiles exist).
+/// The prompts a session reads.
 #[derive(Clone, Debug)]
 pub struct Prompts {
     texts: BTreeMap<String, String>,
@@ -35,6 +36,12 @@ impl Prompts {
         Prompts {
             texts: EMBEDDED.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect(),
         }
+    }
+
+    /// The set a session read from its profile: `texts` by path (the embedded text stands in
+    /// for any path it lacks).
+    pub fn from_texts(texts: BTreeMap<String, String>) -> Prompts {
+        Prompts { texts }
     }
 
     /// A prompt's text; the embedded one when this set lacks it.

@@ -20,6 +20,13 @@ pub enum Event {
         prompt: String,
         resumed: bool,
         version: String,
+        /// The prompt profile the session read, its model base and the commit it read.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        profile: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        profile_branch: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        profile_commit: Option<String>,
     },
     #[serde(rename = "route")]
     Route {

@@ -69,6 +69,17 @@ impl Skills {
         self.by_name.get(name)
     }
 
+    /// Replaces a loaded skill's body (a profile's overlay); `false` when none has that name.
+    pub fn set_body(&mut self, name: &str, body: String) -> bool {
+        match self.by_name.get_mut(name) {
+            Some(skill) => {
+                skill.body = body;
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Every skill, by name.
     pub fn iter(&self) -> impl Iterator<Item = &Skill> {
         self.by_name.values()

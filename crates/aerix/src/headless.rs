@@ -7,12 +7,13 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use aerix_config::{Env, Settings};
-use aerix_core::{CoreError, Prompts, Request, Runtime, Sink as _, run_request};
+use aerix_core::{CoreError, Request, Runtime, Sink as _, run_request};
 use aerix_hooks::{EndReason, Fire, HookFiles, StartSource};
 use aerix_session::{Event, Outcome, Store, read_log, rebuild};
 use aerix_tools::Cancel;
 use anyhow::Context as _;
 
+use crate::attach;
 use crate::exit::Exit;
 use crate::extensions;
 use crate::hooks::{AgentHooks, SessionHooks};
@@ -27,6 +28,10 @@ pub struct Options {
     pub resume: Option<String>,
     pub continue_latest: bool,
     pub quiet: bool,
+    /// `--profile NAME` (checked by the command line).
+    pub profile: Option<String>,
+    /// `--profile-refresh`.
+    pub profile_refresh: bool,
     /// When the process started (for `AERIX_TIMING`).
     pub started: Instant,
 }
@@ -115,6 +120,7 @@ pub async fn run(settings: &Settings, env: &Env, options: Options) -> anyhow::Re
         })?),
         (None, false) => None,
     };
+    let mut recorded = None;
     let (log, rebuilt) = match &resume_id {
         Some(id) => {
             let path = store
@@ -133,6 +139,7 @@ pub async fn run(settings: &Settings, env: &Env, options: Options) -> anyhow::Re
                     path.display()
                 );
             }
+            recorded = attach::recorded(&read.events);
             (store.open(&project, id)?, Some(rebuild(&read.events, "a1")))
         }
         None => {
@@ -140,7 +147,7 @@ pub async fn run(settings: &Settings, env: &Env, options: Options) -> anyhow::Re
         }
     };
     let session_id = log.id().to_owned();
-    let skills = extensions.skills.with_session(&session_id);
+    let mut skills = extensions.skills.with_session(&session_id);
     let hook_session = aerix_hooks::Session {
         id: session_id.clone(),
         transcript_path: aerix_claude::transcript_path(log.path()),
@@ -149,14 +156,9 @@ pub async fn run(settings: &Settings, env: &Env, options: Options) -> anyhow::Re
         project_dir: root.clone(),
         spool_dir: log.spool_dir(),
     };
-    match log.try_clone() {
-        Ok(log) => signals.pending(Pending { log, store: store.clone(), project: project.clone() }),
-        Err(e) => eprintln!("aerix: a second signal cannot end the session: {e}"),
-    }
-    let mut sink = HeadlessSink { log, failed: None, quiet: options.quiet };
-    let mut end =
-        End { store: &store, project: &project, signals: &signals, hooks: None, snapshot: None };
-    sink.event(Event::SessionStart {
+    // `session.start` is written once the profile is attached (it records the commit read);
+    // a run that ends before that writes it without one.
+    let start = Event::SessionStart {
         session: session_id.clone(),
         project: project.clone(),
         cwd: options.cwd.display().to_string(),
@@ -165,7 +167,28 @@ pub async fn run(settings: &Settings, env: &Env, options: Options) -> anyhow::Re
         prompt: options.prompt.clone(),
         resumed: rebuilt.is_some(),
         version: env!("CARGO_PKG_VERSION").to_owned(),
-    });
+        profile: None,
+        profile_branch: None,
+        profile_commit: None,
+    };
+    match log.try_clone() {
+        Ok(log) => signals.pending(Pending {
+            log,
+            store: store.clone(),
+            project: project.clone(),
+            start: Some(start.clone()),
+        }),
+        Err(e) => eprintln!("aerix: a second signal cannot end the session: {e}"),
+    }
+    let mut sink = HeadlessSink { log, failed: None, quiet: options.quiet };
+    let mut end = End {
+        store: &store,
+        project: &project,
+        signals: &signals,
+        hooks: None,
+        snapshot: None,
+        start: Some(start),
+    };
     eprintln!("session {session_id}{}", if rebuilt.is_some() { " (resumed)" } else { "" });
 
     // Until the runtime runs, a signal ends the run at the step it interrupts.
@@ -198,6 +221,43 @@ pub async fn run(settings: &Settings, env: &Env, options: Options) -> anyhow::Re
         }
         None => None,
     };
+
+    // The profile, after the pool is bound: its prompts, overlays and lines, read once.
+    let name = match (&options.profile, &recorded) {
+        (Some(flag), _) => flag.clone(),
+        // A resumed session reads the profile it recorded.
+        (None, Some((recorded, _))) => recorded.clone(),
+        (None, None) => attach::profile_name(None, Some(settings), &project),
+    };
+    let mut definitions = agents.definitions.clone();
+    let attached = attach::attach(
+        &attach::Request {
+            data: &data,
+            name: &name,
+            model: &settings.main.model,
+            session: &session_id,
+            recorded: recorded.as_ref().filter(|(p, _)| *p == name).map(|(_, c)| c.as_str()),
+            refresh: options.profile_refresh,
+            project_key: &project,
+            cwd: &options.cwd,
+            env,
+        },
+        &mut skills,
+        &mut definitions,
+    );
+    for line in &attached.lines {
+        eprintln!("{line}");
+    }
+    startup_notes.extend(attached.lines.iter().cloned());
+    if let Some(Event::SessionStart { profile, profile_branch, profile_commit, .. }) =
+        end.start.as_mut()
+        && let Some((name, branch, commit)) = &attached.profile
+    {
+        *profile = Some(name.clone());
+        *profile_branch = Some(branch.clone());
+        *profile_commit = Some(commit.clone());
+    }
+    end.write_start(&mut sink);
 
     // The session hooks: SessionStart's context is pinned in the root's context,
     // UserPromptSubmit's is appended to the prompt; a block or `continue: false` ends the run.
@@ -263,7 +323,7 @@ pub async fn run(settings: &Settings, env: &Env, options: Options) -> anyhow::Re
     }
 
     end.snapshot = snapshot(&root);
-    let prompts = Prompts::embedded();
+    let prompts = attached.prompts;
     let request = Request {
         prompt,
         instructions,
@@ -294,7 +354,7 @@ pub async fn run(settings: &Settings, env: &Env, options: Options) -> anyhow::Re
     if let Some(agent_hooks) = &agent_hooks {
         runtime = runtime.with_hooks(agent_hooks);
     }
-    let mut runtime = runtime.with_definitions(&agents.definitions).with_skills(&skills);
+    let mut runtime = runtime.with_definitions(&definitions).with_skills(&skills);
     let request_start = Instant::now();
     let result = run_request(&mut runtime, request).await;
     let stats = runtime.stats.clone();
@@ -377,16 +437,27 @@ struct End<'a> {
     hooks: Option<SessionHooks>,
     /// Set once the request is about to run: its diff is printed.
     snapshot: Option<Snapshot>,
+    /// `session.start` until it is written.
+    start: Option<Event>,
 }
 
 impl End<'_> {
+    /// Writes `session.start` if it is not written yet.
+    fn write_start(&mut self, sink: &mut HeadlessSink) {
+        if let Some(start) = self.start.take() {
+            sink.event(start);
+            self.signals.started();
+        }
+    }
+
     /// `session.end` and the index, `SessionEnd`, the diff, and the exit status.
     fn finish(
-        &self,
+        &mut self,
         sink: &mut HeadlessSink,
         outcome: Outcome,
         result: anyhow::Result<()>,
     ) -> anyhow::Result<Exit> {
+        self.write_start(sink);
         let exit = match outcome {
             Outcome::Cancelled => self.signals.exit(),
             _ => Exit::of(outcome),

@@ -1,12 +1,15 @@
 //! `aerix`: the coding agent. `aerix -p PROMPT` runs one request headless; `aerix sessions`
-//! lists and removes sessions; `aerix import claude` copies Claude Code's sessions in. The interactive screen comes with later work.
+//! lists and removes sessions; `aerix profile` reads and edits prompt profiles; `aerix import
+//! claude` copies Claude Code's sessions in. The interactive screen comes with later work.
 
+mod attach;
 mod exit;
 mod extensions;
 mod headless;
 mod hooks;
 mod import;
 mod pool;
+mod profile;
 mod sessions;
 mod signals;
 mod sink;
@@ -47,6 +50,13 @@ struct Cli {
     /// No progress lines on stderr.
     #[arg(long, short = 'q')]
     quiet: bool,
+    /// The prompt profile to attach (default: settings' `profile`, else the project key).
+    #[arg(long, value_name = "NAME", global = true, value_parser = profile_name)]
+    profile: Option<String>,
+    /// Move the session's profile branch to its model base's head first (a resumed session
+    /// then reads the newest prompts).
+    #[arg(long)]
+    profile_refresh: bool,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -57,6 +67,11 @@ enum Command {
     Sessions {
         #[command(subcommand)]
         command: SessionsCommand,
+    },
+    /// The prompt profile: its branches, texts and history, and hand edits.
+    Profile {
+        #[command(subcommand)]
+        command: ProfileCommand,
     },
     /// Copy another program's sessions into the project's session store.
     Import {
@@ -73,18 +88,6 @@ enum Command {
         #[arg(long)]
         dry_run: bool,
     },
-    /// The session's prompt profile.
-    Profile {
-        #[command(subcommand)]
-        command: ProfileCommand,
-    },
-}
-
-#[derive(Subcommand)]
-enum ProfileCommand {
-    /// Reconcile the model base with this release's prompts and the current skill and agent
-    /// files.
-    Sync,
 }
 
 #[derive(Subcommand)]
@@ -99,11 +102,37 @@ enum ImportCommand {
 }
 
 #[derive(Subcommand)]
+enum ProfileCommand {
+    /// The profile's branches, with each head commit and its subject.
+    List,
+    /// One text at a branch or commit: `aerix profile show model/<model> system.md`.
+    Show { rev: String, path: String },
+    /// Edit one text of a model branch in $VISUAL/$EDITOR and commit it.
+    Edit { branch: String, path: String },
+    /// The commits of a branch (or from a commit), newest first; with PATH, those changing it.
+    Log { rev: String, path: Option<String> },
+    /// The diff between two commits, or of one commit against its parent.
+    Diff { from: String, to: Option<String> },
+    /// Reconcile the model base with this release's prompts and the current skill and agent
+    /// files (the reflection member reconciles tuned ones).
+    Sync,
+}
+
+#[derive(Subcommand)]
 enum SessionsCommand {
     /// List the project's sessions, oldest first.
     List,
-    /// Delete a session: its log, spool files and index entry.
+    /// Delete a session: its log, spool files and index entry, and its profile branch.
     Rm { id: String },
+}
+
+/// `--profile`'s value: `[A-Za-z0-9_-][A-Za-z0-9._-]*` (anything else is a usage error).
+fn profile_name(value: &str) -> Result<String, String> {
+    if aerix_profile::valid_name(value) {
+        Ok(value.to_owned())
+    } else {
+        Err(format!("`{value}` is not a profile name ([A-Za-z0-9_-][A-Za-z0-9._-]*)"))
+    }
 }
 
 fn main() -> ExitCode {
@@ -155,7 +184,7 @@ fn run(cli: Cli, started: std::time::Instant) -> anyhow::Result<Exit> {
     if let Some(Command::Sessions { command }) = &cli.command {
         let data =
             env.data_home().ok_or_else(|| Exit::Usage.with("no data directory: set HOME"))?;
-        return sessions::run(&data, &root, command);
+        return sessions::run(&data, &root, cli.profile.as_deref(), command);
     }
     if let Some(Command::Import { command: ImportCommand::Claude { project } }) = &cli.command {
         let data =
@@ -176,17 +205,33 @@ fn run(cli: Cli, started: std::time::Instant) -> anyhow::Result<Exit> {
     {
         settings.pool.caldrix = sibling;
     }
+    let project_key = aerix_session::project_key(&root);
+    let name = attach::profile_name(cli.profile.as_deref(), Some(&settings), &project_key);
     match &cli.command {
         Some(Command::Tune { sessions, dry_run }) => {
             let args = tune::TuneArgs { sessions: *sessions, dry_run: *dry_run };
             let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-            return runtime.block_on(tune::tune(&settings, &env, &root, &args));
+            return runtime.block_on(tune::tune(&settings, &env, &root, &name, &args));
         }
         Some(Command::Profile { command: ProfileCommand::Sync }) => {
             let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-            return runtime.block_on(tune::sync(&settings, &env, &root));
+            return runtime.block_on(tune::sync(&settings, &env, &root, &name));
         }
         _ => {}
+    }
+    if let Some(Command::Profile { command }) = &cli.command {
+        let data =
+            env.data_home().ok_or_else(|| Exit::Usage.with("no data directory: set HOME"))?;
+        let at = profile::Where {
+            data: &data,
+            name: &name,
+            project_key: &project_key,
+            root: &root,
+            cwd: &cwd,
+            settings: &settings,
+            env: &env,
+        };
+        return profile::run(&at, command);
     }
     let Some(prompt) = cli.prompt else {
         return Err(Exit::Usage
@@ -208,6 +253,8 @@ fn run(cli: Cli, started: std::time::Instant) -> anyhow::Result<Exit> {
             resume: cli.resume,
             continue_latest: cli.continue_latest,
             quiet: cli.quiet,
+            profile: cli.profile,
+            profile_refresh: cli.profile_refresh,
             started,
         },
     ))

@@ -44,6 +44,8 @@ pub struct Pending {
     pub log: Log,
     pub store: Store,
     pub project: String,
+    /// `session.start` while the run has not written it (before the profile is attached).
+    pub start: Option<Event>,
 }
 
 impl Signals {
@@ -84,7 +86,10 @@ impl Signals {
         tokio::time::sleep(LAST_TERM).await;
         // The run may have written it meanwhile; else it is written here, last.
         self.end_session(|pending| {
-            let Some(Pending { mut log, store, project }) = pending else { return };
+            let Some(Pending { mut log, store, project, start }) = pending else { return };
+            if let Some(start) = start {
+                let _ = log.append(&start);
+            }
             let cancelled =
                 Event::SessionEnd { outcome: Outcome::Cancelled, exit_code: exit.code() };
             let _ = log.append(&cancelled);
@@ -106,6 +111,14 @@ impl Signals {
     /// The session a second signal ends if the run has not yet.
     pub fn pending(&self, pending: Pending) {
         self.end.lock().unwrap_or_else(PoisonError::into_inner).pending = Some(pending);
+    }
+
+    /// The run wrote `session.start`: a second signal writes only `session.end`.
+    pub fn started(&self) {
+        let mut end = self.end.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(pending) = end.pending.as_mut() {
+            pending.start = None;
+        }
     }
 
     /// Runs `write` (given the pending session, if any), unless `session.end` was written

@@ -26,10 +26,10 @@ struct Place {
     project: String,
 }
 
-fn place(settings: &Settings, env: &Env, root: &Path) -> anyhow::Result<Place> {
+fn place(settings: &Settings, env: &Env, root: &Path, name: &str) -> anyhow::Result<Place> {
     let data = env.data_home().context("no data directory: set HOME or XDG_DATA_HOME")?;
     let project = aerix_session::project_key(root);
-    let profile = project.clone();
+    let profile = name.to_owned();
     let branch = aerix_profile::model_branch(&settings.main.model);
     Ok(Place { profile, branch, data, project })
 }
@@ -54,9 +54,10 @@ pub async fn tune(
     settings: &Settings,
     env: &Env,
     root: &Path,
+    name: &str,
     args: &TuneArgs,
 ) -> anyhow::Result<Exit> {
-    let place = place(settings, env, root)?;
+    let place = place(settings, env, root, name)?;
     let limit = args.sessions.unwrap_or(settings.tune.sessions) as usize;
     let sessions = aerix_session::Store::new(&place.data);
     let corpus = aerix_tune::read_corpus(
@@ -95,12 +96,18 @@ pub async fn tune(
     for path in &report.sync.stale {
         eprintln!("not tuned {path}: it stays stale");
     }
-    print!("{}", report.render(|parent, commit| format!("aerix profile diff {parent} {commit}")));
+    // `--profile` only when the profile is not the project's own (settings may name it too).
+    let flag = if place.profile == place.project {
+        String::new()
+    } else {
+        format!(" --profile {}", place.profile)
+    };
+    print!("{}", report.render(|parent, commit| format!("aerix profile{flag} diff {parent} {commit}")));
     Ok(Exit::Done)
 }
 
-pub async fn sync(settings: &Settings, env: &Env, root: &Path) -> anyhow::Result<Exit> {
-    let place = place(settings, env, root)?;
+pub async fn sync(settings: &Settings, env: &Env, root: &Path, name: &str) -> anyhow::Result<Exit> {
+    let place = place(settings, env, root, name)?;
     let store = open(&place, "aerix profile sync")?;
     let artifacts = artifacts();
     let plan = aerix_tune::plan_sync(&store, &place.branch, &artifacts)?;

@@ -18,6 +18,9 @@ fn start(prompt: &str, resumed: bool) -> Event {
         prompt: prompt.into(),
         resumed,
         version: "0.1.0".into(),
+        profile: None,
+        profile_branch: None,
+        profile_commit: None,
     }
 }
 

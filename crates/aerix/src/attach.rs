@@ -1,0 +1,149 @@
+//! Startup's profile step: which profile a session attaches, attaching it (`aerix-profile`),
+//! and turning the read into the runtime's prompts and the skills' and agents' overlaid
+//! bodies. Every problem is a line; a profile that cannot be opened leaves the embedded set.
+
+use std::path::{Path, PathBuf};
+
+use aerix_config::{AgentDefinitions, Env, Origin, Settings};
+use aerix_core::{EMBEDDED, Prompts};
+use aerix_profile::{Attach, OverlayKind, Profile, Release, Source, Target};
+use aerix_session::Event;
+use aerix_skills::Skills;
+
+/// This release's prompts.
+pub fn release() -> Release<'static> {
+    Release { version: env!("CARGO_PKG_VERSION"), embedded: &EMBEDDED }
+}
+
+/// The profile a command or a new session uses: `--profile`, else settings' `profile`, else
+/// the project key.
+pub fn profile_name(flag: Option<&str>, settings: Option<&Settings>, project_key: &str) -> String {
+    flag.map(str::to_owned)
+        .or_else(|| settings.and_then(|s| s.profile.clone()))
+        .unwrap_or_else(|| project_key.to_owned())
+}
+
+/// The profile and commit a session's log recorded last (its latest `session.start` naming one).
+pub fn recorded(events: &[Event]) -> Option<(String, String)> {
+    events.iter().rev().find_map(|event| match event {
+        Event::SessionStart { profile: Some(p), profile_commit: Some(c), .. } => {
+            Some((p.clone(), c.clone()))
+        }
+        _ => None,
+    })
+}
+
+/// What a session got from its profile.
+pub struct Attached {
+    pub prompts: Prompts,
+    /// `session.start`'s `profile`, `profile_branch`, `profile_commit` (none without a profile).
+    pub profile: Option<(String, String, String)>,
+    pub lines: Vec<String>,
+}
+
+pub struct Request<'a> {
+    pub data: &'a Path,
+    pub name: &'a str,
+    pub model: &'a str,
+    pub session: &'a str,
+    pub recorded: Option<&'a str>,
+    pub refresh: bool,
+    pub project_key: &'a str,
+    pub cwd: &'a Path,
+    pub env: &'a Env,
+}
+
+/// Attaches the session's profile and applies its overlays to `skills` and `agents`.
+pub fn attach(
+    request: &Request<'_>,
+    skills: &mut Skills,
+    agents: &mut AgentDefinitions,
+) -> Attached {
+    let mut lines = legacy_lines(request.cwd, request.env);
+    let release = release();
+    let attached = Profile::create_or_open(request.data, request.name, &release).and_then(|p| {
+        let attach = Attach {
+            model: request.model,
+            session: request.session,
+            recorded: request.recorded,
+            refresh: request.refresh,
+            project_key: request.project_key,
+        };
+        p.attach(&attach, &release)
+    });
+    let attached = match attached {
+        Ok(attached) => attached,
+        Err(e) => {
+            lines.push(format!("{e}; the embedded prompts are used"));
+            return Attached { prompts: Prompts::embedded(), profile: None, lines };
+        }
+    };
+    let read = &attached.read;
+    lines.extend(read.lines.iter().cloned());
+    // Overlays: each loaded skill and definition by its origin and own name.
+    let skill_list: Vec<(String, Origin, String, String)> = skills
+        .iter()
+        .map(|s| (s.name.clone(), s.origin.clone(), own_name(&s.name, &s.origin), s.body.clone()))
+        .collect();
+    let agent_list: Vec<(String, Origin, String, String)> = agents
+        .iter()
+        .map(|a| (a.name.clone(), a.origin.clone(), own_name(&a.name, &a.origin), a.body.clone()))
+        .collect();
+    let targets: Vec<Target<'_>> = skill_list
+        .iter()
+        .map(|(_, origin, own, body)| Target {
+            kind: OverlayKind::Skill,
+            source: source(origin),
+            name: own,
+            text: body,
+        })
+        .chain(agent_list.iter().map(|(_, origin, own, body)| Target {
+            kind: OverlayKind::Agent,
+            source: source(origin),
+            name: own,
+            text: body,
+        }))
+        .collect();
+    let (texts, overlay_lines) = read.overlays(&targets);
+    lines.extend(overlay_lines);
+    let names =
+        skill_list.iter().map(|s| (true, &s.0)).chain(agent_list.iter().map(|a| (false, &a.0)));
+    for ((is_skill, name), text) in names.zip(texts) {
+        if let Some(text) = text {
+            if is_skill {
+                skills.set_body(name, text);
+            } else {
+                agents.set_body(name, text);
+            }
+        }
+    }
+    Attached {
+        prompts: Prompts::from_texts(read.prompts.clone()),
+        profile: Some((read.profile.clone(), attached.branch.clone(), read.commit.clone())),
+        lines,
+    }
+}
+
+/// The overlay name: a plugin's skill or definition without its `plugin:` prefix.
+pub fn own_name(name: &str, origin: &Origin) -> String {
+    match origin {
+        Origin::Plugin(id) => name.strip_prefix(&format!("{id}:")).unwrap_or(name).to_owned(),
+        _ => name.to_owned(),
+    }
+}
+
+pub fn source(origin: &Origin) -> Source<'_> {
+    match origin {
+        Origin::Project => Source::Project,
+        Origin::User => Source::User,
+        Origin::Plugin(id) => Source::Plugin(id),
+    }
+}
+
+/// `<cwd>/.aerix/prompts/` and `$XDG_CONFIG_HOME/aerix/prompts/`: prompts are no longer read
+/// from them.
+fn legacy_lines(cwd: &Path, env: &Env) -> Vec<String> {
+    let mut dirs: Vec<PathBuf> = vec![cwd.join(".aerix/prompts")];
+    dirs.extend(env.config_home().map(|c| c.join("aerix/prompts")));
+    aerix_profile::legacy_prompt_dirs(&dirs)
+}
