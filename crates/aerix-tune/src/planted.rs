@@ -56,8 +56,14 @@ pub fn find_planted(revision: &str, allowed: &[&str], untrusted: &[Item]) -> Opt
 }
 
 fn verbatim(revision: &str, allowed: &[&str], untrusted: &[Item]) -> Option<Planted> {
-    let words: Vec<(String, &str)> =
-        revision.split_whitespace().filter_map(|raw| Some((norm(raw)?, raw))).collect();
+    // Each word with its byte span in `revision`, to show the matched text as written.
+    let words: Vec<(String, usize, usize)> = revision
+        .split_whitespace()
+        .filter_map(|raw| {
+            let at = raw.as_ptr() as usize - revision.as_ptr() as usize;
+            Some((norm(raw)?, at, at + raw.len()))
+        })
+        .collect();
     if words.len() < PLANTED_WORDS {
         return None;
     }
@@ -72,7 +78,7 @@ fn verbatim(revision: &str, allowed: &[&str], untrusted: &[Item]) -> Option<Plan
         }
     }
     let keys: Vec<u64> =
-        words.windows(PLANTED_WORDS).map(|w| key(w.iter().map(|(n, _)| n.as_str()))).collect();
+        words.windows(PLANTED_WORDS).map(|w| key(w.iter().map(|(n, ..)| n.as_str()))).collect();
     let start = keys
         .iter()
         .position(|k| untrusted_windows.contains_key(k) && !allowed_windows.contains(k))?;
@@ -83,9 +89,8 @@ fn verbatim(revision: &str, allowed: &[&str], untrusted: &[Item]) -> Option<Plan
     while end + 1 < keys.len() && item_windows.contains_key(&keys[end + 1]) {
         end += 1;
     }
-    let matched: Vec<&str> =
-        words[start..end + PLANTED_WORDS].iter().map(|(_, raw)| *raw).collect();
-    Some(Planted { place: item.place.clone(), matched: shown(&matched.join(" ")) })
+    let (from, to) = (words[start].1, words[end + PLANTED_WORDS - 1].2);
+    Some(Planted { place: item.place.clone(), matched: shown(&revision[from..to]) })
 }
 
 fn imperative(revision: &str, allowed: &[&str], untrusted: &[Item]) -> Option<Planted> {

@@ -211,11 +211,11 @@ fn run(cli: Cli, started: std::time::Instant) -> anyhow::Result<Exit> {
         Some(Command::Tune { sessions, dry_run }) => {
             let args = tune::TuneArgs { sessions: *sessions, dry_run: *dry_run };
             let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-            return runtime.block_on(tune::tune(&settings, &env, &root, &name, &args));
+            return runtime.block_on(tune::tune(&settings, &env, &root, &cwd, &name, &args));
         }
         Some(Command::Profile { command: ProfileCommand::Sync }) => {
             let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-            return runtime.block_on(tune::sync(&settings, &env, &root, &name));
+            return runtime.block_on(tune::sync(&settings, &env, &root, &cwd, &name));
         }
         _ => {}
     }

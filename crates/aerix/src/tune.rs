@@ -39,21 +39,54 @@ fn open(place: &Place, author: &'static str) -> anyhow::Result<ProfileStore> {
     Ok(ProfileStore { profile, author })
 }
 
-/// The artifacts: the embedded prompts (overlays join them with the profile store).
-fn artifacts() -> Artifacts {
-    Artifacts {
+/// The artifacts: the embedded prompts, and each loaded skill's and agent definition's
+/// overlay path with its file's body (`project` ones only when the profile is the project's).
+fn artifacts(settings: &Settings, env: &Env, root: &Path, cwd: &Path, place: &Place) -> Artifacts {
+    use aerix_profile::{OverlayKind, overlay_path};
+    let mut artifacts = Artifacts {
         upstream: aerix_core::EMBEDDED
             .iter()
             .map(|(path, text)| ((*path).to_owned(), (*text).to_owned()))
             .collect(),
         ..Artifacts::default()
+    };
+    let hook_files = aerix_hooks::HookFiles::standard(
+        env.config_home().as_deref(),
+        env.home.as_deref(),
+        root,
+        settings.hooks.claude_settings,
+    );
+    let mut hooks = aerix_hooks::load(&hook_files.paths());
+    let mut agents = aerix_config::load_agents(&aerix_config::AgentDirs::standard(env, root, cwd));
+    let extensions = crate::extensions::load(settings, env, root, cwd, &mut agents, &mut hooks);
+    let own_project = place.profile == place.project;
+    let mut add = |kind, name: &str, origin: &aerix_config::Origin, body: &str| {
+        if matches!(origin, aerix_config::Origin::Project) && !own_project {
+            return;
+        }
+        let own = crate::attach::own_name(name, origin);
+        let Ok(path) = overlay_path(kind, &crate::attach::source(origin), &own) else { return };
+        artifacts.upstream.insert(path.clone(), body.to_owned());
+        let by_name = match kind {
+            OverlayKind::Skill => &mut artifacts.skills,
+            OverlayKind::Agent => &mut artifacts.agents,
+        };
+        by_name.insert(name.to_owned(), path);
+    };
+    for skill in extensions.skills.iter() {
+        add(OverlayKind::Skill, &skill.name, &skill.origin, &skill.body);
     }
+    for agent in agents.definitions.iter() {
+        add(OverlayKind::Agent, &agent.name, &agent.origin, &agent.body);
+    }
+    artifacts
 }
 
 pub async fn tune(
     settings: &Settings,
     env: &Env,
     root: &Path,
+    cwd: &Path,
     name: &str,
     args: &TuneArgs,
 ) -> anyhow::Result<Exit> {
@@ -75,7 +108,7 @@ pub async fn tune(
         return Ok(Exit::Done);
     }
     let store = open(&place, "aerix tune")?;
-    let artifacts = artifacts();
+    let artifacts = artifacts(settings, env, root, cwd, &place);
     let guard = Guards;
     let mut notes = Vec::new();
     let mut client = pool::connect(settings, env, &mut notes).await?;
@@ -102,14 +135,23 @@ pub async fn tune(
     } else {
         format!(" --profile {}", place.profile)
     };
-    print!("{}", report.render(|parent, commit| format!("aerix profile{flag} diff {parent} {commit}")));
+    print!(
+        "{}",
+        report.render(|parent, commit| format!("aerix profile{flag} diff {parent} {commit}"))
+    );
     Ok(Exit::Done)
 }
 
-pub async fn sync(settings: &Settings, env: &Env, root: &Path, name: &str) -> anyhow::Result<Exit> {
+pub async fn sync(
+    settings: &Settings,
+    env: &Env,
+    root: &Path,
+    cwd: &Path,
+    name: &str,
+) -> anyhow::Result<Exit> {
     let place = place(settings, env, root, name)?;
     let store = open(&place, "aerix profile sync")?;
-    let artifacts = artifacts();
+    let artifacts = artifacts(settings, env, root, cwd, &place);
     let plan = aerix_tune::plan_sync(&store, &place.branch, &artifacts)?;
     let report = if plan.needs_model() {
         let mut notes = Vec::new();

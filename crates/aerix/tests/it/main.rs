@@ -20,6 +20,7 @@ mod request;
 mod skills;
 mod tools;
 mod transcripts;
+mod tune;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
