@@ -597,6 +597,36 @@ mod tests {
         assert_eq!(bare.head("main").unwrap(), head, "a refused commit commits nothing");
     }
 
+    /// One-attempt writes move a ref only from where the writer saw it.
+    #[test]
+    fn compare_and_swap_writes_refuse_a_moved_branch() {
+        let (_tmp, dir) = temp("cas");
+        let bare = Bare::open_or_init(&dir).unwrap();
+        let me = Author { name: "aerix", email: "aerix@aerix.local" };
+        let first = bare.commit_on("main", None, &[put("a.md", "1")], "first", me).unwrap();
+        let err = bare.commit_on("main", None, &[put("a.md", "x")], "again", me).unwrap_err();
+        assert!(matches!(err, BareError::Moved { .. }), "{err}");
+        let second =
+            bare.commit_on("main", Some(&first), &[put("b.md", "2")], "second", me).unwrap();
+        let stale = bare.commit_on("main", Some(&first), &[put("c.md", "3")], "stale", me);
+        assert!(
+            matches!(stale, Err(BareError::Moved { ref found, .. }) if found.as_deref() == Some(second.as_str()))
+        );
+        assert_eq!(bare.head("main").unwrap().as_deref(), Some(second.as_str()));
+        bare.set_branch("side", &first, None, "side").unwrap();
+        assert!(bare.set_branch("side", &second, Some(&second), "x").is_err());
+        bare.set_branch("side", &second, Some(&first), "x").unwrap();
+        assert_eq!(bare.branches().unwrap().len(), 2);
+        assert!(bare.delete_branch("side", &first).is_err(), "not where the caller saw it");
+        assert!(bare.delete_branch("side", &second).unwrap());
+        assert!(!bare.delete_branch("side", &second).unwrap());
+        assert_eq!(bare.resolve(&format!("{second}^")).unwrap(), first);
+        assert!(bare.diff(Some(&first), &second).unwrap().contains("+2"));
+        assert_eq!(bare.history("main", Some("b.md"), 10).unwrap().len(), 1);
+        let blobs = bare.path_blobs("main", &["a.md".to_owned()], 10).unwrap();
+        assert_eq!(blobs["a.md"].iter().next().cloned(), blob_id(b"1"));
+    }
+
     /// Writers on separate handles (as separate processes would be) race for the branch:
     /// every write lands, none is lost.
     #[test]

@@ -23,7 +23,7 @@ fn data(world: &World) -> PathBuf {
 }
 
 /// A profile as a session would create it, with `model`'s base.
-fn profile(world: &World, name: &str, model: &str) -> (Profile, String) {
+fn open_profile(world: &World, name: &str, model: &str) -> (Profile, String) {
     let profile = Profile::create_or_open(&data(world), name, &release()).unwrap();
     let (branch, _) = profile.model_base(model).unwrap();
     (profile, branch)
@@ -44,14 +44,14 @@ fn session_start(events: &[Value], nth: usize) -> Value {
 #[test]
 fn a_tuned_prompt_reaches_the_system_segment_and_sessions_record_their_commit() {
     let mut replies = Vec::new();
-    for i in 0..4 {
+    for i in 0..5 {
         replies.push("answer".to_owned());
         replies.push(final_turn("Done.", &format!("answer {i}")));
     }
     let world = World::scripted("profile-e2e", &replies, true);
     let model =
         format!("script:{}@{}", world.home.join("replies.json").display(), smollm2().display());
-    let (profile, branch) = profile(&world, "demo", &model);
+    let (profile, branch) = open_profile(&world, "demo", &model);
     assert_eq!(branch, model_branch(&model));
     let seed = profile.head(MAIN).unwrap().unwrap();
     let tuned = format!("{}\nTUNED-MARKER: answer in one line.\n", embedded("system.md"));
@@ -106,6 +106,27 @@ fn a_tuned_prompt_reaches_the_system_segment_and_sessions_record_their_commit() 
     let start = session_start(&events, 0);
     assert!(start.get("profile").is_none() && start.get("profile_commit").is_none(), "{start}");
 
+    // Settings' `profile`, and a skill overlay on its model branch replacing the skill's body.
+    let skill_file = world.home.join("config/aerix/skills/greet/SKILL.md");
+    std::fs::create_dir_all(skill_file.parent().unwrap()).unwrap();
+    std::fs::write(&skill_file, "---\ndescription: Greets.\n---\nSay hello from the file.\n")
+        .unwrap();
+    let (other, other_branch) = open_profile(&world, "fromsettings", &model);
+    commit(&other, &other_branch, "skills/user/greet/SKILL.md", "OVERLAY-BODY: greet in French.\n");
+    world.write(".aerix/settings.toml", "profile = \"fromsettings\"\n");
+    let out = world.aerix(&["-p", "/greet"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let events = world.events();
+    assert_eq!(session_start(&events, 0)["profile"], "fromsettings");
+    let prompt = of_type(&events, "segment")
+        .into_iter()
+        .find(|s| s["agent"] == "a1" && s["label"] == "prompt")
+        .unwrap()["text"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(prompt.contains("OVERLAY-BODY") && !prompt.contains("from the file"), "{prompt}");
+
     // `sessions rm` deletes the session's branch; nothing propagated upward.
     let out = world.aerix(&["sessions", "rm", &id]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
@@ -159,7 +180,7 @@ fn skill(world: &World, name: &str) {
 #[test]
 fn profile_edit_commits_by_hand_and_refuses_each_thing_by_name() {
     let world = World::new("profile-edit", "unused.gguf", "");
-    let (profile, branch) = profile(&world, "demo", "m");
+    let (profile, branch) = open_profile(&world, "demo", "m");
     skill(&world, "review");
     let append = editor(&world, "append", "echo 'Be brief.' >> \"$1\"");
     let out = edit(&world, &append, &branch, "system.md");
@@ -257,7 +278,7 @@ fn profile_edit_commits_by_hand_and_refuses_each_thing_by_name() {
 #[test]
 fn fifty_concurrent_edits_of_different_files_all_land() {
     let world = World::new("profile-fifty", "unused.gguf", "");
-    let (profile, branch) = profile(&world, "demo", "m");
+    let (profile, branch) = open_profile(&world, "demo", "m");
     for i in 0..50 {
         skill(&world, &format!("s{i}"));
     }
