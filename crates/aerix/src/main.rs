@@ -3,6 +3,7 @@
 //! claude` copies Claude Code's sessions in. The interactive screen comes with later work.
 
 mod attach;
+mod eval;
 mod exit;
 mod extensions;
 mod headless;
@@ -87,6 +88,9 @@ enum Command {
         /// Print each revision as a diff and commit none (the sync before it still commits).
         #[arg(long)]
         dry_run: bool,
+        /// Measure the latest tune commit: replay held-out requests on it and on its parent.
+        #[arg(long, conflicts_with = "dry_run")]
+        eval: bool,
     },
 }
 
@@ -208,7 +212,11 @@ fn run(cli: Cli, started: std::time::Instant) -> anyhow::Result<Exit> {
     let project_key = aerix_session::project_key(&root);
     let name = attach::profile_name(cli.profile.as_deref(), Some(&settings), &project_key);
     match &cli.command {
-        Some(Command::Tune { sessions, dry_run }) => {
+        Some(Command::Tune { sessions, eval: true, .. }) => {
+            let limit = sessions.unwrap_or(settings.tune.sessions) as usize;
+            return eval::run(&settings, &env, &root, &name, limit);
+        }
+        Some(Command::Tune { sessions, dry_run, .. }) => {
             let args = tune::TuneArgs { sessions: *sessions, dry_run: *dry_run };
             let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
             return runtime.block_on(tune::tune(&settings, &env, &root, &cwd, &name, &args));

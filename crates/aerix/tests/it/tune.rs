@@ -139,3 +139,70 @@ fn sync_with_nothing_tuned_stale_binds_no_pool() {
     let again = world.aerix(&["profile", "sync"]);
     assert_eq!(stdout(&again), format!("nothing to sync on {branch}\n"));
 }
+
+/// `--eval`: a session read by a tune that shortened system.md, a later session held out, and
+/// its replay on the tune commit's parent and on the tune commit, the same scripted replies for
+/// both: the shorter system segment is the known difference, in tokens.
+#[test]
+fn eval_replays_a_held_out_request_on_the_base_and_the_tuned_commit() {
+    let replies = [
+        "answer".to_owned(),
+        final_turn("One.", "one"),
+        answer(false, "", "fine"),
+        answer(true, "You are Aerix, a coding agent.\n", "shorter"),
+        "answer".to_owned(),
+        final_turn("Two.", "two"),
+        "answer".to_owned(),
+        final_turn("Base.", "base"),
+        "answer".to_owned(),
+        final_turn("Tuned.", "tuned"),
+    ];
+    let world = World::scripted("tune-eval", &replies, true);
+    assert_eq!(world.aerix(&["-p", "What is calc.sh?"]).status.code(), Some(0));
+    let out = world.aerix(&["tune"]);
+    assert!(
+        stdout(&out).contains("revised system.md: shorter"),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    assert_eq!(world.aerix(&["-p", "What is test.sh?"]).status.code(), Some(0));
+    let branch = world.events()[0]["profile_branch"].as_str().unwrap().to_owned();
+    let tuned = profile_git(&world, &["rev-parse", &branch]).trim().to_owned();
+    let base = profile_git(&world, &["rev-parse", &format!("{tuned}^")]).trim().to_owned();
+
+    let out = world.aerix(&["tune", "--eval"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    eprintln!("{text}");
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines[0],
+        format!(
+            "eval: 1 held-out requests of 2 sessions on {branch}: base {} against tuned {}",
+            &base[..12],
+            &tuned[..12]
+        ),
+        "{text}"
+    );
+    assert!(
+        lines[1].split_whitespace().collect::<Vec<_>>().starts_with(&["commit", "outcome"]),
+        "{text}"
+    );
+    let fields = |line: &str| {
+        line.split("  ")
+            .map(str::trim)
+            .filter(|f| !f.is_empty())
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    let total = lines.iter().position(|l| l.starts_with("total")).unwrap();
+    let (b, t) = (fields(lines[total]), fields(lines[total + 1]));
+    assert_eq!((b[1].as_str(), b[2].as_str()), (&base[..12], "1/1 done"), "{text}");
+    assert_eq!((t[0].as_str(), t[1].as_str()), (&tuned[..12], "1/1 done"), "{text}");
+    let tokens = |f: &[String]| f.last().unwrap().parse::<u64>().unwrap();
+    assert!(tokens(&t) < tokens(&b), "the tuned system segment is shorter:\n{text}");
+    // The replays touched neither the project's sessions nor its worktrees.
+    assert_eq!(world.index()["sessions"].as_array().unwrap().len(), 2);
+    assert!(!world.git(&["worktree", "list"]).contains("aerix-eval-"));
+}
