@@ -9,9 +9,9 @@ use serde_json::Value;
 use crate::{Item, Reflector, TuneError};
 
 /// `aerix tune`'s answer.
-pub const REFLECT_SCHEMA: &str = r#"{"type":"object","properties":{"revise":{"type":"boolean"},"text":{"type":"string"},"why":{"type":"string","maxLength":400}},"required":["revise","text","why"],"additionalProperties":false}"#;
+pub const REFLECT_SCHEMA: &str = r#"{"type":"object","properties":{"revise":{"type":"boolean"},"text":{"type":"string"},"why":{"type":"string"}},"required":["revise","text","why"],"additionalProperties":false}"#;
 /// `aerix profile sync`'s answer.
-pub const RECONCILE_SCHEMA: &str = r#"{"type":"object","properties":{"text":{"type":"string"},"why":{"type":"string","maxLength":400}},"required":["text","why"],"additionalProperties":false}"#;
+pub const RECONCILE_SCHEMA: &str = r#"{"type":"object","properties":{"text":{"type":"string"},"why":{"type":"string"}},"required":["text","why"],"additionalProperties":false}"#;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Reflection {

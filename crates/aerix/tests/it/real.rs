@@ -128,3 +128,45 @@ fn smollm2_pieces_resume_the_stored_system_prefix() {
         }
     }
 }
+
+/// SmolLM2 as `tune.member` through the real engine: loaded for the run, asked about the two
+/// artifacts a plain session gives evidence for, under the Json constraint, and unloaded after.
+/// Whatever it answers, each artifact gets one of the spec's lines and the run ends in a commit
+/// or `nothing to revise`.
+#[test]
+fn smollm2_reflects_as_the_tune_member_and_is_unloaded_after() {
+    let replies = ["answer".to_owned(), crate::final_turn("Done.", "calc.sh subtracts")];
+    let smol = smollm2().display().to_string();
+    let extra = format!(
+        "[context]\nmax_new_tokens = 64\n[tune]\nmember = {smol:?}\n[tune.flags]\nctx = 4096\nthreads = 2\n"
+    );
+    let world = World::scripted_with("smollm2-tune", &replies, true, &extra);
+    let out = world.aerix(&["-p", "What does calc.sh do?"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let started = std::time::Instant::now();
+    let out = world.aerix(&["tune"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = crate::stdout(&out);
+    eprintln!("tune took {:?}:\n{text}{}", started.elapsed(), stderr(&out));
+    let lines: Vec<&str> = text.lines().collect();
+    for (line, path) in lines.iter().zip(["routing.md", "system.md"]) {
+        let ok = [format!("revised {path}: "), format!("kept {path}"), format!("refused {path}: ")];
+        assert!(ok.iter().any(|p| line.starts_with(p.as_str())), "{text}");
+    }
+    assert!(
+        lines[2].starts_with("committed ") || lines[2].starts_with("nothing to revise ("),
+        "{text}"
+    );
+    let status = std::process::Command::new(crate::caldrix())
+        .args(["pool", "status", "--json", "--socket", world.socket.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    let aliases: Vec<&str> = status["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["info"]["alias"].as_str().unwrap())
+        .collect();
+    assert_eq!(aliases, ["main"], "the reflection member is unloaded after the run");
+}
