@@ -99,3 +99,25 @@ fn a_refused_answer_stays_stale_by_name() {
     let head = report.commit.unwrap();
     assert!(store.read(&head, "system.md").unwrap().unwrap().contains("terse"));
 }
+
+#[test]
+fn an_embedded_file_the_branch_lacks_is_added_without_the_model() {
+    const MORE: [(&str, &str); 6] = [
+        EMBEDDED[0],
+        EMBEDDED[1],
+        EMBEDDED[2],
+        EMBEDDED[3],
+        EMBEDDED[4],
+        ("tools/new.md", "A new tool.\n"),
+    ];
+    let tmp = tempfile::tempdir().unwrap();
+    let (store, branch) = profile(tmp.path());
+    Profile::create_or_open(tmp.path(), PROFILE, &release(&MORE)).unwrap();
+    let plan = plan_sync(&store, &branch, &artifacts(&MORE)).unwrap();
+    assert!(!plan.needs_model());
+    let report =
+        block_on(sync::<Scripted<'_>>(&store, &branch, &artifacts(&MORE), &GUARDS, None)).unwrap();
+    assert_eq!(report.lines, [SyncLine::Added("tools/new.md".into())]);
+    let head = report.commit.unwrap();
+    assert_eq!(store.read(&head, "tools/new.md").unwrap().as_deref(), Some("A new tool.\n"));
+}
