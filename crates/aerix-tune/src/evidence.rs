@@ -161,8 +161,11 @@ impl Gather<'_> {
                 let call = call.as_deref().unwrap_or("?");
                 if *error == Some(true) {
                     let place = format!("a tool error of {tool} (session {s})");
-                    let kind = if text.starts_with("refused:") { "refused" } else { "failed" };
-                    let line = format!("{tool} call {agent}.{call} {kind}: {text}");
+                    let (kind, what) = match text.strip_prefix("refused: ") {
+                        Some(reason) => ("refused", reason),
+                        None => ("failed", text.strip_prefix("error: ").unwrap_or(text)),
+                    };
+                    let line = format!("{tool} call {agent}.{call} {kind}: {what}");
                     let path = format!("tools/{tool}.md");
                     self.add(&path, s, Source::ToolError, &place, &line);
                     self.untrusted(s, Source::ToolError, &place, text);

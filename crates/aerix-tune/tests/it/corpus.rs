@@ -63,7 +63,7 @@ fn evidence_per_artifact_from_one_session() {
             "compaction of a1 (soft_limit): 3000 → 1500 tokens of a 4096-token window",
         ]
     );
-    assert_eq!(texts("tools/bash.md"), ["bash call a1.c1 refused: refused: not one of your tools"]);
+    assert_eq!(texts("tools/bash.md"), ["bash call a1.c1 refused: not one of your tools"]);
     assert_eq!(texts("verifier.md"), ["verifier a1.c1.v1: fail: test.sh still prints FAIL"]);
     assert_eq!(evidence.by_artifact["verifier.md"][0].source, Source::VerifierReason);
     assert!(
