@@ -245,7 +245,7 @@ impl Agent {
                 logprobs: None,
                 append_as: Some(segment_id.clone()),
             };
-            let done = rt.generate(generate).await?;
+            let done = rt.generate(&self.spec.id.clone(), generate).await?;
             let text = done.text.clone();
             let segment = Segment {
                 id: segment_id.clone(),
@@ -416,6 +416,11 @@ impl Agent {
         }
         if let Some(reason) = reply.block {
             return Err(format!("refused: {reason}"));
+        }
+        if let Some(reason) = reply.ask
+            && let Err(why) = rt.ask_gate.ask(&self.spec.id, &call.tool, &call.input, &reason)
+        {
+            return Err(format!("refused: {why}"));
         }
         if let Some(input) = reply.updated_input {
             call.input = input;

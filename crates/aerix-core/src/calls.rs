@@ -10,7 +10,7 @@ use serde_json::Value;
 use crate::agent::{Agent, job_started};
 use crate::context::{Label, Segment};
 use crate::turn::{Call, RESERVED_TOOLS};
-use crate::{CoreError, Runtime, delegate};
+use crate::{CoreError, PlanDecision, Runtime, delegate};
 
 /// A call's result text, or the error the model sees as `error: ...`.
 pub(crate) async fn run(
@@ -63,8 +63,23 @@ fn plan(agent: &mut Agent, rt: &mut Runtime<'_>, input: &Value) -> Result<String
             let text = str_field(input, "text")
                 .filter(|t| !t.trim().is_empty())
                 .ok_or_else(|| ToolError::new("`write` needs the plan's `text`"))?;
-            agent.plan = Some(text.to_owned());
-            rt.sink.event(Event::Plan { agent: agent.spec.id.clone(), text: text.to_owned() });
+            let mut text = text.to_owned();
+            // The root's first plan write of the request waits for the user (when there is
+            // one: headless accepts it).
+            if agent.spec.depth == 0 && !rt.plan_gated {
+                rt.plan_gated = true;
+                match rt.plan_gate.plan(&agent.spec.id, &text) {
+                    PlanDecision::Accept => {}
+                    PlanDecision::Replace(edited) if !edited.trim().is_empty() => text = edited,
+                    PlanDecision::Replace(_) => {}
+                    PlanDecision::Abort => {
+                        rt.cancel.cancel();
+                        return Err(ToolError::new("refused: the user aborted the plan"));
+                    }
+                }
+            }
+            agent.plan = Some(text.clone());
+            rt.sink.event(Event::Plan { agent: agent.spec.id.clone(), text });
             Ok("plan saved".to_owned())
         }
         other => Err(ToolError::new(format!("`op` is `read` or `write`, not {other:?}"))),

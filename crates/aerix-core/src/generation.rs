@@ -19,6 +19,7 @@ pub(crate) async fn run(
     client: &mut Client,
     generate: Generate,
     cancel: &Cancel,
+    streamed: &mut (dyn FnMut() + Send),
 ) -> Result<Done, CoreError> {
     if cancel.is_cancelled() {
         return Err(CoreError::Cancelled);
@@ -34,7 +35,8 @@ pub(crate) async fn run(
         };
         match reply {
             Reply::Done(done) => return Ok(done),
-            Reply::Progress { .. } | Reply::Delta { .. } => {}
+            Reply::Delta { .. } => streamed(),
+            Reply::Progress { .. } => {}
             other => return Err(ClientError::Unexpected(format!("{other:?}")).into()),
         }
     }

@@ -91,6 +91,9 @@ pub struct HookReply {
     pub stop: Option<String>,
     /// Context for the model.
     pub context: Option<String>,
+    /// PreToolUse: a handler asks the user to confirm the call (its reason); the runtime's
+    /// `AskGate` decides. A `block` wins over it.
+    pub ask: Option<String>,
 }
 
 /// Fires runtime events; called on the agent's task (a handler may block it: implementations

@@ -11,6 +11,7 @@ mod compact;
 mod context;
 mod definitions;
 mod delegate;
+mod gates;
 mod generation;
 mod hooks;
 mod prompts;
@@ -33,6 +34,7 @@ use caldrix_client::{Client, ClientError};
 pub use agent::{Agent, AgentEnd, AgentSpec};
 pub use context::{Context, Label, Segment};
 pub use definitions::{Definition, Definitions, NO_DEFINITIONS, NoDefinitions};
+pub use gates::{ACCEPT_PLANS, AcceptPlans, AskGate, DENY_ASKS, DenyAsks, PlanDecision, PlanGate};
 pub use hooks::{HookFire, HookReply, NO_HOOKS, NoHooks, RuntimeHooks};
 pub use prompts::{EMBEDDED, Prompts, fill};
 pub use request::{HOOK_CONTEXT, Request, RequestEnd, run_request, system_segment};
@@ -44,6 +46,20 @@ pub trait Sink: Send {
     fn event(&mut self, event: Event);
     /// Writes a whole tool result once; its path, or `None` when it could not be written.
     fn spool(&mut self, name: &str, text: &str) -> Option<PathBuf>;
+    /// A generation's progress as it happens (not logged: a screen's live figures). `agent`
+    /// is the agent generating, `route` for routing's probe.
+    fn live(&mut self, _agent: &str, _live: Live) {}
+}
+
+/// A generation's progress.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Live {
+    /// Sent to the pool.
+    Generating,
+    /// A piece of text arrived.
+    Streamed,
+    /// Its `done` came (or it failed, or was cancelled).
+    Generated,
 }
 
 /// What every agent of a request shares.
@@ -63,6 +79,12 @@ pub struct Runtime<'a> {
     pub skills: &'a dyn Skills,
     /// The pool's member aliases, for the `agent` call's `member` (empty: not offered).
     pub members: Vec<String>,
+    /// The root's first plan write of the request; `ACCEPT_PLANS` by default.
+    pub plan_gate: &'a dyn PlanGate,
+    /// A `PreToolUse` hook's `ask`; `DENY_ASKS` by default.
+    pub ask_gate: &'a dyn AskGate,
+    /// Whether the root's first plan write of this request has been through the gate.
+    pub(crate) plan_gated: bool,
     /// Where the request's time went.
     pub stats: Stats,
     /// Turn schemas by tool set and kind of final, before the context ids.
@@ -105,6 +127,9 @@ impl<'a> Runtime<'a> {
             definitions: &NO_DEFINITIONS,
             skills: &NO_SKILLS,
             members: Vec::new(),
+            plan_gate: &ACCEPT_PLANS,
+            ask_gate: &DENY_ASKS,
+            plan_gated: false,
             stats: Stats::default(),
             schemas: HashMap::new(),
             last_schema: None,
@@ -126,14 +151,27 @@ impl<'a> Runtime<'a> {
         Runtime { skills, ..self }
     }
 
-    /// A generation, timed into `stats`; the cancel flag ends it.
+    /// The same runtime, asking `plan` and `ask` of the user.
+    pub fn with_gates(self, plan_gate: &'a dyn PlanGate, ask_gate: &'a dyn AskGate) -> Runtime<'a> {
+        Runtime { plan_gate, ask_gate, ..self }
+    }
+
+    /// A generation of `agent`, timed into `stats`, its progress to the sink; the cancel flag
+    /// ends it.
     pub(crate) async fn generate(
         &mut self,
+        agent: &str,
         generate: caldrix_proto::Generate,
     ) -> Result<caldrix_proto::Done, CoreError> {
         let start = Instant::now();
         self.stats.first_generate.get_or_insert(start);
-        let done = generation::run(self.client, generate, &self.cancel).await;
+        self.sink.live(agent, Live::Generating);
+        let sink = &mut *self.sink;
+        let done = generation::run(self.client, generate, &self.cancel, &mut || {
+            sink.live(agent, Live::Streamed)
+        })
+        .await;
+        self.sink.live(agent, Live::Generated);
         self.stats.generations += 1;
         self.stats.generating += start.elapsed();
         done

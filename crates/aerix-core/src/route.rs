@@ -45,7 +45,7 @@ pub async fn route(
         logprobs: Some(0),
         append_as: None,
     };
-    let done = rt.generate(generate).await;
+    let done = rt.generate("route", generate).await;
     // The throwaway context goes whatever happened; its rows stay in the prefix store.
     let _ = rt.client.drop_context(counts.context).await;
     let done = done?;

@@ -208,10 +208,12 @@ pub struct Fired {
     pub runs: Vec<Run>,
     /// The handlers' context for the model, in file order, separated by blank lines.
     pub context: Option<String>,
-    /// The first handler that blocked (a prompt, a compaction, a call: PreToolUse's deny,
-    /// else its `ask`, which a headless run cannot answer) or gave the model a reason
-    /// (PostToolUse, Stop, SubagentStop).
+    /// The first handler that blocked (a prompt, a compaction, a call: PreToolUse's deny)
+    /// or gave the model a reason (PostToolUse, Stop, SubagentStop).
     pub block: Option<Blocked>,
+    /// PreToolUse: the first handler that asked to confirm the call, with its reason, when
+    /// none denied it (the runtime's ask gate decides: headless denies, the screen asks).
+    pub ask: Option<Blocked>,
     /// PreToolUse: the first handler's `updatedInput`, in Claude Code's terms.
     pub updated_input: Option<Value>,
     /// `continue: false`: the first handler that ended the run.
@@ -426,9 +428,7 @@ impl Hooks {
             if let Some(reason) = ask
                 && asked.is_none()
             {
-                asked = Some(blocked_by(format!(
-                    "a PreToolUse hook asks to confirm this call, which a headless run cannot: {reason}"
-                )));
+                asked = Some(blocked_by(reason));
             }
             if let Some(updated) = updated_input
                 && fired.updated_input.is_none()
@@ -446,7 +446,7 @@ impl Hooks {
             }
         }
         if fired.block.is_none() {
-            fired.block = asked;
+            fired.ask = asked;
         }
         if !contexts.is_empty() {
             fired.context = Some(contexts.join("\n\n"));
@@ -675,10 +675,8 @@ mod tests {
         };
         let fired = hooks.fire(&dir.session(), Fire::PreToolUse(call), &|| false);
         assert_eq!(fired.runs.len(), 3, "both names match");
-        assert_eq!(
-            fired.block.unwrap().reason,
-            "a PreToolUse hook asks to confirm this call, which a headless run cannot: sure?"
-        );
+        assert_eq!(fired.block, None);
+        assert_eq!(fired.ask.unwrap().reason, "sure?");
         assert_eq!(fired.updated_input, Some(serde_json::json!({"command": "ls -a"})));
         let pre: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(dir.0.join("pre.json")).unwrap())
@@ -697,6 +695,7 @@ mod tests {
         let hooks = dir.hooks(&file.to_string());
         let fired = hooks.fire(&dir.session(), Fire::PreToolUse(call), &|| false);
         assert_eq!(fired.block.unwrap().reason, "no");
+        assert_eq!(fired.ask, None);
     }
 
     #[test]

@@ -7,13 +7,13 @@
 
 use std::sync::Mutex;
 
-use aerix_core::{HookFire, HookReply, RuntimeHooks, Sink as _};
+use aerix_core::{HookFire, HookReply, RuntimeHooks, Sink};
 use aerix_hooks::{CompactTrigger, Fire, Fired, HookEvent, Hooks, Session, Subagent, ToolCall};
 use aerix_session::{Event, Log};
 use aerix_tools::Cancel;
 use serde_json::Value;
 
-use crate::sink::{HeadlessSink, progress};
+use crate::sink::progress;
 
 /// `Notification`'s `title`.
 const TITLE: &str = "aerix";
@@ -28,7 +28,7 @@ impl SessionHooks {
     /// Fires `fire` (the handlers run on this thread's blocking section) and logs its runs;
     /// handlers still running when `cancel` is cancelled (`SessionEnd`: hurried, as it runs
     /// after a cancel) are ended. Its notes are lines on stderr and `Notification`s.
-    pub fn fire(&self, fire: Fire<'_>, cancel: &Cancel, sink: &mut HeadlessSink) -> Fired {
+    pub fn fire(&self, fire: Fire<'_>, cancel: &Cancel, sink: &mut dyn Sink) -> Fired {
         let fired = self.run(fire, cancel);
         for event in hook_events(&fired, None) {
             sink.event(event);
@@ -44,7 +44,7 @@ impl SessionHooks {
 
     /// A `Notification` per line (`notification_type`: `startup_note` or `hook_note`); what
     /// its own handlers say is printed, not notified again.
-    pub fn notify(&self, lines: &[String], kind: &str, cancel: &Cancel, sink: &mut HeadlessSink) {
+    pub fn notify(&self, lines: &[String], kind: &str, cancel: &Cancel, sink: &mut dyn Sink) {
         for line in lines {
             let fire = Fire::Notification { message: line, title: TITLE, notification_type: kind };
             self.fire(fire, cancel, sink);
@@ -184,6 +184,7 @@ fn reply(fired: Fired) -> HookReply {
         stop: fired.stop.map(|b| b.reason),
         context: fired.context,
         updated_input: None,
+        ask: fired.ask.map(|b| b.reason),
     }
 }
 

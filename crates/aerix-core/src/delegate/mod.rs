@@ -64,6 +64,7 @@ pub(crate) struct Shared<'s> {
     pub(crate) hooks: &'s dyn crate::RuntimeHooks,
     pub(crate) definitions: &'s dyn crate::Definitions,
     pub(crate) skills: &'s dyn crate::Skills,
+    pub(crate) ask_gate: &'s dyn crate::AskGate,
     pub(crate) cancel: aerix_tools::Cancel,
     pub(crate) sink: Mutex<&'s mut dyn crate::Sink>,
 }
@@ -108,6 +109,7 @@ pub(crate) async fn run_all(agent: &mut Agent, rt: &mut Runtime<'_>, calls: &[Ca
         hooks: rt.hooks,
         definitions: rt.definitions,
         skills: rt.skills,
+        ask_gate: rt.ask_gate,
         cancel: agent.cancel.clone(),
         sink: Mutex::new(&mut *rt.sink),
     };

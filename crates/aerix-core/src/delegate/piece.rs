@@ -64,7 +64,8 @@ pub(crate) async fn run(
     )
     .with_hooks(shared.hooks)
     .with_definitions(shared.definitions)
-    .with_skills(shared.skills);
+    .with_skills(shared.skills)
+    .with_gates(&crate::ACCEPT_PLANS, shared.ask_gate);
     let ending = attempts(&mut rt, caller, &piece, call, &trace).await;
     let stats = rt.stats.clone();
     drop(rt);

@@ -66,6 +66,10 @@ impl Sink for PieceSink<'_, '_> {
         lock(self.shared).event(event);
     }
 
+    fn live(&mut self, agent: &str, live: crate::Live) {
+        lock(self.shared).live(agent, live);
+    }
+
     /// Names are made unique within the piece: every agent numbers its calls from `c1`.
     fn spool(&mut self, name: &str, text: &str) -> Option<PathBuf> {
         self.spooled += 1;
