@@ -390,7 +390,7 @@ pub async fn run(settings: &Settings, env: &Env, options: Options) -> anyhow::Re
 
 /// The startup `loaded` row: the instruction files, the hook files and the agent definitions
 /// read, once (`None` when there are none).
-fn loaded_line(
+pub(crate) fn loaded_line(
     instructions: &[aerix_config::InstructionFile],
     hook_files: &[PathBuf],
     agents: &aerix_config::AgentDefinitions,

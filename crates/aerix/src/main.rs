@@ -1,6 +1,7 @@
 //! `aerix`: the coding agent. `aerix -p PROMPT` runs one request headless; `aerix sessions`
 //! lists and removes sessions; `aerix profile` reads and edits prompt profiles; `aerix import
-//! claude` copies Claude Code's sessions in. The interactive screen comes with later work.
+//! claude` copies Claude Code's sessions in. Plain `aerix` on a terminal opens the interactive
+//! screen (`interactive.rs`).
 
 mod attach;
 mod eval;
@@ -9,6 +10,7 @@ mod extensions;
 mod headless;
 mod hooks;
 mod import;
+mod interactive;
 mod pool;
 mod profile;
 mod sessions;
@@ -20,6 +22,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use aerix_config::{Env, SettingsPaths};
+use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 
 use crate::exit::{Exit, ExitError};
@@ -241,10 +244,29 @@ fn run(cli: Cli, started: std::time::Instant) -> anyhow::Result<Exit> {
         };
         return profile::run(&at, command);
     }
-    let Some(prompt) = cli.prompt else {
-        return Err(Exit::Usage
-            .with("the interactive screen is not built yet: run one request with `aerix -p PROMPT`")
-            .into());
+    let prompt = match cli.prompt {
+        Some(prompt) => prompt,
+        None if interactive::wanted() => {
+            let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+            return runtime.block_on(interactive::run(
+                settings,
+                &env,
+                interactive::Options {
+                    cwd,
+                    max_turns: cli.max_turns,
+                    resume: cli.resume,
+                    continue_latest: cli.continue_latest,
+                    started,
+                },
+            ));
+        }
+        // `NO_COLOR`, or no terminal: the plain output, the prompt read from stdin.
+        None => {
+            let mut prompt = String::new();
+            std::io::Read::read_to_string(&mut std::io::stdin(), &mut prompt)
+                .context("reading the prompt from stdin")?;
+            prompt
+        }
     };
     if prompt.trim().is_empty() {
         return Err(Exit::Usage.with("the prompt is empty").into());

@@ -17,6 +17,7 @@ mod profiles;
 mod real;
 mod repeats;
 mod request;
+mod screen;
 mod skills;
 mod tools;
 mod transcripts;

@@ -1,0 +1,173 @@
+//! The interactive screen end to end: the real `aerix` in a tmux pane (send-keys,
+//! capture-pane) on a scripted member, whole requests from launch to Ctrl-D.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::{World, call, calls, final_turn, of_type};
+
+/// The first frame waits for the pool to start and load.
+const STARTUP: Duration = Duration::from_secs(120);
+const STEP: Duration = Duration::from_secs(20);
+
+struct Pane {
+    name: String,
+}
+
+impl Pane {
+    /// `aerix` in a 100 × 30 pane, in the world's repository and home.
+    fn open(world: &World, name: &str) -> Pane {
+        let mut script = String::from("#!/bin/sh\n");
+        let command = world.aerix_command(&[]);
+        for (key, value) in command.get_envs() {
+            let key = key.to_string_lossy();
+            match value {
+                Some(value) => {
+                    script.push_str(&format!("export {key}='{}'\n", value.to_string_lossy()))
+                }
+                None => script.push_str(&format!("unset {key}\n")),
+            }
+        }
+        script.push_str("unset NO_COLOR\nexport TERM=xterm-256color EDITOR=true\n");
+        script.push_str(&format!(
+            "cd '{}' && exec '{}'\n",
+            world.repo.display(),
+            command.get_program().to_string_lossy()
+        ));
+        let path = world.home.join("screen.sh");
+        std::fs::write(&path, script).unwrap();
+        let name = format!("aerix-{name}-{}", std::process::id());
+        tmux(&[
+            "new-session",
+            "-d",
+            "-s",
+            &name,
+            "-x",
+            "100",
+            "-y",
+            "30",
+            "sh",
+            &path.display().to_string(),
+        ]);
+        Pane { name }
+    }
+
+    fn text(&self) -> String {
+        let out =
+            Command::new("tmux").args(["capture-pane", "-p", "-t", &self.name]).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Waits until the pane shows `what`; the pane's text then.
+    fn wait_for(&self, what: &str, timeout: Duration) -> String {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let text = self.text();
+            if text.contains(what) {
+                return text;
+            }
+            assert!(Instant::now() < deadline, "the screen never showed {what:?}:\n{text}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        let mut args = vec!["send-keys", "-t", self.name.as_str()];
+        args.extend_from_slice(keys);
+        tmux(&args);
+    }
+
+    fn type_line(&self, text: &str) {
+        tmux(&["send-keys", "-t", &self.name, "-l", text]);
+        self.keys(&["Enter"]);
+    }
+
+    fn closed(&self) -> bool {
+        !Command::new("tmux").args(["has-session", "-t", &self.name]).status().unwrap().success()
+    }
+}
+
+impl Drop for Pane {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux").args(["kill-session", "-t", &self.name]).status();
+    }
+}
+
+fn tmux(args: &[&str]) {
+    let status = Command::new("tmux").args(args).status().unwrap();
+    assert!(status.success(), "tmux {args:?}");
+}
+
+fn wait_file(path: &Path, timeout: Duration) {
+    let deadline = Instant::now() + timeout;
+    while !path.exists() {
+        assert!(Instant::now() < deadline, "{} never appeared", path.display());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn whole_requests_on_the_screen() {
+    let replies = vec![
+        // The first request: a plan (gated), a check that takes a moment, an edit, the answer.
+        "answer".to_owned(),
+        calls("Plan it.", vec![call("plan", json!({"op": "write", "text": "1. fix add"}))]),
+        calls("Check.", vec![call("bash", json!({"command": "touch ../slow.started; sleep 2"}))]),
+        calls(
+            "Fix.",
+            vec![call("edit", json!({"path": "calc.sh", "old": "$1 - $2", "new": "$1 + $2"}))],
+        ),
+        final_turn("Done.", "add now adds"),
+        // The second, queued while the first ran: a command cancelled with Esc.
+        "answer".to_owned(),
+        calls("Wait.", vec![call("bash", json!({"command": "touch ../long.started; sleep 30"}))]),
+    ];
+    let world = World::scripted("screen", &replies, true);
+    let pane = Pane::open(&world, "screen");
+    pane.wait_for("ready in", STARTUP);
+    let launch = pane.text();
+    assert!(launch.contains("? help"), "{launch}");
+    assert!(launch.contains("profile  embedded prompts"), "{launch}");
+
+    pane.type_line("Fix add.");
+    let gate = pane.wait_for("wants to follow this plan", STEP);
+    assert!(gate.contains("1. fix add"), "{gate}");
+    pane.keys(&["Enter"]);
+    wait_file(&world.home.join("slow.started"), STEP);
+    pane.type_line("Then wait.");
+    pane.wait_for("1 queued", STEP);
+
+    // The second starts by itself once the first has ended.
+    pane.wait_for("add now adds", STEP);
+    wait_file(&world.home.join("long.started"), STEP);
+    pane.keys(&["Escape"]);
+    let cancelled = pane.wait_for("▲ cancelled", STEP);
+    assert!(cancelled.contains("diff +1 −1 in 1 file"), "{cancelled}");
+
+    pane.keys(&["?"]);
+    pane.wait_for("/<skill> args", STEP);
+    pane.keys(&["Escape"]);
+    pane.keys(&["C-d"]);
+    let deadline = Instant::now() + STEP;
+    while !pane.closed() {
+        assert!(Instant::now() < deadline, "Ctrl-D did not exit:\n{}", pane.text());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    // The log: two requests, the plan saved as accepted, the second cancelled; git agrees
+    // with the diff line.
+    let events = world.events();
+    let ends: Vec<&str> =
+        of_type(&events, "session.end").iter().map(|e| e["outcome"].as_str().unwrap()).collect();
+    assert_eq!(ends, ["done", "cancelled"]);
+    let starts = of_type(&events, "session.start");
+    assert_eq!(
+        (starts[0]["resumed"].as_bool(), starts[1]["resumed"].as_bool()),
+        (Some(false), Some(true))
+    );
+    assert_eq!(of_type(&events, "plan")[0]["text"], "1. fix add");
+    assert_eq!(world.git(&["diff", "--numstat"]), "1\t1\tcalc.sh\n");
+}
