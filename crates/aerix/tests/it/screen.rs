@@ -9,6 +9,15 @@ use serde_json::json;
 
 use crate::{World, call, calls, final_turn, of_type};
 
+/// Waits until the pane is gone (Ctrl-D exited).
+fn exited(pane: &Pane) {
+    let deadline = Instant::now() + STEP;
+    while !pane.closed() {
+        assert!(Instant::now() < deadline, "Ctrl-D did not exit:\n{}", pane.text());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// The first frame waits for the pool to start and load.
 const STARTUP: Duration = Duration::from_secs(120);
 const STEP: Duration = Duration::from_secs(20);
@@ -19,7 +28,7 @@ struct Pane {
 
 impl Pane {
     /// `aerix` in a 100 × 30 pane, in the world's repository and home.
-    fn open(world: &World, name: &str) -> Pane {
+    fn open(world: &World, name: &str, editor: &str) -> Pane {
         let mut script = String::from("#!/bin/sh\n");
         let command = world.aerix_command(&[]);
         for (key, value) in command.get_envs() {
@@ -31,7 +40,9 @@ impl Pane {
                 None => script.push_str(&format!("unset {key}\n")),
             }
         }
-        script.push_str("unset NO_COLOR\nexport TERM=xterm-256color EDITOR=true\n");
+        script.push_str(&format!(
+            "unset NO_COLOR VISUAL\nexport TERM=xterm-256color EDITOR='{editor}'\n"
+        ));
         script.push_str(&format!(
             "cd '{}' && exec '{}'\n",
             world.repo.display(),
@@ -126,7 +137,7 @@ fn whole_requests_on_the_screen() {
         calls("Wait.", vec![call("bash", json!({"command": "touch ../long.started; sleep 30"}))]),
     ];
     let world = World::scripted("screen", &replies, true);
-    let pane = Pane::open(&world, "screen");
+    let pane = Pane::open(&world, "screen", "true");
     pane.wait_for("ready in", STARTUP);
     let launch = pane.text();
     assert!(launch.contains("? help"), "{launch}");
@@ -151,11 +162,7 @@ fn whole_requests_on_the_screen() {
     pane.wait_for("/<skill> args", STEP);
     pane.keys(&["Escape"]);
     pane.keys(&["C-d"]);
-    let deadline = Instant::now() + STEP;
-    while !pane.closed() {
-        assert!(Instant::now() < deadline, "Ctrl-D did not exit:\n{}", pane.text());
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    exited(&pane);
 
     // The log: two requests, the plan saved as accepted, the second cancelled; git agrees
     // with the diff line.
@@ -170,4 +177,52 @@ fn whole_requests_on_the_screen() {
     );
     assert_eq!(of_type(&events, "plan")[0]["text"], "1. fix add");
     assert_eq!(world.git(&["diff", "--numstat"]), "1\t1\tcalc.sh\n");
+}
+
+#[test]
+fn the_plan_edited_in_the_editor_and_a_hooks_ask_answered() {
+    let replies = vec![
+        "answer".to_owned(),
+        calls("Plan it.", vec![call("plan", json!({"op": "write", "text": "1. draft"}))]),
+        calls("Allowed?", vec![call("bash", json!({"command": "echo yes > ../allowed.txt"}))]),
+        calls("Denied?", vec![call("bash", json!({"command": "echo no > ../denied.txt"}))]),
+        final_turn("Done.", "asked twice"),
+    ];
+    let world = World::scripted("screen-gates", &replies, true);
+    let ask = r#"cat > /dev/null; echo '{"hookSpecificOutput":{"permissionDecision":"ask","permissionDecisionReason":"sure?"}}'"#;
+    let hooks = json!({"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": ask}]}]}});
+    let path = world.home.join("config/aerix/hooks.json");
+    std::fs::write(&path, hooks.to_string()).unwrap();
+    let editor = world.home.join("edit-plan.sh");
+    std::fs::write(&editor, "#!/bin/sh\nprintf '1. edited\\n' > \"$1\"\n").unwrap();
+    let mut mode = std::fs::metadata(&editor).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut mode, 0o755);
+    std::fs::set_permissions(&editor, mode).unwrap();
+    let pane = Pane::open(&world, "gates", &editor.display().to_string());
+    pane.wait_for("ready in", STARTUP);
+    pane.type_line("Plan, then ask.");
+    pane.wait_for("wants to follow this plan", STEP);
+    pane.keys(&["e"]);
+    let asked = pane.wait_for("allow this call?", STEP);
+    assert!(asked.contains("a PreToolUse hook asks: sure?"), "{asked}");
+    pane.keys(&["y"]);
+    wait_file(&world.home.join("allowed.txt"), STEP);
+    pane.wait_for("denied.txt", STEP);
+    pane.keys(&["n"]);
+    pane.wait_for("asked twice", STEP);
+    pane.keys(&["C-d"]);
+    exited(&pane);
+
+    let events = world.events();
+    assert_eq!(of_type(&events, "plan")[0]["text"], "1. edited\n");
+    assert!(!world.home.join("denied.txt").exists());
+    let results: Vec<&str> = of_type(&events, "message")
+        .into_iter()
+        .filter(|m| m["tool"] == "bash")
+        .map(|m| m["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        results[1],
+        "refused: the user denied the call a PreToolUse hook asked about: sure?"
+    );
 }
