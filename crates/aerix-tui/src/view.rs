@@ -46,17 +46,33 @@ pub fn draw(frame: &mut Frame<'_>, screen: &Screen, now: Instant) {
 }
 
 fn draw_transcript(frame: &mut Frame<'_>, screen: &Screen, area: Rect) {
-    let mut lines = launch_lines(screen, area.width);
-    lines.push(Line::default());
-    lines.extend(startup_lines(screen));
-    for entry in &screen.history {
-        lines.extend(entry_lines(entry));
+    // Only the tail that can be seen is laid out: a keystroke costs the same on a long session.
+    let wanted = usize::from(area.height) + usize::from(screen.scroll);
+    let rows_of = |lines: &[Line<'static>]| {
+        Paragraph::new(lines.to_vec()).wrap(Wrap { trim: false }).line_count(area.width)
+    };
+    let mut tail: Vec<Vec<Line<'static>>> = Vec::new();
+    let mut rows = 0;
+    for entry in screen.history.iter().rev() {
+        let lines = entry_lines(entry);
+        rows += rows_of(&lines);
+        tail.push(lines);
+        if rows >= wanted {
+            break;
+        }
     }
-    let paragraph = Paragraph::new(lines).wrap(Wrap { trim: false });
-    let rows = u16::try_from(paragraph.line_count(area.width)).unwrap_or(u16::MAX);
+    if rows < wanted {
+        let mut head = launch_lines(screen, area.width);
+        head.push(Line::default());
+        head.extend(startup_lines(screen));
+        rows += rows_of(&head);
+        tail.push(head);
+    }
+    let lines: Vec<Line<'static>> = tail.into_iter().rev().flatten().collect();
+    let rows = u16::try_from(rows).unwrap_or(u16::MAX);
     let bottom = rows.saturating_sub(area.height);
     let top = bottom.saturating_sub(screen.scroll);
-    frame.render_widget(paragraph.scroll((top, 0)), area);
+    frame.render_widget(Paragraph::new(lines).wrap(Wrap { trim: false }).scroll((top, 0)), area);
 }
 
 /// The launch frame: the art as wide as the terminal allows, the info line, the hints line.
