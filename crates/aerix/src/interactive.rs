@@ -203,6 +203,10 @@ pub async fn run(settings: Settings, env: &Env, options: Options) -> anyhow::Res
         let mut sink = LogSink { log: log.try_clone()? };
         let cancel = Cancel::default();
         session.hooks.fire(Fire::SessionEnd(EndReason::Other), &cancel, &mut sink);
+        // A new session that ran no request leaves nothing behind: no log, no index entry.
+        if requests == 0 && !session.resumed {
+            let _ = session.store.remove(&session.project, log.id());
+        }
     }
     Ok(Exit::Done)
 }

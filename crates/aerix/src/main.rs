@@ -265,6 +265,14 @@ fn run(cli: Cli, started: std::time::Instant) -> anyhow::Result<Exit> {
             let mut prompt = String::new();
             std::io::Read::read_to_string(&mut std::io::stdin(), &mut prompt)
                 .context("reading the prompt from stdin")?;
+            if prompt.trim().is_empty() {
+                return Err(Exit::Usage
+                    .with(
+                        "no prompt: the screen needs a terminal (and NO_COLOR unset); give one \
+                         with `aerix -p PROMPT` or on stdin",
+                    )
+                    .into());
+            }
             prompt
         }
     };
