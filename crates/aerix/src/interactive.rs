@@ -505,6 +505,10 @@ async fn request(
         prompt: prompt.clone(),
         resumed: rebuilt.is_some(),
         version: env!("CARGO_PKG_VERSION").to_owned(),
+        // The screen does not attach a profile yet: its requests read the embedded prompts.
+        profile: None,
+        profile_branch: None,
+        profile_commit: None,
     });
     let early = std::mem::take(
         &mut *session.early.lock().unwrap_or_else(std::sync::PoisonError::into_inner),
