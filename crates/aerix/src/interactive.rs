@@ -288,7 +288,8 @@ async fn startup(
     screen.startup.loaded =
         loaded_line(&instructions, &loaded.files, &agents.definitions, &extensions)
             .map(|line| line.trim_start_matches("loaded: ").to_owned());
-    // The profile row: what issue 18's attach step will fill; until then the embedded prompts.
+    // The profile row: filled once the screen attaches the session's profile (`attach.rs`, as
+    // headless does); until then its requests read the embedded prompts.
     screen.startup.profile = ProfileRow::Embedded;
     screen.startup.notes.extend(notes.iter().map(|n| Note::classify(n)));
 
