@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use aerix_config::{AgentDefinitions, Env, Origin, Settings};
 use aerix_core::{EMBEDDED, Prompts};
-use aerix_profile::{Attach, OverlayKind, Profile, Release, Source, Target};
+use aerix_profile::{Attach, BuiltinState, OverlayKind, Profile, Release, Source, Target};
 use aerix_session::Event;
 use aerix_skills::Skills;
 
@@ -38,6 +38,9 @@ pub struct Attached {
     pub prompts: Prompts,
     /// `session.start`'s `profile`, `profile_branch`, `profile_commit` (none without a profile).
     pub profile: Option<(String, String, String)>,
+    /// How many built-in prompts the commit tunes; `None` when its `upstream.json` does not
+    /// parse (the screen's profile row leaves the count out then).
+    pub tuned: Option<u32>,
     pub lines: Vec<String>,
 }
 
@@ -75,7 +78,7 @@ pub fn attach(
         Ok(attached) => attached,
         Err(e) => {
             lines.push(format!("{e}; the embedded prompts are used"));
-            return Attached { prompts: Prompts::embedded(), profile: None, lines };
+            return Attached { prompts: Prompts::embedded(), profile: None, tuned: None, lines };
         }
     };
     let read = &attached.read;
@@ -117,9 +120,14 @@ pub fn attach(
             }
         }
     }
+    let tuned = read.upstream.as_ref().map(|_| {
+        let tuned = read.states.values().filter(|s| matches!(s, BuiltinState::Tuned { .. }));
+        u32::try_from(tuned.count()).unwrap_or(u32::MAX)
+    });
     Attached {
         prompts: Prompts::from_texts(read.prompts.clone()),
         profile: Some((read.profile.clone(), attached.branch.clone(), read.commit.clone())),
+        tuned,
         lines,
     }
 }

@@ -24,6 +24,7 @@ use aerix_tui::{
 use anyhow::Context as _;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
+use crate::attach;
 use crate::exit::Exit;
 use crate::extensions;
 use crate::headless::loaded_line;
@@ -35,6 +36,10 @@ pub struct Options {
     pub max_turns: Option<u32>,
     pub resume: Option<String>,
     pub continue_latest: bool,
+    /// `--profile NAME`.
+    pub profile: Option<String>,
+    /// `--profile-refresh`.
+    pub profile_refresh: bool,
     pub started: Instant,
 }
 
@@ -71,6 +76,10 @@ struct Session {
     instructions: Vec<aerix_config::InstructionFile>,
     agents: Arc<aerix_config::AgentDefinitions>,
     skills: Arc<aerix_skills::Skills>,
+    /// The prompts read from the session's profile at startup, once.
+    prompts: Prompts,
+    /// `session.start`'s `profile`, `profile_branch`, `profile_commit`.
+    profile: Option<(String, String, String)>,
     hooks: Arc<SessionHooks>,
     hook_context: Option<String>,
     main: pool::Bound,
@@ -288,9 +297,6 @@ async fn startup(
     screen.startup.loaded =
         loaded_line(&instructions, &loaded.files, &agents.definitions, &extensions)
             .map(|line| line.trim_start_matches("loaded: ").to_owned());
-    // The profile row: filled once the screen attaches the session's profile (`attach.rs`, as
-    // headless does); until then its requests read the embedded prompts.
-    screen.startup.profile = ProfileRow::Embedded;
     screen.startup.notes.extend(notes.iter().map(|n| Note::classify(n)));
 
     let resume_id = match (&options.resume, options.continue_latest) {
@@ -367,6 +373,46 @@ async fn startup(
         }
     };
     screen.startup.session = Some(session_id.clone());
+
+    // The profile, after the pool is bound (as `aerix -p` attaches it): its prompts, overlays
+    // and lines, read once for every request of the screen.
+    let recorded = match &resume_id {
+        Some(_) => read_log(log.path()).ok().and_then(|read| attach::recorded(&read.events)),
+        None => None,
+    };
+    let name = match (&options.profile, &recorded) {
+        (Some(flag), _) => flag.clone(),
+        (None, Some((recorded, _))) => recorded.clone(),
+        (None, None) => attach::profile_name(None, Some(&settings), &project),
+    };
+    let mut skills = extensions.skills;
+    let mut definitions = agents.definitions;
+    let attached = attach::attach(
+        &attach::Request {
+            data: &data,
+            name: &name,
+            model: &settings.main.model,
+            session: &session_id,
+            recorded: recorded.as_ref().filter(|(p, _)| *p == name).map(|(_, c)| c.as_str()),
+            refresh: options.profile_refresh,
+            project_key: &project,
+            cwd: &options.cwd,
+            env,
+        },
+        &mut skills,
+        &mut definitions,
+    );
+    screen.startup.profile = match &attached.profile {
+        Some((name, branch, commit)) => ProfileRow::Attached {
+            name: name.clone(),
+            branch: branch.clone(),
+            commit: commit.clone(),
+            tuned: attached.tuned,
+        },
+        None => ProfileRow::Embedded,
+    };
+    screen.startup.notes.extend(attached.lines.iter().map(|n| Note::classify(n)));
+    notes.extend(attached.lines.iter().cloned());
     let hook_session = aerix_hooks::Session {
         id: session_id.clone(),
         transcript_path: aerix_claude::transcript_path(log.path()),
@@ -403,8 +449,10 @@ async fn startup(
         project,
         cwd: options.cwd.clone(),
         instructions,
-        agents: Arc::new(agents.definitions),
-        skills: Arc::new(extensions.skills.with_session(&session_id)),
+        agents: Arc::new(definitions),
+        skills: Arc::new(skills.with_session(&session_id)),
+        prompts: attached.prompts,
+        profile: attached.profile,
         hooks,
         hook_context: fired.context,
         early: Mutex::new(sink.0),
@@ -506,10 +554,9 @@ async fn request(
         prompt: prompt.clone(),
         resumed: rebuilt.is_some(),
         version: env!("CARGO_PKG_VERSION").to_owned(),
-        // The screen does not attach a profile yet: its requests read the embedded prompts.
-        profile: None,
-        profile_branch: None,
-        profile_commit: None,
+        profile: session.profile.as_ref().map(|p| p.0.clone()),
+        profile_branch: session.profile.as_ref().map(|p| p.1.clone()),
+        profile_commit: session.profile.as_ref().map(|p| p.2.clone()),
     });
     let early = std::mem::take(
         &mut *session.early.lock().unwrap_or_else(std::sync::PoisonError::into_inner),
@@ -531,7 +578,7 @@ async fn request(
         );
         return failed(client, sink, Outcome::Killed, error);
     }
-    let prompts = Prompts::embedded();
+    let prompts = session.prompts.clone();
     let request = Request {
         prompt: expanded,
         instructions: session.instructions.clone(),

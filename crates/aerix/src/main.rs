@@ -256,6 +256,8 @@ fn run(cli: Cli, started: std::time::Instant) -> anyhow::Result<Exit> {
                     max_turns: cli.max_turns,
                     resume: cli.resume,
                     continue_latest: cli.continue_latest,
+                    profile: cli.profile,
+                    profile_refresh: cli.profile_refresh,
                     started,
                 },
             ));

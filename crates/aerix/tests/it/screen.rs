@@ -141,7 +141,13 @@ fn whole_requests_on_the_screen() {
     pane.wait_for("ready in", STARTUP);
     let launch = pane.text();
     assert!(launch.contains("? help"), "{launch}");
-    assert!(launch.contains("profile  embedded prompts"), "{launch}");
+    // The session's profile is attached as `aerix -p` attaches it: the project's, on its
+    // model base, nothing tuned yet.
+    // (The row may wrap: read the block as one line of words.)
+    let flat = launch.split_whitespace().collect::<Vec<_>>().join(" ");
+    let row = flat.split("profile ").nth(1).and_then(|r| r.split(" loaded ").next());
+    let row = row.and_then(|r| r.split(" session ").next()).unwrap_or_default().to_owned();
+    assert!(row.contains(" · model/") && row.ends_with(" · 0 tuned"), "{row}\n{launch}");
 
     pane.type_line("Fix add.");
     let gate = pane.wait_for("wants to follow this plan", STEP);
@@ -175,6 +181,11 @@ fn whole_requests_on_the_screen() {
         (starts[0]["resumed"].as_bool(), starts[1]["resumed"].as_bool()),
         (Some(false), Some(true))
     );
+    // Both requests read the one commit the startup row shows.
+    let commit = starts[0]["profile_commit"].as_str().unwrap();
+    assert!(row.contains(&commit[..10]), "{row} / {commit}");
+    assert_eq!(starts[1]["profile_commit"], starts[0]["profile_commit"]);
+    assert!(starts[0]["profile_branch"].as_str().unwrap().starts_with("model/"));
     assert_eq!(of_type(&events, "plan")[0]["text"], "1. fix add");
     assert_eq!(world.git(&["diff", "--numstat"]), "1\t1\tcalc.sh\n");
 }
