@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use crate::reflect::{parse_reconciled, reconcile_input};
+use crate::upstream;
 use crate::{
     Artifacts, CAS_RETRIES, Committed, Guard, RECONCILE_SCHEMA, Reflector, Store, TuneError,
     UPSTREAM_JSON, Upstreams, sha256_hex, unified,
@@ -95,7 +96,7 @@ pub fn plan_sync(
 ) -> Result<SyncPlan, TuneError> {
     let head =
         store.head(branch)?.ok_or_else(|| TuneError::NoBranch { branch: branch.to_owned() })?;
-    let upstreams = Upstreams::read(store, branch, &head)?;
+    let upstreams = upstream::read(store, branch, &head)?;
     let mut steps = Vec::new();
     for (path, new) in &artifacts.upstream {
         let overlay = Artifacts::is_overlay(path);

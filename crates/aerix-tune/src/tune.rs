@@ -5,9 +5,10 @@ use std::fmt;
 
 use crate::evidence::clip;
 use crate::reflect::{parse_reflection, reflect_input};
+use crate::upstream;
 use crate::{
     Artifacts, CAS_RETRIES, Committed, Corpus, Guard, REFLECT_SCHEMA, Reflector, Store, SyncReport,
-    TuneError, UPSTREAM_JSON, Upstreams, find_planted, gather, sha256_hex, sync, unified,
+    TuneError, UPSTREAM_JSON, find_planted, gather, sha256_hex, sync, unified,
 };
 
 /// Characters of a why kept on a `revised` line and in the commit message.
@@ -211,13 +212,13 @@ fn commit(
                 return Ok(());
             }
         }
-        let upstreams = Upstreams::read(store, &branch, &head)?;
+        let upstreams = upstream::read(store, &branch, &head)?;
         let mut next = upstreams.clone();
         let mut files = Vec::new();
         for r in &report.revisions {
             let source = artifacts.upstream.get(&r.path).cloned().unwrap_or_default();
             // The upstream it was tuned from: the recorded one, else (never tuned) the text's own.
-            let hash = upstreams.of(&r.path, &r.old);
+            let hash = upstream::of(&upstreams, &r.path, &r.old);
             next.hashes.insert(r.path.clone(), hash.clone());
             if Artifacts::is_overlay(&r.path) && sha256_hex(&source) == hash {
                 files.push((format!("upstream/{}", r.path), source));

@@ -56,6 +56,42 @@ pub struct Request<'a> {
     pub env: &'a Env,
 }
 
+/// A session's profile at startup (headless and the screen alike): `--profile`, else the one
+/// a resumed session recorded (read at its recorded commit), else settings' or the project's;
+/// then [`attach`].
+#[allow(clippy::too_many_arguments, reason = "startup's inputs, each used once")]
+pub fn for_session(
+    flag: Option<&str>,
+    recorded: Option<&(String, String)>,
+    refresh: bool,
+    settings: &Settings,
+    env: &Env,
+    data: &Path,
+    project_key: &str,
+    session: &str,
+    cwd: &Path,
+    skills: &mut Skills,
+    agents: &mut AgentDefinitions,
+) -> Attached {
+    let name = match (flag, recorded) {
+        (Some(flag), _) => flag.to_owned(),
+        (None, Some((recorded, _))) => recorded.clone(),
+        (None, None) => profile_name(None, Some(settings), project_key),
+    };
+    let request = Request {
+        data,
+        name: &name,
+        model: &settings.main.model,
+        session,
+        recorded: recorded.filter(|(p, _)| *p == name).map(|(_, c)| c.as_str()),
+        refresh,
+        project_key,
+        cwd,
+        env,
+    };
+    attach(&request, skills, agents)
+}
+
 /// Attaches the session's profile and applies its overlays to `skills` and `agents`.
 pub fn attach(
     request: &Request<'_>,

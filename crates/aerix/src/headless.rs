@@ -223,25 +223,17 @@ pub async fn run(settings: &Settings, env: &Env, options: Options) -> anyhow::Re
     };
 
     // The profile, after the pool is bound: its prompts, overlays and lines, read once.
-    let name = match (&options.profile, &recorded) {
-        (Some(flag), _) => flag.clone(),
-        // A resumed session reads the profile it recorded.
-        (None, Some((recorded, _))) => recorded.clone(),
-        (None, None) => attach::profile_name(None, Some(settings), &project),
-    };
     let mut definitions = agents.definitions.clone();
-    let attached = attach::attach(
-        &attach::Request {
-            data: &data,
-            name: &name,
-            model: &settings.main.model,
-            session: &session_id,
-            recorded: recorded.as_ref().filter(|(p, _)| *p == name).map(|(_, c)| c.as_str()),
-            refresh: options.profile_refresh,
-            project_key: &project,
-            cwd: &options.cwd,
-            env,
-        },
+    let attached = attach::for_session(
+        options.profile.as_deref(),
+        recorded.as_ref(),
+        options.profile_refresh,
+        settings,
+        env,
+        &data,
+        &project,
+        &session_id,
+        &options.cwd,
         &mut skills,
         &mut definitions,
     );

@@ -380,25 +380,18 @@ async fn startup(
         Some(_) => read_log(log.path()).ok().and_then(|read| attach::recorded(&read.events)),
         None => None,
     };
-    let name = match (&options.profile, &recorded) {
-        (Some(flag), _) => flag.clone(),
-        (None, Some((recorded, _))) => recorded.clone(),
-        (None, None) => attach::profile_name(None, Some(&settings), &project),
-    };
     let mut skills = extensions.skills;
     let mut definitions = agents.definitions;
-    let attached = attach::attach(
-        &attach::Request {
-            data: &data,
-            name: &name,
-            model: &settings.main.model,
-            session: &session_id,
-            recorded: recorded.as_ref().filter(|(p, _)| *p == name).map(|(_, c)| c.as_str()),
-            refresh: options.profile_refresh,
-            project_key: &project,
-            cwd: &options.cwd,
-            env,
-        },
+    let attached = attach::for_session(
+        options.profile.as_deref(),
+        recorded.as_ref(),
+        options.profile_refresh,
+        &settings,
+        env,
+        &data,
+        &project,
+        &session_id,
+        &options.cwd,
         &mut skills,
         &mut definitions,
     );
