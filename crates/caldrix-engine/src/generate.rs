@@ -1,14 +1,15 @@
 //! Generation on a session's sequence: the sampling loop under a constraint, log-probabilities,
 //! and OneOf scoring.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::constraint::{self, Constraint};
 use crate::error::EngineError;
 use crate::limits;
-use crate::model::{Special, Token};
-use crate::sampling::{self, RepeatPenalty, Rng, Sampling};
-use crate::session::{Event, Filled, Seq, Session};
+use crate::model::Token;
+use crate::running::Running;
+use crate::sampling::{self, RepeatPenalty, Sampling};
+use crate::session::{Event, Seq, Session};
 
 /// What to generate.
 #[derive(Debug, Clone)]
@@ -21,6 +22,12 @@ pub struct GenerateParams {
     pub logprobs: Option<usize>,
     /// Off by default.
     pub repeat_penalty: Option<RepeatPenalty>,
+    /// Tokens a constraint forces are decoded in one batch with the token before them (and
+    /// kept only where the model would have chosen them): speed only, the output is the same.
+    pub fast_forward: bool,
+    /// Prompt-lookup drafting: tokens that followed the last generated ones earlier in the
+    /// context are decoded in one batch and kept while the model agrees: speed only.
+    pub draft: bool,
 }
 
 impl Default for GenerateParams {
@@ -31,6 +38,8 @@ impl Default for GenerateParams {
             constraint: Constraint::None,
             logprobs: None,
             repeat_penalty: None,
+            fast_forward: true,
+            draft: true,
         }
     }
 }
@@ -144,27 +153,7 @@ impl Generation {
     }
 }
 
-/// A prompt's fill: the logits after it, the rows found held, the time it took.
-pub(crate) type Prefilled = (Vec<f32>, usize, Duration);
-
 impl Session<'_> {
-    /// The prompt's fill, timed: the logits after it, the rows found held and the time; or,
-    /// on a cancel between batches, the cancelled generation to return.
-    pub(crate) fn prefill(
-        &mut self,
-        seq: Seq,
-        prompt: &[Token],
-        on_event: &mut dyn FnMut(Event<'_>) -> bool,
-    ) -> Result<Result<Prefilled, Generation>, EngineError> {
-        let started = Instant::now();
-        Ok(match self.fill(seq, prompt, on_event)? {
-            Filled::Logits(logits, reused) => Ok((logits, reused, started.elapsed())),
-            Filled::Cancelled { reused } => {
-                Err(Generation::cancelled(prompt.len(), reused, started.elapsed()))
-            }
-        })
-    }
-
     /// Generates after `prompt` (already rendered and tokenized) on sequence 0.
     pub fn generate(
         &mut self,
@@ -184,112 +173,22 @@ impl Session<'_> {
         params: &GenerateParams,
         on_event: &mut dyn FnMut(Event<'_>) -> bool,
     ) -> Result<Generation, EngineError> {
-        // Everything that can be refused is refused before any row is computed.
-        params.check()?;
-        let mut matcher = match &params.constraint {
-            Constraint::Json(schema) => Some(constraint::json_matcher(self.model, schema)?),
-            // OneOf's options were checked by `check`.
-            Constraint::OneOf(_) | Constraint::None => None,
-        };
-        if prompt.len() >= self.n_ctx as usize {
-            return Err(EngineError::PromptTooLong { prompt: prompt.len(), window: self.n_ctx });
-        }
-        let mut rng = match params.sampling {
-            Sampling::Random { seed, .. } => Rng::new(seed),
-            Sampling::Greedy => Rng::new(0),
-        };
-        if let Constraint::OneOf(options) = &params.constraint {
-            return self.one_of(seq, prompt, options, params, &mut rng, on_event);
-        }
-
-        let (mut logits, reused, prefill) = match self.prefill(seq, prompt, on_event)? {
-            Ok(filled) => filled,
-            Err(cancelled) => return Ok(cancelled),
-        };
-        let started = Instant::now();
-        let mut tokens = Vec::new();
-        let mut bytes = Vec::new();
-        let mut logprobs = params.logprobs.map(|_| Vec::new());
-        let stop = loop {
-            if tokens.len() >= params.max_new_tokens as usize {
-                break StopReason::MaxTokens;
-            }
-            // Scores come from the model's own distribution, before penalty and mask.
-            let mut raw = None;
-            if let Some(p) = params.repeat_penalty {
-                if params.logprobs.is_some() {
-                    raw = Some(logits.clone());
-                }
-                sampling::penalize(&mut logits, &tokens, p);
-            }
-            if let Some(matcher) = matcher.as_mut() {
-                let mask = matcher
-                    .compute_mask()
-                    .map_err(|e| EngineError::Constraint(format!("{e:#}")))?;
-                if params.logprobs.is_some() && raw.is_none() {
-                    raw = Some(logits.clone());
-                }
-                for (id, l) in logits.iter_mut().enumerate() {
-                    if !mask.is_allowed(id as u32) {
-                        *l = f32::NEG_INFINITY;
-                    }
-                }
-            }
-            let Some(id) = sampling::choose(&logits, params.sampling, &mut rng) else {
-                return Err(EngineError::Constraint("no token is allowed".into()));
-            };
-            self.record(raw.as_deref().unwrap_or(&logits), id, params.logprobs, logprobs.as_mut());
-            let before = bytes.len();
-            if self.step(id, &mut tokens, &mut bytes, matcher.as_mut())? {
-                break StopReason::EndOfTurn;
-            }
-            if !on_event(Event::Token { token: Token(id), bytes: &bytes[before..] }) {
-                break StopReason::Cancelled;
-            }
-            if matcher.as_ref().is_some_and(|m| m.is_stopped()) {
-                break StopReason::Complete;
-            }
-            if tokens.len() >= params.max_new_tokens as usize {
-                break StopReason::MaxTokens;
-            }
-            if self.held(seq).len() >= self.n_ctx as usize {
-                break StopReason::ContextFull;
-            }
-            let last = tokens[tokens.len() - 1];
-            logits = self.decode_one(seq, last)?;
-        };
-        Ok(Generation {
-            text: String::from_utf8_lossy(&bytes).into_owned(),
-            tokens,
-            stop,
-            logprobs,
-            one_of: None,
-            prompt_tokens: prompt.len(),
-            reused_tokens: reused,
-            timings: Timings { prefill, decode: started.elapsed() },
-        })
+        let running = self.begin(seq, prompt, params)?;
+        self.run(running, on_event)
     }
 
-    /// Takes token `id`: `true` when it ends the turn (it is then not part of the output).
-    fn step(
+    /// Steps one generation alone until it finishes.
+    pub(crate) fn run(
         &mut self,
-        id: u32,
-        tokens: &mut Vec<Token>,
-        bytes: &mut Vec<u8>,
-        matcher: Option<&mut llguidance::Matcher>,
-    ) -> Result<bool, EngineError> {
-        let token = Token(id);
-        if self.model.is_end_of_generation(token) {
-            return Ok(true);
+        mut running: Running,
+        on_event: &mut dyn FnMut(Event<'_>) -> bool,
+    ) -> Result<Generation, EngineError> {
+        loop {
+            if let Some(done) = running.take_finished() {
+                return done;
+            }
+            self.step(&mut [&mut running], &mut |_, e| on_event(e))?;
         }
-        if let Some(matcher) = matcher {
-            matcher
-                .consume_token(id)
-                .map_err(|e| EngineError::Constraint(format!("token {id} was refused: {e:#}")))?;
-        }
-        tokens.push(token);
-        bytes.extend(self.model.token_bytes(token));
-        Ok(false)
     }
 
     pub(crate) fn record(
@@ -312,74 +211,4 @@ impl Session<'_> {
             top,
         });
     }
-
-    /// Scores every option after the prompt in one batch per round (each option on its own
-    /// sequence forked from the prompt's, sharing its cells) and picks one.
-    fn one_of(
-        &mut self,
-        seq: Seq,
-        prompt: &[Token],
-        options: &[String],
-        params: &GenerateParams,
-        rng: &mut Rng,
-        on_event: &mut dyn FnMut(Event<'_>) -> bool,
-    ) -> Result<Generation, EngineError> {
-        let eot = self.model.end_of_turn();
-        let tokenized: Vec<Vec<Token>> = options
-            .iter()
-            .map(|o| {
-                let mut t = self.model.tokenize(o, Special::Plain);
-                t.push(eot);
-                t
-            })
-            .collect();
-        for (option, toks) in options.iter().zip(&tokenized) {
-            let n = toks.len() - 1;
-            if n > params.max_new_tokens as usize {
-                return Err(EngineError::BadOption {
-                    option: option.clone(),
-                    problem: format!(
-                        "is {n} tokens, more than max_new_tokens ({})",
-                        params.max_new_tokens
-                    ),
-                });
-            }
-            if prompt.len() + toks.len() > self.n_ctx as usize {
-                return Err(EngineError::PromptTooLong {
-                    prompt: prompt.len() + toks.len(),
-                    window: self.n_ctx,
-                });
-            }
-        }
-        let (first, reused, prefill) = match self.prefill(seq, prompt, on_event)? {
-            Ok(filled) => filled,
-            Err(cancelled) => return Ok(cancelled),
-        };
-        let started = Instant::now();
-        let scores = self.score_continuations(seq, &first, &tokenized)?;
-
-        let chosen = match params.sampling {
-            Sampling::Greedy => argmax(&scores),
-            Sampling::Random { temperature, .. } => {
-                let logits: Vec<f32> = scores.iter().map(|&s| s as f32).collect();
-                let s = Sampling::Random { temperature, top_p: 1.0, seed: 0 };
-                sampling::choose(&logits, s, rng).map_or_else(|| argmax(&scores), |i| i as usize)
-            }
-        };
-        let tokens = tokenized[chosen][..tokenized[chosen].len() - 1].to_vec();
-        Ok(Generation {
-            text: options[chosen].clone(),
-            tokens,
-            stop: StopReason::Complete,
-            logprobs: None,
-            one_of: Some(OneOfScores { chosen, logprobs: scores }),
-            prompt_tokens: prompt.len(),
-            reused_tokens: reused,
-            timings: Timings { prefill, decode: started.elapsed() },
-        })
-    }
-}
-
-fn argmax(scores: &[f64]) -> usize {
-    scores.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map_or(0, |(i, _)| i)
 }

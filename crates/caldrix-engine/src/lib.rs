@@ -4,12 +4,14 @@
 //! The only crate of the workspace that touches llama.cpp.
 
 mod constraint;
+mod draft;
 mod error;
 mod generate;
 pub mod gguf;
 pub mod limits;
 mod model;
 mod replay;
+mod running;
 mod sampling;
 mod session;
 mod template;
@@ -19,6 +21,7 @@ pub use error::EngineError;
 pub use generate::{GenerateParams, Generation, OneOfScores, StopReason, Timings, TokenLogprob};
 pub use model::{Model, ModelParams, SCRATCH_SEQUENCES, SessionParams, Special, Token};
 pub use replay::SCRIPTED_OTHER_OPTION_LOGPROB;
+pub use running::Running;
 pub use sampling::{RepeatPenalty, Sampling};
 pub use session::{Event, Seq, Session, Snapshot};
 pub use template::{GenerationPrompt, Message, TemplateError};

@@ -4,7 +4,7 @@
 //! as a real generation's (`Session::replay_on`: a replay member). Deterministic tests of
 //! everything above the engine run on them.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::constraint::{self, Constraint};
 use crate::error::EngineError;
@@ -101,97 +101,7 @@ impl Session<'_> {
         params: &GenerateParams,
         on_event: &mut dyn FnMut(Event<'_>) -> bool,
     ) -> Result<Generation, EngineError> {
-        let scripted = self.model.replay(prompt, reply, params)?;
-        if let (Constraint::OneOf(options), Some(script)) = (&params.constraint, &scripted.one_of) {
-            let mut generation = self.generate_on(seq, prompt, params, on_event)?;
-            if let Some(scores) = generation.one_of.as_mut() {
-                scores.chosen = script.chosen;
-                generation.text = options[script.chosen].clone();
-                generation.tokens = scripted.tokens;
-            }
-            return Ok(generation);
-        }
-        if prompt.len() >= self.n_ctx as usize {
-            return Err(EngineError::PromptTooLong { prompt: prompt.len(), window: self.n_ctx });
-        }
-        let (first, reused, prefill) = match self.prefill(seq, prompt, on_event)? {
-            Ok(filled) => filled,
-            Err(cancelled) => return Ok(cancelled),
-        };
-        let started = Instant::now();
-        let mut tokens = scripted.tokens;
-        let mut stop = scripted.stop;
-        let room = self.n_ctx as usize - prompt.len();
-        if tokens.len() > room {
-            tokens.truncate(room);
-            stop = StopReason::ContextFull;
-        }
-        if stop == StopReason::EndOfTurn && tokens.len() >= params.max_new_tokens as usize {
-            // A real generation stops at the bound before it could choose the end of turn.
-            stop = StopReason::MaxTokens;
-        }
-        // A real generation decodes each token before choosing the next; the last one is
-        // decoded only when the model went on to end its turn.
-        let rows = if stop == StopReason::EndOfTurn {
-            tokens.len()
-        } else {
-            tokens.len().saturating_sub(1)
-        };
-        // The first token is known once the prompt is filled, as a real generation's is: it
-        // streams before the rest are forced, so a client's time to first token is the fill's.
-        let mut bytes = Vec::new();
-        if let Some(&t) = tokens.first() {
-            bytes.extend(self.model.token_bytes(t));
-            if !on_event(Event::Token { token: t, bytes: &bytes }) {
-                let logprobs = params.logprobs.map(|k| {
-                    let mut out = Vec::new();
-                    self.record(&first, t.0, Some(k), Some(&mut out));
-                    out
-                });
-                return Ok(Generation {
-                    text: String::from_utf8_lossy(&bytes).into_owned(),
-                    tokens: vec![t],
-                    stop: StopReason::Cancelled,
-                    logprobs,
-                    one_of: None,
-                    prompt_tokens: prompt.len(),
-                    reused_tokens: reused,
-                    timings: Timings { prefill, decode: started.elapsed() },
-                });
-            }
-        }
-        let after = self.append(seq, &tokens[..rows], params.logprobs.is_some())?;
-        let mut logprobs = params.logprobs.map(|k| {
-            let mut out = Vec::new();
-            for (i, &t) in tokens.iter().enumerate() {
-                let before = if i == 0 { Some(&first) } else { after.get(i - 1) };
-                if let Some(logits) = before {
-                    self.record(logits, t.0, Some(k), Some(&mut out));
-                }
-            }
-            out
-        });
-        for (i, &t) in tokens.iter().enumerate().skip(1) {
-            let before = bytes.len();
-            bytes.extend(self.model.token_bytes(t));
-            if !on_event(Event::Token { token: t, bytes: &bytes[before..] }) {
-                tokens.truncate(i + 1);
-                if let Some(l) = logprobs.as_mut() {
-                    l.truncate(i + 1);
-                }
-                stop = StopReason::Cancelled;
-                break;
-            }
-        }
-        Ok(Generation {
-            text: String::from_utf8_lossy(&bytes).into_owned(),
-            tokens,
-            stop,
-            logprobs,
-            one_of: None,
-            prompt_tokens: prompt.len(),
-            reused_tokens: reused,
-            timings: Timings { prefill, decode: started.elapsed() },
-        })
+        let running = self.begin_replay(seq, prompt, reply, params)?;
+        self.run(running, on_event)
     }
 }

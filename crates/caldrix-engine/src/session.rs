@@ -60,11 +60,19 @@ pub enum Event<'a> {
     Token { token: Token, bytes: &'a [u8] },
 }
 
-/// How a fill ended: the logits after the last token, or a cancel between two batches; both
-/// with how many leading rows were found held (reused, not computed).
-pub(crate) enum Filled {
-    Logits(Vec<f32>, usize),
-    Cancelled { reused: usize },
+/// Tokens decoded at the end of one sequence, in a batch shared with other sequences.
+pub(crate) struct Part<'a> {
+    pub seq: Seq,
+    pub tokens: &'a [Token],
+    pub outputs: Outputs,
+}
+
+/// Which of a part's tokens the batch computes logits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Outputs {
+    None,
+    Last,
+    All,
 }
 
 pub struct Session<'m> {
@@ -184,10 +192,7 @@ impl<'m> Session<'m> {
     /// The logits of the token after `tokens` on sequence 0, reusing the rows of the longest
     /// prefix it already holds and prefilling the rest in batches.
     pub fn evaluate(&mut self, tokens: &[Token]) -> Result<Vec<f32>, EngineError> {
-        match self.fill(0, tokens, &mut |_| true)? {
-            Filled::Logits(logits, _) => Ok(logits),
-            Filled::Cancelled { .. } => Err(EngineError::Cancelled),
-        }
+        self.fill(0, tokens)
     }
 
     /// Takes the rows of the first `n` tokens sequence 0 holds out as a snapshot (host memory).
@@ -271,111 +276,82 @@ impl<'m> Session<'m> {
         Ok(())
     }
 
-    /// Makes `seq` hold exactly `tokens`; returns the logits after the last one and how many
-    /// leading rows were kept. `on_event` hears progress after each batch and may stop it.
-    pub(crate) fn fill(
-        &mut self,
-        seq: Seq,
-        tokens: &[Token],
-        on_event: &mut dyn FnMut(Event<'_>) -> bool,
-    ) -> Result<Filled, EngineError> {
-        self.check_seq(seq)?;
+    /// Makes `seq` hold exactly `tokens`; returns the logits after the last one.
+    fn fill(&mut self, seq: Seq, tokens: &[Token]) -> Result<Vec<f32>, EngineError> {
         if tokens.is_empty() {
             return Err(EngineError::EmptyPrompt);
         }
         if tokens.len() > self.n_ctx as usize {
             return Err(EngineError::PromptTooLong { prompt: tokens.len(), window: self.n_ctx });
         }
+        let keep = self.keep_prefix(seq, tokens)?;
+        let mut at = 0;
+        for chunk in tokens[keep..].chunks(self.batch_size as usize) {
+            let part = Part { seq, tokens: chunk, outputs: Outputs::Last };
+            at = self.decode_parts(&[part])?[0] + chunk.len() as i32 - 1;
+        }
+        Ok(self.logits_at(at).to_vec())
+    }
+
+    /// Keeps the rows of the longest prefix of `tokens` that `seq` holds, but never the last
+    /// token's (its logits are not kept, so it is decoded again); drops the rest. Returns how
+    /// many rows were kept.
+    pub(crate) fn keep_prefix(&mut self, seq: Seq, tokens: &[Token]) -> Result<usize, EngineError> {
+        self.check_seq(seq)?;
         let held = &self.held[seq as usize];
         let common = held.iter().zip(tokens).take_while(|(a, b)| a == b).count();
-        // The last prompt token is always decoded again: its logits are not kept.
-        let mut keep = common.min(tokens.len() - 1);
+        let mut keep = common.min(tokens.len().saturating_sub(1));
         let s = seq as i32;
         if self.ctx.kv_cache_seq_rm(s, Some(keep as u32), None).is_err() {
             self.ctx.kv_cache_seq_rm(s, None, None).map_err(|e| decode_error(&e))?;
             keep = 0;
         }
         self.held[seq as usize].truncate(keep);
-        let mut logits = Vec::new();
-        let total = tokens.len() - keep;
-        for chunk_start in (keep..tokens.len()).step_by(self.batch_size as usize) {
-            let end = tokens.len().min(chunk_start + self.batch_size as usize);
-            let chunk = &tokens[chunk_start..end];
-            self.batch.clear();
-            for (k, t) in chunk.iter().enumerate() {
-                let last = chunk_start + k == tokens.len() - 1;
-                self.batch
-                    .add(t.llama(), (chunk_start + k) as i32, &[s], last)
-                    .map_err(|e| decode_error(&e))?;
-            }
-            self.decode_batch(seq)?;
-            self.held[seq as usize].extend_from_slice(chunk);
-            if end == tokens.len() {
-                logits = self.ctx.get_logits_ith(self.batch.n_tokens() - 1).to_vec();
-            } else if !on_event(Event::Progress { done: end - keep, total }) {
-                return Ok(Filled::Cancelled { reused: keep });
-            }
-        }
-        Ok(Filled::Logits(logits, keep))
+        Ok(keep)
     }
 
-    /// Decodes one token at the end of `seq`; returns the logits after it.
-    pub(crate) fn decode_one(&mut self, seq: Seq, token: Token) -> Result<Vec<f32>, EngineError> {
-        let pos = self.held[seq as usize].len() as i32;
+    /// Decodes every part at the end of its own sequence in one batch (they must fit the batch
+    /// together, and no two parts may share a sequence). Returns each part's index of its first
+    /// token in the batch, for `logits_at`. On failure no part's sequence holds a row of it.
+    pub(crate) fn decode_parts(&mut self, parts: &[Part<'_>]) -> Result<Vec<i32>, EngineError> {
         self.batch.clear();
-        self.batch.add(token.llama(), pos, &[seq as i32], true).map_err(|e| decode_error(&e))?;
-        self.decode_batch(seq)?;
-        self.held[seq as usize].push(token);
-        Ok(self.ctx.get_logits_ith(0).to_vec())
-    }
-
-    /// Decodes `tokens` at the end of `seq` in `batch`-sized batches, as if they had been
-    /// generated there (a replayed reply's rows). With `logits`, returns the distribution after
-    /// each token; otherwise none.
-    pub(crate) fn append(
-        &mut self,
-        seq: Seq,
-        tokens: &[Token],
-        logits: bool,
-    ) -> Result<Vec<Vec<f32>>, EngineError> {
-        self.check_seq(seq)?;
-        let mut out = Vec::new();
-        for chunk in tokens.chunks(self.batch_size as usize) {
-            let start = self.held[seq as usize].len();
-            if start + chunk.len() > self.n_ctx as usize {
-                return Err(EngineError::PromptTooLong {
-                    prompt: start + chunk.len(),
-                    window: self.n_ctx,
-                });
-            }
-            self.batch.clear();
-            for (k, t) in chunk.iter().enumerate() {
-                // The last token's output is asked for even without `logits`: a batch with no
-                // output at all is not what llama.cpp's callers usually send.
-                let output = logits || k == chunk.len() - 1;
+        let mut starts = Vec::with_capacity(parts.len());
+        for part in parts {
+            self.check_seq(part.seq)?;
+            starts.push(self.batch.n_tokens());
+            let start = self.held[part.seq as usize].len();
+            let n = part.tokens.len();
+            for (k, t) in part.tokens.iter().enumerate() {
+                let output = match part.outputs {
+                    Outputs::All => true,
+                    Outputs::Last => k == n - 1,
+                    Outputs::None => false,
+                };
                 self.batch
-                    .add(t.llama(), (start + k) as i32, &[seq as i32], output)
+                    .add(t.llama(), (start + k) as i32, &[part.seq as i32], output)
                     .map_err(|e| decode_error(&e))?;
             }
-            self.decode_batch(seq)?;
-            self.held[seq as usize].extend_from_slice(chunk);
-            if logits {
-                out.extend((0..chunk.len()).map(|k| self.ctx.get_logits_ith(k as i32).to_vec()));
-            }
         }
-        Ok(out)
-    }
-
-    fn decode_batch(&mut self, seq: Seq) -> Result<(), EngineError> {
-        self.ctx.decode(&mut self.batch).map_err(|e| {
+        if let Err(e) = self.ctx.decode(&mut self.batch) {
             // A failed decode may leave rows of this batch behind: forget them.
-            let held = self.held[seq as usize].len() as u32;
-            let _ = self.ctx.kv_cache_seq_rm(seq as i32, Some(held), None);
-            match e {
+            for part in parts {
+                let held = self.held[part.seq as usize].len() as u32;
+                let _ = self.ctx.kv_cache_seq_rm(part.seq as i32, Some(held), None);
+            }
+            return Err(match e {
                 DecodeError::NoKvCacheSlot => EngineError::CellsFull,
                 other => decode_error(&other),
-            }
-        })
+            });
+        }
+        for part in parts {
+            self.held[part.seq as usize].extend_from_slice(part.tokens);
+        }
+        Ok(starts)
+    }
+
+    /// The logits after the token at `index` of the last batch (it must have asked for them).
+    pub(crate) fn logits_at(&self, index: i32) -> &[f32] {
+        self.ctx.get_logits_ith(index)
     }
 
     /// Scores continuations of `seq`'s rows: each candidate's tokens are decoded on a scratch

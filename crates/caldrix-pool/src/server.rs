@@ -439,7 +439,7 @@ fn prepare(pool: &Pool, g: &proto::Generate) -> Result<Prepared, PoolError> {
         sampling,
         constraint,
         logprobs: g.logprobs.map(|k| usize::try_from(k).unwrap_or(usize::MAX)),
-        repeat_penalty: None,
+        ..GenerateParams::default()
     };
     // Refused before the job is queued: nothing is computed for a bad request.
     params.check().map_err(crate::engine_error)?;

@@ -28,7 +28,7 @@ fn check_turns(model: &Model, seeds: std::ops::Range<u64>) {
             sampling: Sampling::Random { temperature: 0.8, top_p: 0.9, seed },
             constraint: Constraint::Json(schema.clone()),
             logprobs: None,
-            repeat_penalty: None,
+            ..GenerateParams::default()
         };
         let out = session.generate(&prompt, &params).unwrap();
         let arch = model.architecture();
@@ -68,7 +68,7 @@ fn route(model: &Model, request: &str, sampling: Sampling) -> caldrix_engine::Ge
         sampling,
         constraint: Constraint::OneOf(ROUTES.iter().map(|s| s.to_string()).collect()),
         logprobs: Some(0),
-        repeat_penalty: None,
+        ..GenerateParams::default()
     };
     let _guard = support::lock();
     support::session(model).generate(&prompt, &params).unwrap()

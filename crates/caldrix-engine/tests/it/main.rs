@@ -8,6 +8,7 @@
 mod errors;
 mod generate;
 mod replay;
+mod running;
 mod sequences;
 mod snapshot;
 mod support;
