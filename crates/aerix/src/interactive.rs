@@ -22,6 +22,7 @@ use aerix_tui::{
     Screen,
 };
 use anyhow::Context as _;
+use caldrix_proto::Lane;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
 use crate::attach;
@@ -354,10 +355,12 @@ async fn startup(
         .map(|m| m.into_iter().map(|m| m.alias).collect())
         .unwrap_or_default();
     screen.launch.window = main.window;
+    screen.launch.lane = main.lane.map(|l| l.name().to_owned());
     screen.startup.pool = Some(PoolRow {
         model: model_name(&settings.main.model),
-        lane: None,
-        threads: None,
+        lane: main.lane.map(|l| l.name().to_owned()),
+        // The spec's "CPU lane's thread count": a GPU member's threads are not its lane's.
+        threads: main.threads.filter(|_| main.lane == Some(Lane::Cpu)),
         decision: settings.decision.as_ref().map(|d| model_name(&d.model)),
         socket: settings.pool.socket.display().to_string(),
     });

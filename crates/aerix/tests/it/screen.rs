@@ -148,6 +148,12 @@ fn whole_requests_on_the_screen() {
     let row = flat.split("profile ").nth(1).and_then(|r| r.split(" loaded ").next());
     let row = row.and_then(|r| r.split(" session ").next()).unwrap_or_default().to_owned();
     assert!(row.contains(" · model/") && row.ends_with(" · 0 tuned"), "{row}\n{launch}");
+    // The main member's lane, from the pool, in the info line and the pool row (a scripted
+    // member runs no engine threads, so the row names none).
+    let info = launch.lines().find(|l| l.contains(" ctx · ")).unwrap_or_default();
+    assert!(info.contains(" · cpu · "), "{info}\n{launch}");
+    let pool_row = flat.split(" pool ").nth(1).and_then(|r| r.split(" profile ").next());
+    assert!(pool_row.is_some_and(|r| r.contains(" · cpu · ") && !r.contains("threads")), "{flat}");
 
     pane.type_line("Fix add.");
     let gate = pane.wait_for("wants to follow this plan", STEP);
