@@ -254,7 +254,8 @@ pub async fn run(settings: &Settings, env: &Env, options: Options) -> anyhow::Re
     // The session hooks: SessionStart's context is pinned in the root's context,
     // UserPromptSubmit's is appended to the prompt; a block or `continue: false` ends the run.
     let source = if rebuilt.is_some() { StartSource::Resume } else { StartSource::Startup };
-    let hooks = end.hooks.insert(SessionHooks { hooks: loaded.hooks, session: hook_session });
+    let hooks =
+        end.hooks.insert(SessionHooks { hooks: loaded.hooks, session: hook_session, notes: None });
     let started = hooks.fire(Fire::SessionStart(source), cancel, &mut sink);
     if cancel.is_cancelled() {
         return end.finish(&mut sink, Outcome::Cancelled, Ok(()));
