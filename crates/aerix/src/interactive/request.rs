@@ -77,6 +77,8 @@ async fn request(
         profile: session.profile.as_ref().map(|p| p.0.clone()),
         profile_branch: session.profile.as_ref().map(|p| p.1.clone()),
         profile_commit: session.profile.as_ref().map(|p| p.2.clone()),
+        // The diff line's base: one commit for both.
+        start_commit: session.base.as_ref().map(|b| b.1.clone()),
     });
     let early = std::mem::take(
         &mut *session.early.lock().unwrap_or_else(std::sync::PoisonError::into_inner),

@@ -213,6 +213,10 @@ fn whole_requests_on_the_screen() {
     let commit = starts[0]["profile_commit"].as_str().unwrap();
     assert!(row.contains(&commit[..10]), "{row} / {commit}");
     assert_eq!(starts[1]["profile_commit"], starts[0]["profile_commit"]);
+    // Both record the commit the diff line is taken against (the clean tree's HEAD).
+    let head = world.git(&["rev-parse", "HEAD"]);
+    assert_eq!(starts[0]["start_commit"].as_str(), Some(head.trim()));
+    assert_eq!(starts[1]["start_commit"], starts[0]["start_commit"]);
     assert!(starts[0]["profile_branch"].as_str().unwrap().starts_with("model/"));
     assert_eq!(of_type(&events, "plan")[0]["text"], "1. fix add");
     assert_eq!(world.git(&["diff", "--numstat"]), "1\t1\tcalc.sh\n");
