@@ -12,66 +12,44 @@ use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
 
 use aerix_tools::Cancel;
-use tokio::signal::unix::{SignalKind, signal};
-use tokio::sync::Notify;
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::Msg;
 use crate::exit::Exit;
+use crate::signals::Interrupt;
 
 /// The screen's signals: the first one's status, and what a second hurries.
 pub(super) struct Signals {
-    first: Arc<OnceLock<(&'static str, Exit)>>,
-    notify: Arc<Notify>,
+    first: Interrupt,
     /// Hurried by a second signal: a `SessionEnd` handler still running is ended.
     pub(super) hurry: Cancel,
 }
 
 impl Signals {
-    /// Handles the three signals from now on (inside a tokio runtime); each is also sent to
-    /// the screen's loop as a `Msg::Signal`.
+    /// Handles SIGINT, SIGTERM and SIGHUP from now on (inside a tokio runtime); each is also
+    /// sent to the screen's loop as a `Msg::Signal`.
     pub(super) fn install(tx: UnboundedSender<Msg>) -> io::Result<Signals> {
-        let mut interrupt = signal(SignalKind::interrupt())?;
-        let mut terminate = signal(SignalKind::terminate())?;
-        let mut hangup = signal(SignalKind::hangup())?;
-        let signals =
-            Signals { first: Arc::default(), notify: Arc::default(), hurry: Cancel::default() };
-        let (first, notify, hurry) =
-            (Arc::clone(&signals.first), Arc::clone(&signals.notify), signals.hurry.clone());
-        tokio::spawn(async move {
-            loop {
-                let got = tokio::select! {
-                    _ = interrupt.recv() => ("SIGINT", Exit::Cancelled),
-                    _ = terminate.recv() => ("SIGTERM", Exit::Terminated),
-                    _ = hangup.recv() => ("SIGHUP", Exit::HungUp),
-                };
-                if first.set(got).is_ok() {
-                    notify.notify_one();
-                } else {
-                    hurry.hurry();
-                }
-                let _ = tx.send(Msg::Signal);
+        let hurry = Cancel::default();
+        let second = hurry.clone();
+        let first = Interrupt::install(true, move |first| {
+            if !first {
+                second.hurry();
             }
-        });
-        Ok(signals)
+            let _ = tx.send(Msg::Signal);
+        })?;
+        Ok(Signals { first, hurry })
     }
 
     /// The first signal's name and status, once one has come.
     pub(super) fn first(&self) -> Option<(&'static str, Exit)> {
-        self.first.get().copied()
+        self.first.got()
     }
 
     /// Resolves once the first signal has come.
     pub(super) async fn wait(&self) -> (&'static str, Exit) {
-        loop {
-            if let Some(first) = self.first() {
-                return first;
-            }
-            self.notify.notified().await;
-        }
+        self.first.wait().await
     }
 }
 

@@ -1,5 +1,10 @@
 //! `aerix tune` and `aerix profile sync` through the binary, with a scripted reflection member.
 
+use std::io::Write as _;
+use std::os::unix::fs::OpenOptionsExt as _;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
 use serde_json::json;
 
 use crate::{World, call, calls, final_turn, stderr, stdout};
@@ -238,4 +243,66 @@ fn eval_replays_a_held_out_request_on_the_base_and_the_tuned_commit() {
     // The replays touched neither the project's sessions nor its worktrees.
     assert_eq!(world.index()["sessions"].as_array().unwrap().len(), 3);
     assert!(!world.git(&["worktree", "list"]).contains("aerix-eval-"));
+}
+
+/// A SIGINT while `aerix tune` loads its reflection member (`tune.member`: a scripted member
+/// whose replies file is a FIFO, so the load waits on the test): the run stops once the load is
+/// done, unloads the member, commits nothing, says so in one line and exits 130.
+#[test]
+fn a_signal_stops_tune_at_a_safe_point_and_unloads_the_reflection_member() {
+    let world = World::new("tune-signal", "", "");
+    let model = world.script("replies", &["answer".to_owned(), final_turn("One.", "one")], true);
+    let fifo = world.home.join("reflect.fifo");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let member = format!("script:{}@{}", fifo.display(), crate::smollm2().display());
+    world.write_settings(&model, &format!("[tune]\nmember = {member:?}\n"));
+    assert_eq!(world.aerix(&["-p", "What is calc.sh?"]).status.code(), Some(0));
+    let branch = world.events()[0]["profile_branch"].as_str().unwrap().to_owned();
+    let before = profile_git(&world, &["rev-parse", &branch]);
+
+    let tune = world
+        .aerix_command(&["tune"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The pool opens the FIFO to read the script: then the load is under way. (O_NONBLOCK: an
+    // open for writing fails until there is a reader, instead of waiting forever.)
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut writer = loop {
+        match std::fs::OpenOptions::new().write(true).custom_flags(0o4000).open(&fifo) {
+            Ok(writer) => break writer,
+            Err(e) => assert!(Instant::now() < deadline, "the pool never read the script: {e}"),
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(
+        Command::new("kill").args(["-INT", &tune.id().to_string()]).status().unwrap().success()
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let answers = [answer(true, "You are Aerix.\n", "shorter"), answer(false, "", "fine")];
+    writer.write_all(serde_json::to_string(&answers).unwrap().as_bytes()).unwrap();
+    drop(writer);
+    let out = tune.wait_with_output().unwrap();
+
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "");
+    assert_eq!(
+        stderr(&out),
+        "interrupted by SIGINT: nothing half-done is committed; the reflection member `tune` it \
+         loaded is unloaded\n"
+    );
+    assert_eq!(profile_git(&world, &["rev-parse", &branch]), before, "nothing is committed");
+    let status = Command::new(crate::caldrix())
+        .args(["pool", "status", "--json", "--socket", world.socket.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    let aliases: Vec<&str> = status["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["info"]["alias"].as_str().unwrap())
+        .collect();
+    assert_eq!(aliases, ["main"], "the reflection member is unloaded");
 }
