@@ -106,6 +106,8 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         logprobs: args.logprobs.then_some(args.top_logprobs),
         repeat_penalty: (args.repeat_penalty != 1.0)
             .then_some(RepeatPenalty { penalty: args.repeat_penalty, last_n: 64 }),
+        // Fast-forward and drafting as the engine defaults them (speed only).
+        ..GenerateParams::default()
     };
     let out = session.generate(&prompt, &params)?;
     let mut stdout = std::io::stdout().lock();
