@@ -70,6 +70,13 @@ impl Stderr {
         }
         let file = OpenOptions::new().create(true).append(true).open(path)?;
         let saved = nix::unistd::dup(io::stderr()).map_err(io::Error::from)?;
+        // A panic's message is for the terminal: fd 2 is put back before it is printed.
+        let for_panic = saved.try_clone()?;
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let _ = nix::unistd::dup2_stderr(&for_panic);
+            previous(info);
+        }));
         nix::unistd::dup2_stderr(&file).map_err(io::Error::from)?;
         Ok(Stderr { saved: Some(saved), path: path.to_owned(), settled: false })
     }
