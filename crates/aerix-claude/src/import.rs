@@ -389,6 +389,7 @@ impl Converter {
                 profile: None,
                 profile_branch: None,
                 profile_commit: None,
+                start_commit: None,
             }
         } else {
             Event::Segment {
@@ -509,6 +510,7 @@ impl Converter {
                     profile: None,
                     profile_branch: None,
                     profile_commit: None,
+                    start_commit: None,
                 },
                 ts,
             ));

@@ -27,6 +27,10 @@ pub enum Event {
         profile_branch: Option<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         profile_commit: Option<String>,
+        /// The project's commit the request started on: the snapshot its diff is taken against
+        /// (`git stash create`'s, or `HEAD` on a clean tree); absent outside a git repository.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        start_commit: Option<String>,
     },
     #[serde(rename = "route")]
     Route {

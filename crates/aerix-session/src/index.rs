@@ -234,7 +234,7 @@ impl Store {
     }
 
     /// Deletes a session's log, its directory (spool, subagent transcripts), its Claude Code
-    /// transcript and its index entry.
+    /// transcript, its `<id>.stderr` (the screen's) and its index entry.
     pub fn remove(&self, project: &str, id: &str) -> Result<(), SessionError> {
         let path = self.existing(project, id)?;
         let io = |path: &Path, source| SessionError::Io {
@@ -246,9 +246,11 @@ impl Store {
         if spool.exists() {
             std::fs::remove_dir_all(&spool).map_err(|e| io(&spool, e))?;
         }
-        let transcript = path.with_extension("claude.jsonl");
-        if transcript.exists() {
-            std::fs::remove_file(&transcript).map_err(|e| io(&transcript, e))?;
+        // The Claude Code transcript, and what the screen sent to stderr.
+        for beside in [path.with_extension("claude.jsonl"), path.with_extension("stderr")] {
+            if beside.exists() {
+                std::fs::remove_file(&beside).map_err(|e| io(&beside, e))?;
+            }
         }
         std::fs::remove_file(&path).map_err(|e| io(&path, e))?;
         self.update_index(project, |index| index.sessions.retain(|e| e.id != id))

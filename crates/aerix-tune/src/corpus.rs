@@ -19,8 +19,9 @@ pub struct Request {
     pub cwd: String,
     /// `session.start`'s `profile_commit`: the profile commit the request read its prompts from.
     pub profile_commit: Option<String>,
-    /// `session.start`'s `head`, when recorded: the working tree's commit at the start.
-    pub head: Option<String>,
+    /// `session.start`'s `start_commit`, when recorded: the project's commit the request
+    /// started on (its diff's base).
+    pub start_commit: Option<String>,
     /// Whether the request's `session.start` names the profile and the model.
     pub matches: bool,
     /// The events after its `session.start`, up to the next one.
@@ -108,7 +109,7 @@ fn read_requests(
                     prompt,
                     cwd,
                     profile_commit: field("profile_commit"),
-                    head: field("head"),
+                    start_commit: field("start_commit"),
                     matches: field("profile").as_deref() == Some(profile) && started_with == model,
                     events: Vec::new(),
                     outcome: None,

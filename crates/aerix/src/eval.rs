@@ -1,6 +1,7 @@
 //! `aerix tune --eval`: the latest tune commit on the model base measured against its parent.
 //! Held-out requests of the corpus (sessions the commit did not read) are replayed with their
-//! recorded prompts, each in a scratch git worktree, once on each commit, by this binary run
+//! recorded prompts, each in a scratch git worktree at the request's recorded start commit,
+//! once on each commit, by this binary run
 //! headless against a scratch copy of the profile; the two runs' logs give the table.
 
 use std::path::{Path, PathBuf};
@@ -69,7 +70,7 @@ pub fn run(
     let head = String::from_utf8_lossy(&repo.run(&["rev-parse", "HEAD"], GIT)?).trim().to_owned();
     let mut rows = Vec::new();
     for request in &held {
-        let start = request.head.clone().unwrap_or_else(|| head.clone());
+        let start = replay_start(&repo, request, &head);
         let mut figures = Vec::new();
         for commit in [&base, &tuned.id] {
             figures.push(replay(&Replay {
@@ -100,6 +101,25 @@ pub fn run(
     );
     print!("{}", table(&base, &tuned.id, &rows));
     Ok(Exit::Done)
+}
+
+/// The commit a request is replayed at: its recorded start commit, else (none recorded, or
+/// one the repository no longer has, as a `git stash create` snapshot after a gc) `HEAD`, with
+/// one line naming it.
+fn replay_start(repo: &gitstore::Repo, request: &aerix_tune::Request, head: &str) -> String {
+    let name = format!("session {} request {}", request.session, request.number);
+    let Some(start) = &request.start_commit else {
+        eprintln!("eval: {name} records no start commit; replayed at HEAD");
+        return head.to_owned();
+    };
+    let object = format!("{start}^{{commit}}");
+    if repo.run(&["cat-file", "-e", &object], GIT).is_ok() {
+        return start.clone();
+    }
+    eprintln!(
+        "eval: {name}: its start commit {start} is gone from the repository; replayed at HEAD"
+    );
+    head.to_owned()
 }
 
 struct Replay<'a> {

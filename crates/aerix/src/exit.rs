@@ -22,6 +22,8 @@ pub enum Exit {
     Cancelled,
     /// Cancelled by SIGTERM.
     Terminated,
+    /// The screen closed by SIGHUP (a headless run's SIGHUP is `Cancelled`).
+    HungUp,
 }
 
 impl Exit {
@@ -35,6 +37,7 @@ impl Exit {
             Exit::Config => 78,
             Exit::Cancelled => 130,
             Exit::Terminated => 143,
+            Exit::HungUp => 129,
         }
     }
 

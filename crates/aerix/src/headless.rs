@@ -170,6 +170,7 @@ pub async fn run(settings: &Settings, env: &Env, options: Options) -> anyhow::Re
         profile: None,
         profile_branch: None,
         profile_commit: None,
+        start_commit: None,
     };
     match log.try_clone() {
         Ok(log) => signals.pending(Pending {
@@ -241,20 +242,27 @@ pub async fn run(settings: &Settings, env: &Env, options: Options) -> anyhow::Re
         eprintln!("{line}");
     }
     startup_notes.extend(attached.lines.iter().cloned());
-    if let Some(Event::SessionStart { profile, profile_branch, profile_commit, .. }) =
-        end.start.as_mut()
-        && let Some((name, branch, commit)) = &attached.profile
+    // The snapshot the diff is taken against, recorded as the request's start commit (one
+    // source: `aerix tune --eval` replays the request at it).
+    end.snapshot = snapshot(&root);
+    if let Some(Event::SessionStart {
+        profile, profile_branch, profile_commit, start_commit, ..
+    }) = end.start.as_mut()
     {
-        *profile = Some(name.clone());
-        *profile_branch = Some(branch.clone());
-        *profile_commit = Some(commit.clone());
+        if let Some((name, branch, commit)) = &attached.profile {
+            *profile = Some(name.clone());
+            *profile_branch = Some(branch.clone());
+            *profile_commit = Some(commit.clone());
+        }
+        *start_commit = end.snapshot.as_ref().and_then(|s| s.base.clone());
     }
     end.write_start(&mut sink);
 
     // The session hooks: SessionStart's context is pinned in the root's context,
     // UserPromptSubmit's is appended to the prompt; a block or `continue: false` ends the run.
     let source = if rebuilt.is_some() { StartSource::Resume } else { StartSource::Startup };
-    let hooks = end.hooks.insert(SessionHooks { hooks: loaded.hooks, session: hook_session });
+    let hooks =
+        end.hooks.insert(SessionHooks { hooks: loaded.hooks, session: hook_session, notes: None });
     let started = hooks.fire(Fire::SessionStart(source), cancel, &mut sink);
     if cancel.is_cancelled() {
         return end.finish(&mut sink, Outcome::Cancelled, Ok(()));
@@ -314,7 +322,6 @@ pub async fn run(settings: &Settings, env: &Env, options: Options) -> anyhow::Re
         return end.finish(&mut sink, Outcome::Killed, Err(e));
     }
 
-    end.snapshot = snapshot(&root);
     let prompts = attached.prompts;
     let request = Request {
         prompt,

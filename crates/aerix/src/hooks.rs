@@ -18,13 +18,25 @@ use crate::sink::progress;
 /// `Notification`'s `title`.
 const TITLE: &str = "aerix";
 
+/// Where a hook's note goes: a line on stderr, or (on the screen) what the closure does.
+pub type Notes = Option<Box<dyn Fn(&str) + Send + Sync>>;
+
 /// The hooks of a session whose `SessionStart` has fired (so its `SessionEnd` fires too).
 pub struct SessionHooks {
     pub hooks: Hooks,
     pub session: Session,
+    pub notes: Notes,
 }
 
 impl SessionHooks {
+    /// A note for the user: the screen's row, else a line on stderr.
+    fn note(&self, note: &str) {
+        match &self.notes {
+            Some(show) => show(note),
+            None => eprintln!("{note}"),
+        }
+    }
+
     /// Fires `fire` (the handlers run on this thread's blocking section) and logs its runs;
     /// handlers still running when `cancel` is cancelled (`SessionEnd`: hurried, as it runs
     /// after a cancel) are ended. Its notes are lines on stderr and `Notification`s.
@@ -34,7 +46,7 @@ impl SessionHooks {
             sink.event(event);
         }
         for note in &fired.notes {
-            eprintln!("{note}");
+            self.note(note);
         }
         if fire.event() != HookEvent::Notification {
             self.notify(&fired.notes, "hook_note", cancel, sink);
@@ -57,7 +69,7 @@ impl SessionHooks {
         }
         // A handler reading `transcript_path` sees the session so far.
         if let Err(e) = aerix_claude::refresh(&self.session.transcript_path) {
-            eprintln!("aerix: the Claude Code transcript could not be written: {e}");
+            self.note(&format!("aerix: the Claude Code transcript could not be written: {e}"));
         }
         let cancelled = || match fire {
             Fire::SessionEnd(_) => cancel.is_hurried(),
@@ -108,11 +120,11 @@ impl AgentHooks<'_> {
                 && let Ok(mut log) = log.lock()
                 && let Err(e) = log.append(&event)
             {
-                eprintln!("aerix: a hook event could not be logged: {e}");
+                self.hooks.note(&format!("aerix: a hook event could not be logged: {e}"));
             }
         }
         for note in &fired.notes {
-            eprintln!("{note}");
+            self.hooks.note(note);
         }
         if fire.event() != HookEvent::Notification {
             for note in &fired.notes {

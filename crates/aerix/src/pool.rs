@@ -10,17 +10,20 @@ use std::time::{Duration, Instant};
 use aerix_config::{Env, Member, Settings};
 use anyhow::{Context as _, bail};
 use caldrix_client::{Client, ClientError};
-use caldrix_proto::{FrameFormat, MemberInfo, ServingFlags};
+use caldrix_proto::{FrameFormat, Lane, MemberInfo, ServingFlags};
 
 /// How often the socket is tried while the pool starts.
 const POLL: Duration = Duration::from_millis(500);
 
-/// A member a run uses: its alias in the pool, window, and whether it takes `Json`.
+/// A member a run uses: its alias in the pool, window, whether it takes `Json`, and its lane
+/// and engine threads when the pool says.
 #[derive(Clone, Debug)]
 pub struct Bound {
     pub alias: String,
     pub window: u32,
     pub json: bool,
+    pub lane: Option<Lane>,
+    pub threads: Option<u32>,
 }
 
 /// A connection to the pool, started if needed.
@@ -178,6 +181,8 @@ fn find(members: &[MemberInfo], member: &Member) -> Option<Bound> {
         alias: m.alias.clone(),
         window: m.context_window,
         json: m.json_constraint,
+        lane: m.lane,
+        threads: m.threads,
     })
 }
 

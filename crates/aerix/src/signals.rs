@@ -138,3 +138,62 @@ pub async fn cancelled(cancel: &Cancel) {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// The first of the signals a command stops for at its next safe point (`aerix tune`, `aerix
+/// profile sync`, the screen): which came first, waited for or looked at.
+#[derive(Clone)]
+pub struct Interrupt {
+    first: Arc<std::sync::OnceLock<(&'static str, Exit)>>,
+    notify: Arc<tokio::sync::Notify>,
+}
+
+impl Interrupt {
+    /// Handles SIGINT and SIGTERM (and SIGHUP when `hangup`) from now on, inside a tokio
+    /// runtime; `each` is called on every one, told whether it was the first.
+    pub fn install(
+        hangup: bool,
+        each: impl Fn(bool) + Send + 'static,
+    ) -> std::io::Result<Interrupt> {
+        let mut interrupt = signal(SignalKind::interrupt())?;
+        let mut terminate = signal(SignalKind::terminate())?;
+        let mut hup = if hangup { Some(signal(SignalKind::hangup())?) } else { None };
+        let this = Interrupt { first: Arc::default(), notify: Arc::default() };
+        let handler = this.clone();
+        tokio::spawn(async move {
+            loop {
+                let hung_up = async {
+                    match hup.as_mut() {
+                        Some(hup) => hup.recv().await,
+                        None => std::future::pending().await,
+                    }
+                };
+                let got = tokio::select! {
+                    _ = interrupt.recv() => ("SIGINT", Exit::Cancelled),
+                    _ = terminate.recv() => ("SIGTERM", Exit::Terminated),
+                    _ = hung_up => ("SIGHUP", Exit::HungUp),
+                };
+                let first = handler.first.set(got).is_ok();
+                if first {
+                    handler.notify.notify_one();
+                }
+                each(first);
+            }
+        });
+        Ok(this)
+    }
+
+    /// The first signal's name and status, once one has come.
+    pub fn got(&self) -> Option<(&'static str, Exit)> {
+        self.first.get().copied()
+    }
+
+    /// Resolves once the first signal has come.
+    pub async fn wait(&self) -> (&'static str, Exit) {
+        loop {
+            if let Some(first) = self.got() {
+                return first;
+            }
+            self.notify.notified().await;
+        }
+    }
+}

@@ -1,5 +1,11 @@
 //! `aerix tune` and `aerix profile sync`: the binary's side of `aerix-tune` (the profile's
 //! repository, the pool and the reflection member, stdout).
+//!
+//! A SIGINT or SIGTERM stops a run at its next safe point: before the pool, after the
+//! reflection member's load (it is then unloaded), or at the reflection's next wait on the pool
+//! (the generation is dropped, its connection closed so the pool cancels it). Each commit is
+//! one compare-and-swap of the ref with no wait inside it, so a revision is committed whole or
+//! not at all. One line says so, and the status is 130 or 143.
 
 use std::path::Path;
 use std::time::Duration;
@@ -8,10 +14,11 @@ use aerix_config::{Env, Member, Settings};
 use aerix_tune::{Artifacts, Guards, PoolReflector, ProfileStore, TuneError, TuneOptions};
 use anyhow::Context as _;
 use caldrix_client::Client;
-use caldrix_proto::Request;
+use caldrix_proto::{FrameFormat, Request};
 
 use crate::exit::Exit;
 use crate::pool;
+use crate::signals::Interrupt;
 
 pub struct TuneArgs {
     pub sessions: Option<u32>,
@@ -110,16 +117,19 @@ pub async fn tune(
     let store = open(&place, "aerix tune")?;
     let artifacts = artifacts(settings, env, root, cwd, &place);
     let guard = Guards;
-    let mut notes = Vec::new();
-    let mut client = pool::connect(settings, env, &mut notes).await?;
-    for note in &notes {
-        eprintln!("{note}");
-    }
+    let interrupt = Interrupt::install(false, |_| {})?;
+    let Some(mut client) = connect(settings, env, &interrupt).await? else {
+        return Ok(interrupted(&interrupt, None));
+    };
     let options = TuneOptions { branch: &place.branch, dry_run: args.dry_run };
-    let report = with_reflector(settings, &mut client, async |reflector| {
+    let report = with_reflector(settings, &mut client, &interrupt, async |reflector| {
         aerix_tune::tune(&store, &corpus, &artifacts, &guard, reflector, &options).await
     })
     .await?;
+    let report = match report {
+        Reflected::Done(report) => report,
+        Reflected::Interrupted(unloaded) => return Ok(interrupted(&interrupt, unloaded)),
+    };
     for line in &report.sync.lines {
         eprintln!("sync: {line}");
     }
@@ -154,15 +164,18 @@ pub async fn sync(
     let artifacts = artifacts(settings, env, root, cwd, &place);
     let plan = aerix_tune::plan_sync(&store, &place.branch, &artifacts)?;
     let report = if plan.needs_model() {
-        let mut notes = Vec::new();
-        let mut client = pool::connect(settings, env, &mut notes).await?;
-        for note in &notes {
-            eprintln!("{note}");
-        }
-        with_reflector(settings, &mut client, async |reflector| {
+        let interrupt = Interrupt::install(false, |_| {})?;
+        let Some(mut client) = connect(settings, env, &interrupt).await? else {
+            return Ok(interrupted(&interrupt, None));
+        };
+        let reflected = with_reflector(settings, &mut client, &interrupt, async |reflector| {
             aerix_tune::sync(&store, &place.branch, &artifacts, &Guards, Some(reflector)).await
         })
-        .await?
+        .await?;
+        match reflected {
+            Reflected::Done(report) => report,
+            Reflected::Interrupted(unloaded) => return Ok(interrupted(&interrupt, unloaded)),
+        }
     } else {
         // Nothing tuned is stale: no pool is bound.
         aerix_tune::sync::<PoolReflector<'_>>(&store, &place.branch, &artifacts, &Guards, None)
@@ -178,13 +191,53 @@ pub async fn sync(
     Ok(Exit::Done)
 }
 
+/// The pool, unless a signal comes first (`None`).
+async fn connect(
+    settings: &Settings,
+    env: &Env,
+    interrupt: &Interrupt,
+) -> anyhow::Result<Option<Client>> {
+    if interrupt.got().is_some() {
+        return Ok(None);
+    }
+    let mut notes = Vec::new();
+    let client = tokio::select! {
+        client = pool::connect(settings, env, &mut notes) => Some(client?),
+        _ = interrupt.wait() => None,
+    };
+    for note in &notes {
+        eprintln!("{note}");
+    }
+    Ok(client)
+}
+
+/// The one line of an interrupted run, and its status.
+fn interrupted(interrupt: &Interrupt, unloaded: Option<String>) -> Exit {
+    let (name, exit) = interrupt.got().unwrap_or(("a signal", Exit::Cancelled));
+    let unloaded = match unloaded {
+        Some(alias) => format!("; the reflection member `{alias}` it loaded is unloaded"),
+        None => String::new(),
+    };
+    eprintln!("interrupted by {name}: nothing half-done is committed{unloaded}");
+    exit
+}
+
+/// What `with_reflector` ran to.
+enum Reflected<T> {
+    Done(T),
+    /// A signal stopped it; the alias of the member it unloaded, if it loaded one.
+    Interrupted(Option<String>),
+}
+
 /// Runs `work` with the reflection member: `tune.member` loaded for the run (and unloaded after
-/// when this run loaded it), else the main member.
+/// when this run loaded it), else the main member. A signal during the load is acted on once
+/// the load is done; one during `work` drops it at its wait on the pool.
 async fn with_reflector<T>(
     settings: &Settings,
     client: &mut Client,
+    interrupt: &Interrupt,
     work: impl AsyncFnOnce(&mut PoolReflector<'_>) -> Result<T, TuneError>,
-) -> anyhow::Result<T> {
+) -> anyhow::Result<Reflected<T>> {
     let timeout = Duration::from_secs(settings.pool.start_timeout_secs);
     let (member, alias): (&Member, &str) = match &settings.tune.member {
         Some(member) => (member, "tune"),
@@ -204,12 +257,35 @@ async fn with_reflector<T>(
         json: bound.json,
         max_new_tokens: settings.context.max_new_tokens,
     };
-    let result = work(&mut reflector).await;
-    if unload {
-        let request = Request::MemberUnload { alias: bound.alias.clone() };
-        if let Err(e) = reflector.client.request(&request).await {
-            eprintln!("aerix: unloading the reflection member `{}`: {e}", bound.alias);
+    let result = if interrupt.got().is_some() {
+        None
+    } else {
+        tokio::select! {
+            result = work(&mut reflector) => Some(result),
+            _ = interrupt.wait() => None,
         }
+    };
+    let Some(result) = result else {
+        // The connection may hold a generation dropped midway: unload on a fresh one.
+        if unload {
+            match Client::connect(&settings.pool.socket, FrameFormat::Cbor, "aerix").await {
+                Ok(mut fresh) => unload_member(&mut fresh, &bound.alias).await,
+                Err(e) => {
+                    eprintln!("aerix: unloading the reflection member `{}`: {e}", bound.alias)
+                }
+            }
+        }
+        return Ok(Reflected::Interrupted(unload.then_some(bound.alias)));
+    };
+    if unload {
+        unload_member(reflector.client, &bound.alias).await;
     }
-    Ok(result?)
+    Ok(Reflected::Done(result?))
+}
+
+async fn unload_member(client: &mut Client, alias: &str) {
+    let request = Request::MemberUnload { alias: alias.to_owned() };
+    if let Err(e) = client.request(&request).await {
+        eprintln!("aerix: unloading the reflection member `{alias}`: {e}");
+    }
 }

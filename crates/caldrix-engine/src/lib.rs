@@ -19,7 +19,9 @@ mod template;
 pub use constraint::Constraint;
 pub use error::EngineError;
 pub use generate::{GenerateParams, Generation, OneOfScores, StopReason, Timings, TokenLogprob};
-pub use model::{Model, ModelParams, SCRATCH_SEQUENCES, SessionParams, Special, Token};
+pub use model::{
+    Model, ModelParams, SCRATCH_SEQUENCES, SessionParams, Special, Token, default_threads,
+};
 pub use replay::SCRIPTED_OTHER_OPTION_LOGPROB;
 pub use running::Running;
 pub use sampling::{RepeatPenalty, Sampling};

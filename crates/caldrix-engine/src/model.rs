@@ -46,6 +46,11 @@ pub struct ModelParams {
     pub gpu_layers: u32,
 }
 
+/// The threads a session uses when `--threads` is not given: every available core.
+pub fn default_threads() -> u32 {
+    std::thread::available_parallelism().map_or(1, |n| u32::try_from(n.get()).unwrap_or(u32::MAX))
+}
+
 /// Flags of one context (the serving flags `--ctx`, `--threads`, `--batch`).
 #[derive(Debug, Clone)]
 pub struct SessionParams {
@@ -332,9 +337,7 @@ impl Model {
                 MAX_SEQUENCES - SCRATCH_SEQUENCES
             )));
         }
-        let threads = params.threads.unwrap_or_else(|| {
-            std::thread::available_parallelism().map(|n| n.get() as u32).unwrap_or(1)
-        });
+        let threads = params.threads.unwrap_or_else(default_threads);
         if threads == 0 {
             return Err(EngineError::BadParams("--threads must be at least 1".into()));
         }

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use caldrix_proto::{ErrorKind, FrameFormat, MemberInfo};
+use caldrix_proto::{ErrorKind, FrameFormat, Lane, MemberInfo};
 use tokio::sync::Notify;
 
 pub use member::{MemberConfig, Script, ScriptKind};
@@ -74,6 +74,8 @@ pub fn default_context_budget(memory_limit: u64) -> u64 {
 pub struct Pool {
     config: PoolConfig,
     members: Mutex<BTreeMap<String, Arc<Member>>>,
+    /// Each member's lane and engine threads, as its load decided them (for `MemberInfo`).
+    lanes: Mutex<BTreeMap<String, (Lane, Option<u32>)>>,
     contexts: Mutex<Contexts>,
     shutdown: Notify,
     active: AtomicU32,
@@ -95,6 +97,7 @@ impl Pool {
         Arc::new(Pool {
             config,
             members: Mutex::new(BTreeMap::new()),
+            lanes: Mutex::new(BTreeMap::new()),
             contexts: Mutex::new(Contexts::default()),
             shutdown: Notify::new(),
             active: AtomicU32::new(0),
@@ -143,9 +146,15 @@ impl Pool {
             ));
         }
         let alias = member.alias.clone();
+        let lane = if member.gpu_layers.unwrap_or(0) > 0 { Lane::Gpu } else { Lane::Cpu };
+        // The number the engine gives llama.cpp; a scripted member opens no session.
+        let scripted = member.script.as_ref().is_some_and(|s| s.kind == ScriptKind::Scripted);
+        let threads =
+            (!scripted).then(|| member.threads.unwrap_or_else(caldrix_engine::default_threads));
         let loaded = Member::start(member)
             .map_err(|e| PoolError::new(ErrorKind::LoadRefused, e.to_string()))?;
         tracing::info!(%alias, "member loaded");
+        self.lanes.lock().map_err(poisoned)?.insert(alias.clone(), (lane, threads));
         self.members.lock().map_err(poisoned)?.insert(alias, Arc::new(loaded));
         Ok(())
     }
@@ -155,6 +164,7 @@ impl Pool {
         if removed.is_none() {
             return Err(unknown_member(alias));
         }
+        self.lanes.lock().map_err(poisoned)?.remove(alias);
         self.contexts.lock().map_err(poisoned)?.drop_member(alias);
         Ok(())
     }
@@ -169,12 +179,15 @@ impl Pool {
     }
 
     pub(crate) fn member_infos(&self) -> Result<Vec<MemberInfo>, PoolError> {
+        let lanes = self.lanes.lock().map_err(poisoned)?;
         Ok(self
             .members
             .lock()
             .map_err(poisoned)?
             .values()
             .map(|m| MemberInfo {
+                lane: lanes.get(&m.alias).map(|l| l.0),
+                threads: lanes.get(&m.alias).and_then(|l| l.1),
                 alias: m.alias.clone(),
                 reference: m.reference.clone(),
                 json_constraint: m.json_constraint,

@@ -252,10 +252,35 @@ pub struct MemberInfo {
     /// declared without it).
     #[serde(default = "yes")]
     pub json_constraint: bool,
+    /// Where the member's layers run: `gpu` when it was loaded with `gpu_layers` above 0.
+    /// Absent from an older pool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lane: Option<Lane>,
+    /// The engine threads its session uses (the number the pool gave llama.cpp); absent for a
+    /// scripted member, which runs none, and from an older pool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads: Option<u32>,
 }
 
 fn yes() -> bool {
     true
+}
+
+/// A member's lane.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Lane {
+    Cpu,
+    Gpu,
+}
+
+impl Lane {
+    pub fn name(self) -> &'static str {
+        match self {
+            Lane::Cpu => "cpu",
+            Lane::Gpu => "gpu",
+        }
+    }
 }
 
 /// The final frame of a generation.

@@ -21,6 +21,7 @@ fn start(prompt: &str, resumed: bool) -> Event {
         profile: None,
         profile_branch: None,
         profile_commit: None,
+        start_commit: None,
     }
 }
 

@@ -29,6 +29,11 @@ struct Pane {
 impl Pane {
     /// `aerix` in a 100 × 30 pane, in the world's repository and home.
     fn open(world: &World, name: &str, editor: &str) -> Pane {
+        Pane::start(world, name, editor, &|aerix| format!("exec '{aerix}'"))
+    }
+
+    /// As `open`, the script's last line `run(aerix)` (the pane lives while it runs).
+    fn start(world: &World, name: &str, editor: &str, run: &dyn Fn(&str) -> String) -> Pane {
         let mut script = String::from("#!/bin/sh\n");
         let command = world.aerix_command(&[]);
         for (key, value) in command.get_envs() {
@@ -43,11 +48,9 @@ impl Pane {
         script.push_str(&format!(
             "unset NO_COLOR VISUAL\nexport TERM=xterm-256color EDITOR='{editor}'\n"
         ));
-        script.push_str(&format!(
-            "cd '{}' && exec '{}'\n",
-            world.repo.display(),
-            command.get_program().to_string_lossy()
-        ));
+        script.push_str(&format!("cd '{}'\n", world.repo.display()));
+        script.push_str(&run(&command.get_program().to_string_lossy()));
+        script.push('\n');
         let path = world.home.join("screen.sh");
         std::fs::write(&path, script).unwrap();
         let name = format!("aerix-{name}-{}", std::process::id());
@@ -94,6 +97,25 @@ impl Pane {
     fn type_line(&self, text: &str) {
         tmux(&["send-keys", "-t", &self.name, "-l", text]);
         self.keys(&["Enter"]);
+    }
+
+    /// The pid of the pane's shell's child (the `aerix` it runs).
+    fn child(&self) -> u32 {
+        let out = Command::new("tmux")
+            .args(["display", "-p", "-t", &self.name, "#{pane_pid}"])
+            .output()
+            .unwrap();
+        let shell = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+        let children = format!("/proc/{shell}/task/{shell}/children");
+        let deadline = Instant::now() + STEP;
+        loop {
+            let text = std::fs::read_to_string(&children).unwrap_or_default();
+            if let Some(pid) = text.split_whitespace().next() {
+                return pid.parse().unwrap();
+            }
+            assert!(Instant::now() < deadline, "the pane's shell runs no aerix");
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 
     fn closed(&self) -> bool {
@@ -148,6 +170,12 @@ fn whole_requests_on_the_screen() {
     let row = flat.split("profile ").nth(1).and_then(|r| r.split(" loaded ").next());
     let row = row.and_then(|r| r.split(" session ").next()).unwrap_or_default().to_owned();
     assert!(row.contains(" · model/") && row.ends_with(" · 0 tuned"), "{row}\n{launch}");
+    // The main member's lane, from the pool, in the info line and the pool row (a scripted
+    // member runs no engine threads, so the row names none).
+    let info = launch.lines().find(|l| l.contains(" ctx · ")).unwrap_or_default();
+    assert!(info.contains(" · cpu · "), "{info}\n{launch}");
+    let pool_row = flat.split(" pool ").nth(1).and_then(|r| r.split(" profile ").next());
+    assert!(pool_row.is_some_and(|r| r.contains(" · cpu · ") && !r.contains("threads")), "{flat}");
 
     pane.type_line("Fix add.");
     let gate = pane.wait_for("wants to follow this plan", STEP);
@@ -185,6 +213,10 @@ fn whole_requests_on_the_screen() {
     let commit = starts[0]["profile_commit"].as_str().unwrap();
     assert!(row.contains(&commit[..10]), "{row} / {commit}");
     assert_eq!(starts[1]["profile_commit"], starts[0]["profile_commit"]);
+    // Both record the commit the diff line is taken against (the clean tree's HEAD).
+    let head = world.git(&["rev-parse", "HEAD"]);
+    assert_eq!(starts[0]["start_commit"].as_str(), Some(head.trim()));
+    assert_eq!(starts[1]["start_commit"], starts[0]["start_commit"]);
     assert!(starts[0]["profile_branch"].as_str().unwrap().starts_with("model/"));
     assert_eq!(of_type(&events, "plan")[0]["text"], "1. fix add");
     assert_eq!(world.git(&["diff", "--numstat"]), "1\t1\tcalc.sh\n");
@@ -236,4 +268,93 @@ fn the_plan_edited_in_the_editor_and_a_hooks_ask_answered() {
         results[1],
         "refused: the user denied the call a PreToolUse hook asked about: sure?"
     );
+}
+
+/// SIGTERM mid-request and SIGHUP at the prompt: the terminal is given back (cooked mode, no
+/// alternate screen), the session ends as Ctrl-D ends it (with `SessionEnd`'s `cancelled`),
+/// and the statuses are 143 and 129. Meanwhile a hook's stderr is a note row, and a write to
+/// aerix's own fd 2 goes to the session's `<id>.stderr`, never onto the frame.
+#[test]
+fn signals_give_the_terminal_back_and_stray_stderr_never_reaches_the_screen() {
+    let replies = vec![
+        "answer".to_owned(),
+        calls("Wait.", vec![call("bash", json!({"command": "touch ../long.started; sleep 30"}))]),
+    ];
+    let world = World::scripted("screen-signals", &replies, true);
+    // The hook writes to its own stderr (captured) and to aerix's (the `sh -c` that runs it
+    // expands `$PPID` to aerix's pid).
+    let bin = world.home.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let script = "#!/bin/sh\necho stray-write >/proc/$1/fd/2\necho hook-said >&2\nexit 1\n";
+    std::fs::write(bin.join("noisy"), script).unwrap();
+    let mut mode = std::fs::metadata(bin.join("noisy")).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut mode, 0o755);
+    std::fs::set_permissions(bin.join("noisy"), mode).unwrap();
+    let noisy = "noisy $PPID";
+    let record = "cat >> ../ends.jsonl; echo >> ../ends.jsonl";
+    let handler = |command: &str| json!([{"hooks": [{"type": "command", "command": command}]}]);
+    let hooks =
+        json!({"hooks": {"UserPromptSubmit": handler(noisy), "SessionEnd": handler(record)}});
+    std::fs::write(world.home.join("config/aerix/hooks.json"), hooks.to_string()).unwrap();
+    let pane = Pane::start(&world, "signals", "true", &|aerix| {
+        format!(
+            "'{aerix}'; echo \"aerix exited $?\"; read _; '{aerix}'; echo \"aerix exited $?\"; \
+             stty -a; exec sleep 60"
+        )
+    });
+    pane.wait_for("ready in", STARTUP);
+    pane.type_line("Wait.");
+    wait_file(&world.home.join("long.started"), STEP);
+    let running = pane.wait_for("hook-said", STEP);
+    let note = running.lines().find(|l| l.contains("hook-said")).unwrap_or_default();
+    assert!(
+        note.trim_start().starts_with("▲") && note.contains("exited 1: hook-said"),
+        "{running}"
+    );
+    assert!(!running.contains("stray-write"), "{running}");
+    let kill = |signal: &str, pid: u32| {
+        assert!(Command::new("kill").args([signal, &pid.to_string()]).status().unwrap().success());
+    };
+    kill("-TERM", pane.child());
+    pane.wait_for("aerix exited 143", STEP);
+    let log = world.log_path();
+    let events = world.events();
+    let end = of_type(&events, "session.end");
+    assert_eq!(
+        (end.len(), &end[0]["outcome"], &end[0]["exit_code"]),
+        (1, &json!("cancelled"), &json!(143))
+    );
+    let stray = std::fs::read_to_string(log.with_extension("stderr")).unwrap();
+    assert!(stray.contains("stray-write"), "{stray:?}");
+
+    // The second screen, idle at its prompt.
+    pane.keys(&["Enter"]);
+    let second = pane.child();
+    let deadline = Instant::now() + STARTUP;
+    loop {
+        let text = pane.text();
+        if text.contains("ready in") && !text.contains("aerix exited 143") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the second screen never opened:\n{text}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    kill("-HUP", second);
+    pane.wait_for("aerix exited 129", STEP);
+    let after = pane.wait_for("min = ", STEP);
+    let words: Vec<&str> = after.split_whitespace().collect();
+    assert!(words.contains(&"icanon") && words.contains(&"echo"), "{after}");
+    assert!(!words.contains(&"-icanon") && !words.contains(&"-echo"), "{after}");
+    let out = Command::new("tmux")
+        .args(["display", "-p", "-t", &pane.name, "#{alternate_on}"])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "0", "the alternate screen is left");
+    let ends = std::fs::read_to_string(world.home.join("ends.jsonl")).unwrap();
+    let reasons: Vec<String> = ends
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["reason"].to_string())
+        .collect();
+    assert_eq!(reasons, [r#""cancelled""#, r#""cancelled""#], "{ends}");
 }

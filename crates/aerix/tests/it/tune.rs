@@ -1,5 +1,10 @@
 //! `aerix tune` and `aerix profile sync` through the binary, with a scripted reflection member.
 
+use std::io::Write as _;
+use std::os::unix::fs::OpenOptionsExt as _;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
 use serde_json::json;
 
 use crate::{World, call, calls, final_turn, stderr, stdout};
@@ -140,12 +145,21 @@ fn sync_with_nothing_tuned_stale_binds_no_pool() {
     assert_eq!(stdout(&again), format!("nothing to sync on {branch}\n"));
 }
 
-/// `--eval`: a session read by a tune that shortened system.md, a later session held out, and
-/// its replay on the tune commit's parent and on the tune commit, the same scripted replies for
-/// both: the shorter system segment is the known difference, in tokens.
+/// `--eval`: a session read by a tune that shortened system.md, two later sessions held out, and
+/// their replays on the tune commit's parent and on the tune commit, the same scripted replies
+/// for both: the shorter system segment is the known difference, in tokens. Each replay runs at
+/// its request's recorded start commit (the project moved on since), one whose commit is gone
+/// at HEAD, with a line naming it.
 #[test]
 fn eval_replays_a_held_out_request_on_the_base_and_the_tuned_commit() {
-    let replies = [
+    let world = World::new("tune-eval", "", "");
+    let seen = world.home.join("seen.txt");
+    let replay = |name: &str| {
+        let look =
+            call("bash", json!({"command": format!("cat version.txt >> '{}'", seen.display())}));
+        ["answer".to_owned(), calls("Look.", vec![look]), final_turn("Done.", name)]
+    };
+    let mut replies = vec![
         "answer".to_owned(),
         final_turn("One.", "one"),
         answer(false, "", "fine"),
@@ -153,11 +167,18 @@ fn eval_replays_a_held_out_request_on_the_base_and_the_tuned_commit() {
         "answer".to_owned(),
         final_turn("Two.", "two"),
         "answer".to_owned(),
-        final_turn("Base.", "base"),
-        "answer".to_owned(),
-        final_turn("Tuned.", "tuned"),
+        final_turn("Three.", "three"),
     ];
-    let world = World::scripted("tune-eval", &replies, true);
+    for name in ["base", "tuned", "base", "tuned"] {
+        replies.extend(replay(name));
+    }
+    let model = world.script("replies", &replies, true);
+    world.write_settings(&model, "");
+    let commit = |version: &str| {
+        world.write("version.txt", version);
+        world.git(&["add", "."]);
+        world.git(&["commit", "-qm", version]);
+    };
     assert_eq!(world.aerix(&["-p", "What is calc.sh?"]).status.code(), Some(0));
     let out = world.aerix(&["tune"]);
     assert!(
@@ -166,7 +187,18 @@ fn eval_replays_a_held_out_request_on_the_base_and_the_tuned_commit() {
         stdout(&out),
         stderr(&out)
     );
+    commit("two\n");
     assert_eq!(world.aerix(&["-p", "What is test.sh?"]).status.code(), Some(0));
+    commit("three\n");
+    assert_eq!(world.aerix(&["-p", "What is version.txt?"]).status.code(), Some(0));
+    // The newest session's start commit is gone (as a snapshot after a gc would be).
+    let newest = world.log_path();
+    let log = std::fs::read_to_string(&newest).unwrap();
+    let start = world.events()[0]["start_commit"].as_str().unwrap().to_owned();
+    assert_eq!(start, world.git(&["rev-parse", "HEAD"]).trim(), "a clean tree starts at HEAD");
+    let gone = "1".repeat(40);
+    std::fs::write(&newest, log.replace(&start, &gone)).unwrap();
+    commit("four\n");
     let branch = world.events()[0]["profile_branch"].as_str().unwrap().to_owned();
     let tuned = profile_git(&world, &["rev-parse", &branch]).trim().to_owned();
     let base = profile_git(&world, &["rev-parse", &format!("{tuned}^")]).trim().to_owned();
@@ -174,12 +206,18 @@ fn eval_replays_a_held_out_request_on_the_base_and_the_tuned_commit() {
     let out = world.aerix(&["tune", "--eval"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let text = stdout(&out);
-    eprintln!("{text}");
+    // Newest first: the one whose commit is gone runs at HEAD, the other at its own start.
+    assert_eq!(std::fs::read_to_string(&seen).unwrap(), "four\nfour\ntwo\ntwo\n");
+    let id = newest.file_stem().unwrap().to_string_lossy().into_owned();
+    let line = format!(
+        "eval: session {id} request 1: its start commit {gone} is gone from the repository; replayed at HEAD\n"
+    );
+    assert_eq!(stderr(&out), line);
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(
         lines[0],
         format!(
-            "eval: 1 held-out requests of 2 sessions on {branch}: base {} against tuned {}",
+            "eval: 2 held-out requests of 3 sessions on {branch}: base {} against tuned {}",
             &base[..12],
             &tuned[..12]
         ),
@@ -198,11 +236,73 @@ fn eval_replays_a_held_out_request_on_the_base_and_the_tuned_commit() {
     };
     let total = lines.iter().position(|l| l.starts_with("total")).unwrap();
     let (b, t) = (fields(lines[total]), fields(lines[total + 1]));
-    assert_eq!((b[1].as_str(), b[2].as_str()), (&base[..12], "1/1 done"), "{text}");
-    assert_eq!((t[0].as_str(), t[1].as_str()), (&tuned[..12], "1/1 done"), "{text}");
+    assert_eq!((b[1].as_str(), b[2].as_str()), (&base[..12], "2/2 done"), "{text}");
+    assert_eq!((t[0].as_str(), t[1].as_str()), (&tuned[..12], "2/2 done"), "{text}");
     let tokens = |f: &[String]| f.last().unwrap().parse::<u64>().unwrap();
     assert!(tokens(&t) < tokens(&b), "the tuned system segment is shorter:\n{text}");
     // The replays touched neither the project's sessions nor its worktrees.
-    assert_eq!(world.index()["sessions"].as_array().unwrap().len(), 2);
+    assert_eq!(world.index()["sessions"].as_array().unwrap().len(), 3);
     assert!(!world.git(&["worktree", "list"]).contains("aerix-eval-"));
+}
+
+/// A SIGINT while `aerix tune` loads its reflection member (`tune.member`: a scripted member
+/// whose replies file is a FIFO, so the load waits on the test): the run stops once the load is
+/// done, unloads the member, commits nothing, says so in one line and exits 130.
+#[test]
+fn a_signal_stops_tune_at_a_safe_point_and_unloads_the_reflection_member() {
+    let world = World::new("tune-signal", "", "");
+    let model = world.script("replies", &["answer".to_owned(), final_turn("One.", "one")], true);
+    let fifo = world.home.join("reflect.fifo");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let member = format!("script:{}@{}", fifo.display(), crate::smollm2().display());
+    world.write_settings(&model, &format!("[tune]\nmember = {member:?}\n"));
+    assert_eq!(world.aerix(&["-p", "What is calc.sh?"]).status.code(), Some(0));
+    let branch = world.events()[0]["profile_branch"].as_str().unwrap().to_owned();
+    let before = profile_git(&world, &["rev-parse", &branch]);
+
+    let tune = world
+        .aerix_command(&["tune"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The pool opens the FIFO to read the script: then the load is under way. (O_NONBLOCK: an
+    // open for writing fails until there is a reader, instead of waiting forever.)
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut writer = loop {
+        match std::fs::OpenOptions::new().write(true).custom_flags(0o4000).open(&fifo) {
+            Ok(writer) => break writer,
+            Err(e) => assert!(Instant::now() < deadline, "the pool never read the script: {e}"),
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(
+        Command::new("kill").args(["-INT", &tune.id().to_string()]).status().unwrap().success()
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let answers = [answer(true, "You are Aerix.\n", "shorter"), answer(false, "", "fine")];
+    writer.write_all(serde_json::to_string(&answers).unwrap().as_bytes()).unwrap();
+    drop(writer);
+    let out = tune.wait_with_output().unwrap();
+
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "");
+    assert_eq!(
+        stderr(&out),
+        "interrupted by SIGINT: nothing half-done is committed; the reflection member `tune` it \
+         loaded is unloaded\n"
+    );
+    assert_eq!(profile_git(&world, &["rev-parse", &branch]), before, "nothing is committed");
+    let status = Command::new(crate::caldrix())
+        .args(["pool", "status", "--json", "--socket", world.socket.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    let aliases: Vec<&str> = status["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["info"]["alias"].as_str().unwrap())
+        .collect();
+    assert_eq!(aliases, ["main"], "the reflection member is unloaded");
 }

@@ -86,6 +86,22 @@ fn the_json_shape_is_the_documented_one() {
 }
 
 #[test]
+fn member_info_carries_lane_and_threads_and_an_older_pool_still_parses() {
+    let old = br#"{"type":"members","members":[{"alias":"main","model":"m.gguf","architecture":"llama","context_window":4096,"footprint_bytes":1,"queue_depth":0}]}"#;
+    let Reply::Members { members } = decode(old, FrameFormat::Json).unwrap() else { panic!() };
+    assert_eq!((members[0].lane, members[0].threads), (None, None));
+    let mut info = members[0].clone();
+    info.lane = Some(Lane::Gpu);
+    info.threads = Some(6);
+    let frame = encode(&Reply::Members { members: vec![info.clone()] }, FrameFormat::Json).unwrap();
+    let text = String::from_utf8_lossy(&frame[4..]).into_owned();
+    assert!(text.contains(r#""lane":"gpu","threads":6"#), "{text}");
+    info.threads = None;
+    let frame = encode(&Reply::Members { members: vec![info] }, FrameFormat::Json).unwrap();
+    assert!(!String::from_utf8_lossy(&frame[4..]).contains("threads"), "none is left out");
+}
+
+#[test]
 fn bad_payloads_are_named_errors() {
     let json = FrameFormat::Json;
     let err = decode::<Request>(br#"{"type":"make_coffee"}"#, json).unwrap_err();

@@ -531,6 +531,9 @@ fn a_scripted_member_replays_checked_replies_through_the_protocol() {
         let info = |alias: &str| members.iter().find(|m| m.alias == alias).unwrap().clone();
         assert_eq!((info("free").reference, info("free").json_constraint), (free_ref, false));
         assert_eq!((info("scripted").reference, info("scripted").json_constraint), (reference.clone(), true));
+        // The lane and the threads given to llama.cpp (`--threads 2`); a scripted member runs none.
+        assert_eq!((info("main").lane, info("main").threads), (Some(caldrix_proto::Lane::Cpu), Some(2)));
+        assert_eq!((info("scripted").lane, info("scripted").threads), (Some(caldrix_proto::Lane::Cpu), None));
         let c = client.create_context("free", vec![seg("u", Role::User, "Hi.")]).await.unwrap();
         let mut refused = generate(c.context, 20, None);
         refused.constraint = Constraint::Json { schema: schema.into() };

@@ -1,0 +1,250 @@
+//! One request of the screen: its runtime on a thread of its own, its sinks and gates.
+
+use std::path::PathBuf;
+use std::sync::mpsc as std_mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use aerix_core::{
+    AskGate, CoreError, Live, PlanDecision, PlanGate, Request, Runtime, Sink, run_request,
+};
+use aerix_hooks::Fire;
+use aerix_session::{Event, Log, Outcome, read_log, rebuild};
+use aerix_tools::Cancel;
+use aerix_tui::{Feed, Gate, PlanAnswer};
+use tokio::sync::mpsc::UnboundedSender;
+
+use super::{Answer, Ended, Msg, Session};
+use crate::hooks::AgentHooks;
+
+/// One request on a thread of its own, driven by the process's tokio runtime.
+pub(super) fn spawn_request(
+    session: Arc<Session>,
+    client: caldrix_client::Client,
+    log: Log,
+    prompt: String,
+    nth: u32,
+    cancel: Cancel,
+    tx: UnboundedSender<Msg>,
+) {
+    let handle = tokio::runtime::Handle::current();
+    std::thread::spawn(move || {
+        let ended =
+            handle.block_on(request(&session, client, log, prompt, nth, cancel, tx.clone()));
+        let _ = tx.send(Msg::Ended(Box::new(ended)));
+    });
+}
+
+async fn request(
+    session: &Session,
+    mut client: caldrix_client::Client,
+    log: Log,
+    prompt: String,
+    nth: u32,
+    cancel: Cancel,
+    tx: UnboundedSender<Msg>,
+) -> Ended {
+    let resumed = session.resumed || nth > 0;
+    let mut sink = ScreenSink { log, tx: tx.clone() };
+    let failed = |client, sink: ScreenSink, outcome, error: String| Ended {
+        client,
+        log: sink.log,
+        outcome,
+        answer: None,
+        error: Some(error),
+    };
+    // The root from the log, as `--continue` rebuilds it.
+    let rebuilt = if resumed {
+        match read_log(sink.log.path()) {
+            Ok(read) => Some(rebuild(&read.events, "a1")),
+            Err(e) => {
+                return failed(client, sink, Outcome::Failed, format!("the session log: {e}"));
+            }
+        }
+    } else {
+        None
+    };
+    let settings = &*session.settings;
+    sink.event(Event::SessionStart {
+        session: sink.log.id().to_owned(),
+        project: session.project.clone(),
+        cwd: session.cwd.display().to_string(),
+        model: settings.main.model.clone(),
+        decision: settings.decision.as_ref().map(|d| d.model.clone()),
+        prompt: prompt.clone(),
+        resumed: rebuilt.is_some(),
+        version: env!("CARGO_PKG_VERSION").to_owned(),
+        profile: session.profile.as_ref().map(|p| p.0.clone()),
+        profile_branch: session.profile.as_ref().map(|p| p.1.clone()),
+        profile_commit: session.profile.as_ref().map(|p| p.2.clone()),
+        // The diff line's base: one commit for both.
+        start_commit: session.base.as_ref().map(|b| b.1.clone()),
+    });
+    let early = std::mem::take(
+        &mut *session.early.lock().unwrap_or_else(std::sync::PoisonError::into_inner),
+    );
+    for event in early {
+        let _ = sink.log.append(&event);
+    }
+    let expanded = match session.skills.expand_prompt(&prompt) {
+        Ok(Some(expanded)) => expanded,
+        Ok(None) => prompt.clone(),
+        Err(e) => return failed(client, sink, Outcome::Failed, e.to_string()),
+    };
+    let submitted =
+        session.hooks.fire(Fire::UserPromptSubmit { prompt: &expanded }, &cancel, &mut sink);
+    if let Some(block) = submitted.block.or(submitted.stop) {
+        let error = format!(
+            "the prompt was blocked by a UserPromptSubmit hook (`{}`): {}",
+            block.command, block.reason
+        );
+        return failed(client, sink, Outcome::Killed, error);
+    }
+    let prompts = session.prompts.clone();
+    let request = Request {
+        prompt: expanded,
+        instructions: session.instructions.clone(),
+        hook_context: session.hook_context.clone(),
+        prompt_context: submitted.context,
+        main: session.main.alias.clone(),
+        window: session.main.window,
+        json: session.main.json,
+        decision: session.decision.clone(),
+        max_turns: session.max_turns,
+        resume: rebuilt,
+    };
+    let agent_hooks = AgentHooks {
+        hooks: &session.hooks,
+        log: sink.log.try_clone().ok().map(Mutex::new),
+        cancel: cancel.clone(),
+        quiet: true,
+    };
+    let gates = ScreenGates { tx: tx.clone(), cancel: cancel.clone() };
+    let mut runtime =
+        Runtime::new(&mut client, &mut sink, settings, &prompts, &session.cwd, cancel.clone())
+            .with_members(session.members.clone())
+            .with_hooks(&agent_hooks)
+            .with_definitions(&*session.agents)
+            .with_skills(&*session.skills)
+            .with_gates(&gates, &gates);
+    let result = run_request(&mut runtime, request).await;
+    drop(runtime);
+    let (outcome, answer, error) = match result {
+        Ok(end) => (end.end.outcome, end.end.final_text, end.end.reason),
+        Err(CoreError::Cancelled) => (Outcome::Cancelled, None, None),
+        Err(CoreError::Killed(reason)) => (Outcome::Killed, None, Some(reason)),
+        Err(e) => (Outcome::Failed, None, Some(e.to_string())),
+    };
+    Ended { client, log: sink.log, outcome, answer, error }
+}
+
+/// A request's events: to the session log, and to the screen.
+struct ScreenSink {
+    log: Log,
+    tx: UnboundedSender<Msg>,
+}
+
+impl Sink for ScreenSink {
+    fn event(&mut self, event: Event) {
+        let _ = self.log.append(&event);
+        let _ = self.tx.send(Msg::Feed(Feed::Event(event)));
+    }
+
+    fn spool(&mut self, name: &str, text: &str) -> Option<PathBuf> {
+        self.log.spool(name, text).ok()
+    }
+
+    fn live(&mut self, agent: &str, live: Live) {
+        let agent = agent.to_owned();
+        let feed = match live {
+            Live::Generating => Feed::Generating { agent },
+            Live::Streamed => Feed::Streamed { agent },
+            Live::Generated => Feed::Generated { agent },
+        };
+        let _ = self.tx.send(Msg::Feed(feed));
+    }
+}
+
+/// The session's own hook runs, outside a request: to the log only.
+pub(super) struct LogSink {
+    pub(super) log: Log,
+}
+
+impl Sink for LogSink {
+    fn event(&mut self, event: Event) {
+        let _ = self.log.append(&event);
+    }
+
+    fn spool(&mut self, name: &str, text: &str) -> Option<PathBuf> {
+        self.log.spool(name, text).ok()
+    }
+}
+
+/// The startup's hook runs, kept until the session's first `session.start` is written.
+pub(super) struct BufferSink(pub(super) Vec<Event>);
+
+impl Sink for BufferSink {
+    fn event(&mut self, event: Event) {
+        self.0.push(event);
+    }
+
+    fn spool(&mut self, _: &str, _: &str) -> Option<PathBuf> {
+        None
+    }
+}
+
+/// The gates, answered on the screen: the runtime's thread waits (checking the cancel flag).
+struct ScreenGates {
+    tx: UnboundedSender<Msg>,
+    cancel: Cancel,
+}
+
+impl ScreenGates {
+    fn wait(&self, gate: Gate) -> Option<Answer> {
+        let (send, recv) = std_mpsc::channel();
+        self.tx.send(Msg::Gate(gate, send)).ok()?;
+        let wait = || loop {
+            match recv.recv_timeout(Duration::from_millis(50)) {
+                Ok(answer) => return Some(answer),
+                Err(std_mpsc::RecvTimeoutError::Timeout) if !self.cancel.is_cancelled() => {}
+                Err(_) => return None,
+            }
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(_) => tokio::task::block_in_place(wait),
+            Err(_) => wait(),
+        }
+    }
+}
+
+impl PlanGate for ScreenGates {
+    fn plan(&self, agent: &str, text: &str) -> PlanDecision {
+        match self.wait(Gate::Plan { agent: agent.to_owned(), text: text.to_owned() }) {
+            Some(Answer::Plan(PlanAnswer::Accept)) => PlanDecision::Accept,
+            Some(Answer::Plan(PlanAnswer::Edited(text))) => PlanDecision::Replace(text),
+            _ => PlanDecision::Abort,
+        }
+    }
+}
+
+impl AskGate for ScreenGates {
+    fn ask(
+        &self,
+        agent: &str,
+        tool: &str,
+        input: &serde_json::Value,
+        reason: &str,
+    ) -> Result<(), String> {
+        let input = input.to_string().chars().take(200).collect();
+        let gate = Gate::Ask {
+            agent: agent.to_owned(),
+            tool: tool.to_owned(),
+            input,
+            reason: reason.to_owned(),
+        };
+        match self.wait(gate) {
+            Some(Answer::Ask(true)) => Ok(()),
+            _ => Err(format!("the user denied the call a PreToolUse hook asked about: {reason}")),
+        }
+    }
+}
