@@ -7,6 +7,7 @@
 use std::path::PathBuf;
 
 pub mod peer;
+pub mod server;
 
 pub const SMOLLM2: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 pub const GEMMA3: &str = "gemma-3-270m-q4_k_m.gguf";
