@@ -38,8 +38,9 @@ impl Default for GenerateParams {
             constraint: Constraint::None,
             logprobs: None,
             repeat_penalty: None,
-            fast_forward: true,
-            draft: true,
+            // Off until the speed bench shows them faster on these machines (docs/benchmarks.md).
+            fast_forward: false,
+            draft: false,
         }
     }
 }
