@@ -7,7 +7,7 @@
 //!   context (the turn is begun up to `"old":"`, the model copies), decode tokens/s with
 //!   drafting off and on.
 //!
-//! Outputs are checked identical between the sides of every pair.
+//! Each round counts the pairs whose two sides gave the same text.
 //!
 //!     cargo bench -p caldrix-engine --bench speed -- MODEL [--threads 2] [--rounds 5]
 //!
@@ -66,6 +66,9 @@ fn main() {
     for round in 0..rounds {
         // Alternate which side goes first, so drift in the machine's speed is shared.
         let order = if round % 2 == 0 { [false, true] } else { [true, false] };
+        // Pairs whose two outputs are the same text (they may differ past a near tie that
+        // llama.cpp's batched kernels round the other way: docs/protocol.md).
+        let mut same = [0usize; 2];
         let mut forced = [(0usize, 0f64); 2];
         let mut free = (0usize, 0f64);
         for p in &turns {
@@ -76,7 +79,7 @@ fn main() {
                 forced[on as usize].1 += g.timings.decode.as_secs_f64();
                 out[on as usize] = Some(g);
             }
-            assert_eq!(out[0].as_ref().unwrap().text, out[1].as_ref().unwrap().text);
+            same[0] += usize::from(out[0].as_ref().unwrap().text == out[1].as_ref().unwrap().text);
             let g = generate(&mut session, p, &Constraint::None, 160, false, false);
             free.0 += g.tokens.len();
             free.1 += g.timings.decode.as_secs_f64();
@@ -90,7 +93,7 @@ fn main() {
                 copied[on as usize].1 += g.timings.decode.as_secs_f64();
                 out[on as usize] = Some(g);
             }
-            assert_eq!(out[0].as_ref().unwrap().text, out[1].as_ref().unwrap().text);
+            same[1] += usize::from(out[0].as_ref().unwrap().text == out[1].as_ref().unwrap().text);
         }
         let tps = |(n, s): (usize, f64)| n as f64 / s;
         let row = serde_json::json!({
@@ -102,6 +105,8 @@ fn main() {
             "copy_off_tps": tps(copied[0]),
             "copy_on_tps": tps(copied[1]),
             "copy_tokens": copied[0].0,
+            "forced_same": format!("{} of {}", same[0], turns.len()),
+            "copy_same": format!("{} of {}", same[1], copies.len()),
         });
         println!("{row}");
         rows.push(row);
