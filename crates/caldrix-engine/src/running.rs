@@ -413,10 +413,10 @@ impl Session<'_> {
         on_event: &mut dyn FnMut(usize, Event<'_>) -> bool,
     ) -> Result<(), EngineError> {
         // OneOf scoring first: its batches are its own, and a failure here changes nothing else.
-        for (i, r) in running.iter_mut().enumerate() {
+        for r in running.iter_mut() {
             if let Phase::Score { first } = &r.phase {
                 let first = first.clone();
-                self.score(r, &first, &mut |e| on_event(i, e))?;
+                self.score(r, &first)?;
             }
         }
         // Decoding generations first (one token each and drafts), prompts in what is left.
@@ -586,12 +586,7 @@ impl Session<'_> {
     }
 
     /// Scores a OneOf's options after its filled prompt and ends it.
-    fn score(
-        &mut self,
-        r: &mut Running,
-        first: &[f32],
-        _on_event: &mut dyn FnMut(Event<'_>) -> bool,
-    ) -> Result<(), EngineError> {
+    fn score(&mut self, r: &mut Running, first: &[f32]) -> Result<(), EngineError> {
         let Kind::OneOf { tokenized, chosen } = &r.kind else { return Ok(()) };
         let scores = self.score_continuations(r.seq, first, tokenized)?;
         let chosen = match (chosen, r.params.sampling) {
