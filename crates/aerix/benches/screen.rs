@@ -4,7 +4,9 @@
 //! scripted member, its CPU time while idle at the prompt (from `/proc`), and a typed
 //! character's time until tmux shows it.
 //!
-//!     cargo bench -p aerix --bench screen -- --caldrix PATH [--idle-secs N]
+//!     cargo bench --profile dev -p aerix --bench screen -- --caldrix target/debug/caldrix [--idle-secs N]
+//!
+//! (a relative `--caldrix` is taken from the workspace root)
 
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "a benchmark fails loudly")]
 
@@ -158,6 +160,9 @@ fn cpu_ticks(pid: &str) -> u64 {
 }
 
 fn real(caldrix: &Path, idle: u64) {
+    // cargo runs a bench in its crate's directory and aerix in the bench's own repository:
+    // a relative path is taken from the workspace root, where the documented command runs.
+    let caldrix = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(caldrix);
     let home = std::env::temp_dir().join(format!("aerix-bench-screen-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&home);
     let repo = home.join("repo");
@@ -198,9 +203,13 @@ fn real(caldrix: &Path, idle: u64) {
         "sh",
         &run.display().to_string(),
     ]);
-    let deadline = Instant::now() + Duration::from_secs(180);
+    let deadline = Instant::now() + Duration::from_secs(120);
     while !tmux(&["capture-pane", "-p", "-t", &name]).contains("ready in") {
-        assert!(Instant::now() < deadline, "the screen never got ready");
+        if Instant::now() > deadline {
+            let pane = tmux(&["capture-pane", "-p", "-t", &name]);
+            let _ = Command::new("tmux").args(["kill-session", "-t", &name]).status();
+            panic!("the screen never got ready; the pane shows:\n{pane}");
+        }
         std::thread::sleep(Duration::from_millis(100));
     }
     let pid = tmux(&["display-message", "-p", "-t", &name, "#{pane_pid}"]).trim().to_owned();
