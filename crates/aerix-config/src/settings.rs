@@ -45,6 +45,27 @@ pub struct Member {
     pub threads: Option<u32>,
     pub batch: Option<u32>,
     pub gpu_layers: Option<u32>,
+    /// Generations decoded together (`--max-batch`, 1 to `caldrix_proto::MAX_BATCH`).
+    pub max_batch: Option<u32>,
+    /// `true` passes `--fast-forward`, `--draft` (both off by default: not yet measured faster).
+    pub fast_forward: Option<bool>,
+    pub draft: Option<bool>,
+}
+
+impl Member {
+    /// A member of `model` with every serving flag left to the pool.
+    pub fn of(model: String) -> Member {
+        Member {
+            model,
+            ctx: None,
+            threads: None,
+            batch: None,
+            gpu_layers: None,
+            max_batch: None,
+            fast_forward: None,
+            draft: None,
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -153,6 +174,9 @@ struct FileFlags {
     threads: Option<u32>,
     batch: Option<u32>,
     gpu_layers: Option<u32>,
+    max_batch: Option<u32>,
+    fast_forward: Option<bool>,
+    draft: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -183,6 +207,9 @@ struct FileMember {
     threads: Option<u32>,
     batch: Option<u32>,
     gpu_layers: Option<u32>,
+    max_batch: Option<u32>,
+    fast_forward: Option<bool>,
+    draft: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -269,13 +296,7 @@ pub fn defaults(env: &crate::Env) -> Settings {
         ("agent", 4_000),
     ];
     Settings {
-        main: Member {
-            model: DEFAULT_MODEL.to_owned(),
-            ctx: None,
-            threads: None,
-            batch: None,
-            gpu_layers: None,
-        },
+        main: Member::of(DEFAULT_MODEL.to_owned()),
         decision: None,
         pool: PoolSettings {
             caldrix: PathBuf::from("caldrix"),
@@ -340,13 +361,7 @@ fn apply(settings: &mut Settings, path: &Path, text: &str) -> Result<(), ConfigE
         merge_member(&mut settings.main, main);
     }
     if let Some(decision) = &file.members.decision {
-        let mut member = settings.decision.clone().unwrap_or(Member {
-            model: String::new(),
-            ctx: None,
-            threads: None,
-            batch: None,
-            gpu_layers: None,
-        });
+        let mut member = settings.decision.clone().unwrap_or(Member::of(String::new()));
         merge_member(&mut member, decision);
         if member.model.is_empty() {
             return Err(invalid(
@@ -367,6 +382,7 @@ fn apply(settings: &mut Settings, path: &Path, text: &str) -> Result<(), ConfigE
                 return Err(invalid(&table, key, "must be at least 1".into()));
             }
         }
+        check_max_batch(member.max_batch, &table, &invalid)?;
     }
     let pool = &file.pool;
     if let Some(caldrix) = &pool.caldrix {
@@ -478,13 +494,7 @@ fn apply_tune(
     if tune.member.is_none() && tune.flags.is_none() {
         return Ok(());
     }
-    let mut member = settings.tune.member.clone().unwrap_or(Member {
-        model: String::new(),
-        ctx: None,
-        threads: None,
-        batch: None,
-        gpu_layers: None,
-    });
+    let mut member = settings.tune.member.clone().unwrap_or(Member::of(String::new()));
     if let Some(model) = &tune.member {
         if model.trim().is_empty() {
             return Err(invalid("tune", "member", "is empty".into()));
@@ -498,12 +508,16 @@ fn apply_tune(
                 return Err(invalid("tune.flags", key, "must be at least 1".into()));
             }
         }
+        check_max_batch(flags.max_batch, "tune.flags", invalid)?;
         let file = FileMember {
             model: None,
             ctx: flags.ctx,
             threads: flags.threads,
             batch: flags.batch,
             gpu_layers: flags.gpu_layers,
+            max_batch: flags.max_batch,
+            fast_forward: flags.fast_forward,
+            draft: flags.draft,
         };
         merge_member(&mut member, &file);
     }
@@ -522,6 +536,24 @@ fn merge_member(member: &mut Member, file: &FileMember) {
     member.threads = file.threads.or(member.threads);
     member.batch = file.batch.or(member.batch);
     member.gpu_layers = file.gpu_layers.or(member.gpu_layers);
+    member.max_batch = file.max_batch.or(member.max_batch);
+    member.fast_forward = file.fast_forward.or(member.fast_forward);
+    member.draft = file.draft.or(member.draft);
+}
+
+/// `max_batch` of a member's table: the pool's bound, refused here by key.
+fn check_max_batch(
+    value: Option<u32>,
+    table: &str,
+    invalid: &dyn Fn(&str, &str, String) -> ConfigError,
+) -> Result<(), ConfigError> {
+    let max = caldrix_proto::MAX_BATCH;
+    match value {
+        Some(n) if !(1..=max).contains(&n) => {
+            Err(invalid(table, "max_batch", format!("must be between 1 and {max}, not {n}")))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// 1-based line of a byte offset.
@@ -646,6 +678,33 @@ mod tests {
         assert!(e.contains("needs `tune.member`"), "{e}");
         let e = check("[tune]\nmodel = \"x\"\n").unwrap_err().to_string();
         assert!(e.contains("model"), "{e}");
+    }
+
+    #[test]
+    fn a_member_s_batching_flags_are_kept_and_max_batch_is_bounded_by_key() {
+        let s = defaults(&env());
+        assert_eq!((s.main.max_batch, s.main.fast_forward, s.main.draft), (None, None, None));
+        let s = check(
+            "[members.main]\nmax_batch = 4\nfast_forward = false\n\
+             [members.decision]\nmodel = \"d.gguf\"\ndraft = false\n\
+             [tune]\nmember = \"r.gguf\"\n[tune.flags]\nmax_batch = 2\n",
+        )
+        .unwrap();
+        assert_eq!(
+            (s.main.max_batch, s.main.fast_forward, s.main.draft),
+            (Some(4), Some(false), None)
+        );
+        assert_eq!(s.decision.unwrap().draft, Some(false));
+        assert_eq!(s.tune.member.unwrap().max_batch, Some(2));
+        for (text, key) in [
+            ("[members.main]\nmax_batch = 0\n", "members.main.max_batch"),
+            ("[members.main]\nmax_batch = 17\n", "members.main.max_batch"),
+            ("[members.decision]\nmodel = \"d\"\nmax_batch = 99\n", "members.decision.max_batch"),
+            ("[tune]\nmember = \"r\"\n[tune.flags]\nmax_batch = 0\n", "tune.flags.max_batch"),
+        ] {
+            let e = check(text).unwrap_err().to_string();
+            assert!(e.contains(&format!("`{key}`")) && e.contains("between 1 and 16"), "{e}");
+        }
     }
 
     #[test]

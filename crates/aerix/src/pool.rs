@@ -121,10 +121,16 @@ fn member_flags(member: &Member) -> Vec<String> {
         ("--threads", member.threads),
         ("--batch", member.batch),
         ("--gpu-layers", member.gpu_layers),
+        ("--max-batch", member.max_batch),
     ] {
         if let Some(value) = value {
             flags.push(flag.to_owned());
             flags.push(value.to_string());
+        }
+    }
+    for (flag, on) in [("--fast-forward", member.fast_forward), ("--draft", member.draft)] {
+        if on == Some(true) {
+            flags.push(flag.to_owned());
         }
     }
     flags
@@ -158,6 +164,9 @@ pub async fn bind(
         threads: member.threads,
         batch: member.batch,
         gpu_layers: member.gpu_layers,
+        max_batch: member.max_batch,
+        fast_forward: member.fast_forward,
+        draft: member.draft,
     };
     client
         .load_member_within(&alias, &member.model, flags, timeout)
@@ -193,4 +202,23 @@ fn short_hash(text: &str) -> String {
         hash = (hash ^ u32::from(b)).wrapping_mul(0x0100_0193);
     }
     format!("{hash:08x}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn autostart_passes_the_batching_flags_and_only_the_ones_set() {
+        let plain = Member::of("m.gguf".into());
+        assert!(member_flags(&plain).is_empty(), "the pool's defaults");
+        let batched = Member {
+            threads: Some(2),
+            max_batch: Some(4),
+            fast_forward: Some(false),
+            draft: Some(true),
+            ..Member::of("m.gguf".into())
+        };
+        assert_eq!(member_flags(&batched), ["--threads", "2", "--max-batch", "4", "--draft"]);
+    }
 }

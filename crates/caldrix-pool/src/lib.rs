@@ -3,6 +3,7 @@
 
 mod context;
 mod member;
+mod schedule;
 mod server;
 mod store;
 
@@ -111,10 +112,12 @@ impl Pool {
         &self.config
     }
 
-    /// Loads a member (blocking: it reads the model). Refused when the alias is taken, or when
-    /// the members' footprints plus one context budget each would pass the memory limit.
+    /// Loads a member (blocking: it reads the model). Refused when the alias is taken, when a
+    /// serving flag is out of its range, or when the members' footprints plus one context
+    /// budget each (and the windows of a batched member) would pass the memory limit.
     pub fn load(&self, mut member: MemberConfig) -> Result<(), PoolError> {
         member.budget_bytes = self.config.context_budget;
+        check_serving_flags(&member)?;
         if self.member(&member.alias).is_ok() {
             return Err(PoolError::new(
                 ErrorKind::LoadRefused,
@@ -122,37 +125,26 @@ impl Pool {
             ));
         }
         let size = model_file_size(&member.model)?;
-        let resident: u64 = self
-            .members
-            .lock()
-            .map_err(poisoned)?
-            .values()
-            .map(|m| m.model.size_bytes() + self.config.context_budget)
-            .sum();
-        let need = size + self.config.context_budget;
-        if resident + need > self.config.memory_limit {
-            return Err(PoolError::new(
-                ErrorKind::LoadRefused,
-                format!(
-                    "`{}` needs {} MiB (model {} MiB + context budget {} MiB) but {} MiB of the \
-                     {} MiB limit are taken by resident members",
-                    member.alias,
-                    need >> 20,
-                    size >> 20,
-                    self.config.context_budget >> 20,
-                    resident >> 20,
-                    self.config.memory_limit >> 20
-                ),
-            ));
-        }
+        let resident: u64 =
+            self.members.lock().map_err(poisoned)?.values().map(|m| m.footprint_bytes).sum();
         let alias = member.alias.clone();
         let lane = if member.gpu_layers.unwrap_or(0) > 0 { Lane::Gpu } else { Lane::Cpu };
         // The number the engine gives llama.cpp; a scripted member opens no session.
         let scripted = member.script.as_ref().is_some_and(|s| s.kind == ScriptKind::Scripted);
         let threads =
             (!scripted).then(|| member.threads.unwrap_or_else(caldrix_engine::default_threads));
-        let loaded = Member::start(member)
-            .map_err(|e| PoolError::new(ErrorKind::LoadRefused, e.to_string()))?;
+        let fit = Fit {
+            alias: &alias,
+            resident,
+            model: size,
+            budget: self.config.context_budget,
+            limit: self.config.memory_limit,
+        };
+        // The model and budget before the weights are read; the windows once a row's size is
+        // measured, before their cells are reserved.
+        fit.check(member.max_batch, 0)?;
+        let max_batch = member.max_batch;
+        let loaded = Member::start(member, |windows| fit.check(max_batch, windows))?;
         tracing::info!(%alias, "member loaded");
         self.lanes.lock().map_err(poisoned)?.insert(alias.clone(), (lane, threads));
         self.members.lock().map_err(poisoned)?.insert(alias, Arc::new(loaded));
@@ -194,7 +186,7 @@ impl Pool {
                 model: m.model.path().display().to_string(),
                 architecture: m.model.architecture().to_owned(),
                 context_window: m.window,
-                footprint_bytes: m.model.size_bytes() + self.config.context_budget,
+                footprint_bytes: m.footprint_bytes,
                 queue_depth: m.queue_depth(),
             })
             .collect())
@@ -303,6 +295,65 @@ pub fn parse_model_ref(reference: &str) -> Result<(PathBuf, Option<Script>), Poo
     Ok((resolve(model)?, Some(script)))
 }
 
+/// Refuses a serving flag out of its range by name, before anything is loaded.
+fn check_serving_flags(member: &MemberConfig) -> Result<(), PoolError> {
+    let refused = |m: String| Err(PoolError::new(ErrorKind::LoadRefused, m));
+    let n = member.max_batch;
+    if !(1..=caldrix_proto::MAX_BATCH).contains(&n) {
+        return refused(format!(
+            "max_batch {n} is out of range: a member decodes 1 to {} generations together",
+            caldrix_proto::MAX_BATCH
+        ));
+    }
+    let batch = member.batch.unwrap_or(member::DEFAULT_BATCH);
+    if n > batch {
+        return refused(format!(
+            "max_batch {n} is more than batch {batch}: one decode holds a token of each generation"
+        ));
+    }
+    Ok(())
+}
+
+/// The memory fit of a member being loaded: what resident members take, its model file and
+/// context budget, and the KV windows of its generations past the first (a member decoding N
+/// at once holds N windows of rows; the first was always within the budget's figure).
+#[derive(Debug, Clone, Copy)]
+struct Fit<'a> {
+    alias: &'a str,
+    resident: u64,
+    model: u64,
+    budget: u64,
+    limit: u64,
+}
+
+impl Fit<'_> {
+    /// `windows`: the bytes of the extra windows of a `max_batch` member (0 until measured).
+    fn check(&self, max_batch: u32, windows: u64) -> Result<(), PoolError> {
+        let need = self.model + self.budget + windows;
+        if self.resident + need <= self.limit {
+            return Ok(());
+        }
+        let extra = if windows > 0 {
+            format!(" + {} MiB for the windows of max_batch {max_batch}", windows >> 20)
+        } else {
+            String::new()
+        };
+        Err(PoolError::new(
+            ErrorKind::LoadRefused,
+            format!(
+                "`{}` needs {} MiB (model {} MiB + context budget {} MiB{extra}) but {} MiB of \
+                 the {} MiB limit are taken by resident members",
+                self.alias,
+                need >> 20,
+                self.model >> 20,
+                self.budget >> 20,
+                self.resident >> 20,
+                self.limit >> 20
+            ),
+        ))
+    }
+}
+
 fn model_file_size(path: &Path) -> Result<u64, PoolError> {
     std::fs::metadata(path).map(|m| m.len()).map_err(|e| {
         PoolError::new(ErrorKind::LoadRefused, format!("cannot read model {}: {e}", path.display()))
@@ -315,4 +366,60 @@ fn unknown_member(alias: &str) -> PoolError {
 
 pub(crate) fn poisoned<T>(_: T) -> PoolError {
     PoolError::new(ErrorKind::Internal, "a lock was poisoned by a panic")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn member(max_batch: u32, batch: Option<u32>) -> MemberConfig {
+        MemberConfig {
+            alias: "m".into(),
+            reference: "m.gguf".into(),
+            model: "m.gguf".into(),
+            window: None,
+            threads: None,
+            batch,
+            gpu_layers: None,
+            max_batch,
+            fast_forward: false,
+            draft: false,
+            budget_bytes: 0,
+            script: None,
+        }
+    }
+
+    #[test]
+    fn max_batch_out_of_its_range_is_refused_by_name() {
+        for n in [1, 4, caldrix_proto::MAX_BATCH] {
+            assert_eq!(check_serving_flags(&member(n, None)), Ok(()), "{n}");
+        }
+        for n in [0, caldrix_proto::MAX_BATCH + 1] {
+            let e = check_serving_flags(&member(n, None)).unwrap_err();
+            assert_eq!(e.kind, ErrorKind::LoadRefused);
+            assert!(e.message.contains(&format!("max_batch {n} is out of range")), "{e}");
+        }
+        let e = check_serving_flags(&member(8, Some(4))).unwrap_err();
+        assert!(e.message.contains("max_batch 8 is more than batch 4"), "{e}");
+    }
+
+    #[test]
+    fn a_batched_member_s_windows_count_against_the_limit() {
+        let fit = Fit {
+            alias: "m",
+            resident: 100 << 20,
+            model: 50 << 20,
+            budget: 50 << 20,
+            limit: 256 << 20,
+        };
+        assert_eq!(fit.check(1, 0), Ok(()));
+        assert_eq!(fit.check(4, 56 << 20), Ok(()), "exactly the limit fits");
+        let e = fit.check(4, 57 << 20).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::LoadRefused);
+        assert_eq!(
+            e.message,
+            "`m` needs 157 MiB (model 50 MiB + context budget 50 MiB + 57 MiB for the windows \
+             of max_batch 4) but 100 MiB of the 256 MiB limit are taken by resident members"
+        );
+    }
 }

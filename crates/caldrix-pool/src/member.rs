@@ -1,27 +1,24 @@
-//! A member: one loaded model on its own engine thread, serving generations one at a time in
-//! queue order, with its prefix store.
+//! A member: one loaded model on its own engine thread, serving up to `max_batch` generations
+//! at once in queue order (`schedule.rs`), with its prefix store.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
 
 use caldrix_engine::{
-    EngineError, Event, GenerateParams, Generation, Model, ModelParams, SCRATCH_SEQUENCES, Session,
+    EngineError, GenerateParams, Generation, Model, ModelParams, SCRATCH_SEQUENCES, Session,
     SessionParams, Special, Token,
 };
-use caldrix_proto::StoreStatus;
+use caldrix_proto::{ErrorKind, StoreStatus};
 use tokio::sync::mpsc::UnboundedSender;
 
+use crate::PoolError;
+use crate::schedule::{self, Engine, Rates, SEQUENCES};
 use crate::store::Store;
 
-/// Sequences of a member's session: stored prefixes plus the one being generated on.
-const SEQUENCES: u32 = 64;
-
-/// Fewest own rows an unused entry must hold to be parked in host memory before a generation:
-/// below a cache padding step (256 cells), parking rarely shortens the cells attended over.
-const MIN_PARKED_ROWS: usize = 256;
+/// The prefill batch when `--batch` is not given.
+pub(crate) const DEFAULT_BATCH: u32 = 512;
 
 /// The most a member's store keeps, in windows of rows.
 const MAX_STORED_WINDOWS: u64 = 16;
@@ -37,6 +34,11 @@ pub struct MemberConfig {
     pub threads: Option<u32>,
     pub batch: Option<u32>,
     pub gpu_layers: Option<u32>,
+    /// Generations decoded together (1 to `caldrix_proto::MAX_BATCH`; `Pool::load` checks).
+    pub max_batch: u32,
+    /// Each generation's `fast_forward` and `draft`: they change speed only, never output.
+    pub fast_forward: bool,
+    pub draft: bool,
     /// Bytes of KV rows the prefix store may keep (0 keeps none).
     pub budget_bytes: u64,
     /// A scripted or replay member: its replies are replayed in order instead of generating.
@@ -100,6 +102,9 @@ pub struct Member {
     pub json_constraint: bool,
     pub model: Arc<Model>,
     pub window: u32,
+    /// What the member counts against the memory limit: its weights, the context budget, and
+    /// the windows of its generations past the first.
+    pub footprint_bytes: u64,
     jobs: mpsc::Sender<Job>,
     queue: Arc<AtomicU32>,
     /// The prefix store's figures, refreshed after every job.
@@ -115,15 +120,33 @@ impl std::fmt::Debug for Member {
 
 impl Member {
     /// Loads the model and starts the engine thread; returns once the session is open.
-    pub fn start(config: MemberConfig) -> Result<Member, EngineError> {
+    /// `fits` hears the bytes of the KV windows beyond the first (a member decoding
+    /// `max_batch` generations at once holds a window for each), once a row's size is
+    /// measured and before the cells are reserved; its refusal is the load's.
+    pub fn start(
+        config: MemberConfig,
+        fits: impl FnOnce(u64) -> Result<(), PoolError>,
+    ) -> Result<Member, PoolError> {
+        let refused = |e: EngineError| PoolError::new(ErrorKind::LoadRefused, e.to_string());
         let params = ModelParams { gpu_layers: config.gpu_layers.unwrap_or(0) };
-        let model = Arc::new(Model::load(&config.model, &params)?);
+        let model = Arc::new(Model::load(&config.model, &params).map_err(refused)?);
         let json_constraint = config.script.as_ref().is_none_or(|s| s.json);
         if json_constraint {
             // At load, not in the first `json` generation (where a cancel would wait for it).
-            model.prepare_constraints()?;
+            model.prepare_constraints().map_err(refused)?;
         }
         let window = config.window.unwrap_or(4096.min(model.trained_context()));
+        // A scripted member computes no rows.
+        let computes_rows = config.script.as_ref().is_none_or(|s| s.kind == ScriptKind::Replay);
+        let bytes_per_row = if computes_rows {
+            measure_bytes_per_row(&model, window, config.threads).map_err(refused)?
+        } else {
+            0
+        };
+        let windows =
+            u64::from(config.max_batch.saturating_sub(1)) * u64::from(window) * bytes_per_row;
+        fits(windows)?;
+        let footprint_bytes = model.size_bytes() + config.budget_bytes + windows;
         let (jobs, rx) = mpsc::channel::<Job>();
         let (ready_tx, ready_rx) = mpsc::channel();
         let queue = Arc::new(AtomicU32::new(0));
@@ -141,17 +164,20 @@ impl Member {
         let reference = config.reference.clone();
         let thread = {
             let (model, queue, figures) = (model.clone(), queue.clone(), figures.clone());
+            let rows = Rows { window, bytes_per_row };
             std::thread::Builder::new()
                 .name(format!("member-{}", config.alias))
-                .spawn(move || {
-                    engine_thread(&model, &config, window, rx, &queue, &figures, ready_tx)
-                })
-                .map_err(|e| EngineError::BadParams(format!("cannot start a thread: {e}")))?
+                .spawn(move || engine_thread(&model, &config, rows, rx, &queue, &figures, ready_tx))
+                .map_err(|e| {
+                    PoolError::new(ErrorKind::LoadRefused, format!("cannot start a thread: {e}"))
+                })?
         };
         match ready_rx.recv() {
             Ok(Ok(())) => {}
-            Ok(Err(e)) => return Err(e),
-            Err(_) => return Err(EngineError::BadParams("the engine thread died".into())),
+            Ok(Err(e)) => return Err(refused(e)),
+            Err(_) => {
+                return Err(PoolError::new(ErrorKind::LoadRefused, "the engine thread died"));
+            }
         }
         Ok(Member {
             alias,
@@ -159,6 +185,7 @@ impl Member {
             json_constraint,
             model,
             window,
+            footprint_bytes,
             jobs,
             queue,
             figures,
@@ -183,7 +210,7 @@ impl Member {
 
 impl Drop for Member {
     fn drop(&mut self) {
-        // Closing the queue ends the engine thread after its current job.
+        // Closing the queue ends the engine thread after its running jobs.
         let (tx, _) = mpsc::channel();
         drop(std::mem::replace(&mut self.jobs, tx));
         if let Some(t) = self.thread.take() {
@@ -192,15 +219,23 @@ impl Drop for Member {
     }
 }
 
+/// A member's window and the measured bytes of one KV row.
+#[derive(Debug, Clone, Copy)]
+struct Rows {
+    window: u32,
+    bytes_per_row: u64,
+}
+
 fn engine_thread(
     model: &Model,
     config: &MemberConfig,
-    window: u32,
+    rows: Rows,
     jobs: mpsc::Receiver<Job>,
     queue: &AtomicU32,
     figures: &Mutex<StoreStatus>,
     ready: mpsc::Sender<Result<(), EngineError>>,
 ) {
+    let Rows { window, bytes_per_row } = rows;
     let mut replies = None;
     if let Some(script) = &config.script {
         if script.kind == ScriptKind::Scripted {
@@ -209,33 +244,25 @@ fn engine_thread(
         }
         replies = Some(script.replies.iter());
     }
-    let setup = || -> Result<(Session<'_>, u64), EngineError> {
-        let mut probe = model.session(&SessionParams {
-            n_ctx: Some(window.min(64)),
-            threads: config.threads,
-            ..SessionParams::default()
-        })?;
-        let bytes_per_row = measure_bytes_per_row(model, &mut probe)?;
-        drop(probe);
-        let budget_rows = store_rows(config, window, bytes_per_row);
-        // Cells: the store's rows plus a window to generate in.
-        let cells =
-            u32::try_from(budget_rows.saturating_add(u64::from(window))).unwrap_or(u32::MAX);
+    let budget_rows = store_rows(config, window, bytes_per_row);
+    let setup = || -> Result<Session<'_>, EngineError> {
+        // Cells: the store's rows plus a window for each generation decoded at once.
+        let windows = u64::from(window) * u64::from(config.max_batch.max(1));
+        let cells = u32::try_from(budget_rows.saturating_add(windows)).unwrap_or(u32::MAX);
         // A batch must hold one token per sequence (llama.cpp's outputs): a small `--batch`
         // keeps fewer stored prefixes.
-        let batch = config.batch.unwrap_or(512);
+        let batch = config.batch.unwrap_or(DEFAULT_BATCH);
         let sequences = SEQUENCES.min(batch.saturating_sub(SCRATCH_SEQUENCES)).max(2);
-        let session = model.session(&SessionParams {
+        model.session(&SessionParams {
             n_ctx: Some(window),
             cells: Some(cells),
             threads: config.threads,
             batch,
             sequences,
             ..SessionParams::default()
-        })?;
-        Ok((session, bytes_per_row))
+        })
     };
-    let (mut session, bytes_per_row) = match setup() {
+    let session = match setup() {
         Ok(s) => {
             let _ = ready.send(Ok(()));
             s
@@ -245,9 +272,8 @@ fn engine_thread(
             return;
         }
     };
-    let mut store = Store::new(store_rows(config, window, bytes_per_row));
-    let mut rates = Rates::default();
-    let budget_bytes = store.budget_rows() * bytes_per_row;
+    let mut engine = Engine { session, store: Store::new(budget_rows), rates: Rates::default() };
+    let budget_bytes = budget_rows * bytes_per_row;
     let publish = |store: &Store| {
         let rows = store.rows();
         if let Ok(mut f) = figures.lock() {
@@ -263,24 +289,8 @@ fn engine_thread(
             };
         }
     };
-    publish(&store);
-    let mut replayed = 0usize;
-    for job in jobs {
-        queue.fetch_sub(1, Ordering::Relaxed);
-        // A replay member takes its next reply once per job, whatever `run_job` retries.
-        let source = match replies.as_mut().map(Iterator::next) {
-            None => Ok(Source::Generate),
-            Some(Some(reply)) => {
-                replayed += 1;
-                Ok(Source::Replay(reply))
-            }
-            Some(None) => Err(EngineError::ScriptExhausted(replayed)),
-        };
-        let result =
-            source.and_then(|source| run_job(&mut session, &mut store, &mut rates, &job, source));
-        publish(&store);
-        let _ = job.events.send(MemberEvent::Done(result));
-    }
+    publish(&engine.store);
+    schedule::serve(&mut engine, config, &jobs, queue, replies, &publish);
 }
 
 /// A scripted member's loop: each job takes the next reply, checked against its constraint by
@@ -318,167 +328,21 @@ fn store_rows(config: &MemberConfig, window: u32, bytes_per_row: u64) -> u64 {
     (config.budget_bytes / bytes_per_row.max(1)).min(u64::from(window) * MAX_STORED_WINDOWS)
 }
 
-/// Bytes of KV state one row costs: the difference between snapshots of 2 and 1 rows.
-fn measure_bytes_per_row(model: &Model, session: &mut Session<'_>) -> Result<u64, EngineError> {
+/// Bytes of KV state one row costs: the difference between snapshots of 2 and 1 rows, on a
+/// small session of its own.
+fn measure_bytes_per_row(
+    model: &Model,
+    window: u32,
+    threads: Option<u32>,
+) -> Result<u64, EngineError> {
+    let mut session = model.session(&SessionParams {
+        n_ctx: Some(window.min(64)),
+        threads,
+        ..SessionParams::default()
+    })?;
     let tokens = model.tokenize("a b", Special::Plain);
     session.evaluate(&tokens)?;
     let one = session.snapshot(1)?.byte_len();
     let two = session.snapshot(2)?.byte_len();
     Ok((two.saturating_sub(one) as u64).max(1))
-}
-
-/// Measured costs on this member, which decide between resuming a stored prefix and a full
-/// prefill. With llama.cpp, resuming is a cell copy (metadata) and the rest is a batched
-/// prefill, so it almost always wins; the rates keep the decision honest if that changes
-/// (another backend, host snapshots).
-#[derive(Debug, Default)]
-struct Rates {
-    /// Milliseconds per prefilled row (moving average).
-    prefill_ms_per_row: Option<f64>,
-    /// Milliseconds of a resume (copying a stored prefix into the working sequence).
-    resume_ms: Option<f64>,
-}
-
-impl Rates {
-    fn resume_pays(&self, stored: usize) -> bool {
-        match (self.prefill_ms_per_row, self.resume_ms) {
-            (Some(row), Some(resume)) => resume < row * stored as f64,
-            // Until measured: a resume costs far less than a row's prefill.
-            _ => stored > 0,
-        }
-    }
-
-    fn record(slot: &mut Option<f64>, value: f64) {
-        *slot = Some(slot.map_or(value, |old| 0.8 * old + 0.2 * value));
-    }
-}
-
-/// Where a job's output comes from.
-#[derive(Clone, Copy)]
-enum Source<'a> {
-    Generate,
-    /// A replay member's reply, forced through the engine.
-    Replay(&'a str),
-}
-
-fn run_job(
-    session: &mut Session<'_>,
-    store: &mut Store,
-    rates: &mut Rates,
-    job: &Job,
-    source: Source<'_>,
-) -> Result<Finished, EngineError> {
-    let mut attempts = 0;
-    loop {
-        match try_job(session, store, rates, job, source) {
-            // Cells exhausted (rows of stored prefixes, fragmentation): evict and retry; an
-            // evicted prefix costs a prefill, never a refusal.
-            Err(EngineError::CellsFull) if attempts < SEQUENCES => {
-                attempts += 1;
-                match store.evict_lru(None) {
-                    Some(seq) => session.drop_sequence(seq)?,
-                    None => return Err(EngineError::CellsFull),
-                }
-            }
-            other => return other,
-        }
-    }
-}
-
-fn try_job(
-    session: &mut Session<'_>,
-    store: &mut Store,
-    rates: &mut Rates,
-    job: &Job,
-    source: Source<'_>,
-) -> Result<Finished, EngineError> {
-    let work = match store.free_seq(session.sequences()) {
-        Some(seq) => seq,
-        None => {
-            let seq = store.evict_lru(None).ok_or(EngineError::CellsFull)?;
-            session.drop_sequence(seq)?;
-            seq
-        }
-    };
-    let found = store.longest_prefix(&job.prompt).filter(|&(_, n)| rates.resume_pays(n));
-    for (seq, from) in store.to_park(found, MIN_PARKED_ROWS) {
-        let snapshot = session.park(seq, from)?;
-        store.park(seq, snapshot);
-    }
-    if let Some((source, stored)) = found
-        && stored > store.resident(source)
-        && let Some(snapshot) = store.unpark(source)
-        && let Err(e) = session.unpark(source, &snapshot)
-    {
-        // No cells for it now: back to the host; `run_job` evicts and retries on CellsFull.
-        store.park(source, snapshot);
-        return Err(e);
-    }
-    match found {
-        Some((source, stored)) => {
-            let started = Instant::now();
-            session.copy_prefix(source, work, stored)?;
-            Rates::record(&mut rates.resume_ms, started.elapsed().as_secs_f64() * 1e3);
-            store.touch(source);
-            store.hits += 1;
-        }
-        _ => {
-            session.drop_sequence(work)?;
-            store.misses += 1;
-        }
-    }
-    let mut pending = Vec::new();
-    let events = &job.events;
-    let cancel = &job.cancel;
-    let mut on_event = |event: Event<'_>| {
-        match event {
-            Event::Progress { done, total } => {
-                let _ = events.send(MemberEvent::Progress { done, total });
-            }
-            Event::Token { bytes, .. } => {
-                pending.extend_from_slice(bytes);
-                let valid = match std::str::from_utf8(&pending) {
-                    Ok(_) => pending.len(),
-                    Err(e) => e.valid_up_to(),
-                };
-                if valid > 0 {
-                    let text = String::from_utf8_lossy(&pending[..valid]).into_owned();
-                    pending.drain(..valid);
-                    let _ = events.send(MemberEvent::Delta(text));
-                }
-            }
-        }
-        !cancel.load(Ordering::Relaxed)
-    };
-    let generation = match source {
-        Source::Generate => session.generate_on(work, &job.prompt, &job.params, &mut on_event),
-        Source::Replay(reply) => {
-            session.replay_on(work, &job.prompt, reply, &job.params, &mut on_event)
-        }
-    };
-    let generation = match generation {
-        Ok(g) => g,
-        Err(e) => {
-            session.drop_sequence(work)?;
-            return Err(e);
-        }
-    };
-    let computed = generation.prompt_tokens - generation.reused_tokens;
-    if computed > 1 {
-        let ms = generation.timings.prefill.as_secs_f64() * 1e3 / computed as f64;
-        Rates::record(&mut rates.prefill_ms_per_row, ms);
-    }
-    if job.keep == Keep::Prompt || generation.stop == caldrix_engine::StopReason::Cancelled {
-        let n = job.prompt.len().min(session.held(work).len());
-        session.copy_prefix(work, work, n)?;
-    }
-    let held = session.held(work).to_vec();
-    for seq in store.insert(work, held) {
-        session.drop_sequence(seq)?;
-    }
-    for seq in store.enforce_budget() {
-        session.drop_sequence(seq)?;
-    }
-    let recomputed_from = generation.reused_tokens;
-    Ok(Finished { generation, recomputed_from })
 }

@@ -478,6 +478,9 @@ fn control(pool: &Pool, request: Request) -> Result<Reply, PoolError> {
                 threads: flags.threads,
                 batch: flags.batch,
                 gpu_layers: flags.gpu_layers,
+                max_batch: flags.max_batch.unwrap_or(1),
+                fast_forward: flags.fast_forward.unwrap_or(false),
+                draft: flags.draft.unwrap_or(false),
                 budget_bytes: pool.config.context_budget,
             })?;
             Ok(Reply::Ok)

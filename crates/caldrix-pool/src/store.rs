@@ -56,10 +56,6 @@ impl<P: Parked> Store<P> {
         Store { entries: Vec::new(), budget_rows, tick: 0, hits: 0, misses: 0 }
     }
 
-    pub fn budget_rows(&self) -> u64 {
-        self.budget_rows
-    }
-
     pub fn entries(&self) -> &[Entry<P>] {
         &self.entries
     }
@@ -81,15 +77,19 @@ impl<P: Parked> Store<P> {
         }
     }
 
-    /// Resident entries whose own rows (rows no other entry shares, and for `active`, the
-    /// entry a generation resumes from, rows past the prefix it uses) number at least
+    /// Resident entries whose own rows (rows no other entry shares, and for an entry of
+    /// `in_use`, those a generation resumes from, rows past the prefix it uses) number at least
     /// `min_rows`, with the position those rows start at: what to park before the generation.
-    pub fn to_park(&self, active: Option<(Seq, usize)>, min_rows: usize) -> Vec<(Seq, usize)> {
+    pub fn to_park(&self, in_use: &[(Seq, usize)], min_rows: usize) -> Vec<(Seq, usize)> {
         self.entries
             .iter()
             .filter(|e| e.parked.is_none())
             .filter_map(|e| {
-                let used = active.filter(|&(seq, _)| seq == e.seq).map_or(0, |(_, n)| n);
+                let used = in_use
+                    .iter()
+                    .filter(|&&(seq, _)| seq == e.seq)
+                    .map(|&(_, n)| n)
+                    .fold(0, usize::max);
                 let shared = self
                     .entries
                     .iter()
@@ -122,9 +122,9 @@ impl<P: Parked> Store<P> {
         self.entries.iter().find(|e| e.seq == seq).map_or(0, Entry::resident)
     }
 
-    /// A sequence below `total` that no entry uses.
-    pub fn free_seq(&self, total: u32) -> Option<Seq> {
-        (0..total).find(|s| self.entries.iter().all(|e| e.seq != *s))
+    /// A sequence below `total` that no entry uses and is not `busy` (generated on).
+    pub fn free_seq(&self, total: u32, busy: &[Seq]) -> Option<Seq> {
+        (0..total).find(|s| !busy.contains(s) && self.entries.iter().all(|e| e.seq != *s))
     }
 
     /// Distinct rows held: the size of the trie of all entries' token lists (rows shared by
@@ -221,20 +221,22 @@ mod tests {
         store.insert(3, t(&[4]));
         // Entry 1 shares 3 rows with entry 2: its own rows are 8, 9. Entry 2 has one own row,
         // entry 3 one.
-        assert_eq!(store.to_park(Some((0, 6)), 2), vec![(1, 3)]);
-        assert_eq!(store.to_park(Some((1, 5)), 2), vec![(0, 2)]);
-        assert_eq!(store.to_park(Some((1, 5)), 1), vec![(0, 2), (2, 3), (3, 0)]);
+        assert_eq!(store.to_park(&[(0, 6)], 2), vec![(1, 3)]);
+        assert_eq!(store.to_park(&[(1, 5)], 2), vec![(0, 2)]);
+        assert_eq!(store.to_park(&[(1, 5)], 1), vec![(0, 2), (2, 3), (3, 0)]);
+        // Two generations running at once: neither's rows are parked.
+        assert_eq!(store.to_park(&[(0, 6), (1, 5)], 1), vec![(2, 3), (3, 0)]);
         // A generation resuming from the first 3 rows of entry 0 leaves its last 3 unused.
-        assert_eq!(store.to_park(Some((0, 3)), 3), vec![(0, 3)]);
+        assert_eq!(store.to_park(&[(0, 3)], 3), vec![(0, 3)]);
 
         store.park(0, From(2));
         assert_eq!(store.resident(0), 2);
         assert_eq!(store.parked_rows(), 4);
         assert_eq!(store.rows(), 11, "parked rows still count against the budget");
-        assert_eq!(store.to_park(None, 1), vec![(1, 3), (2, 3), (3, 0)], "parked once");
+        assert_eq!(store.to_park(&[], 1), vec![(1, 3), (2, 3), (3, 0)], "parked once");
         // Sharing with a parked entry counts only its rows still in the cells: 1, 2 of entry 0.
         store.insert(4, t(&[1, 2, 3, 4, 9]));
-        assert_eq!(store.to_park(Some((1, 5)), 1), vec![(2, 3), (3, 0), (4, 2)]);
+        assert_eq!(store.to_park(&[(1, 5)], 1), vec![(2, 3), (3, 0), (4, 2)]);
 
         assert_eq!(store.unpark(0).map(|p| p.0), Some(2));
         assert_eq!((store.resident(0), store.parked_rows()), (6, 0));
@@ -268,7 +270,8 @@ mod tests {
         assert_eq!(store.insert(1, t(&[1, 2, 3])), vec![0], "the old prefix is redundant");
         assert_eq!(store.insert(2, t(&[1, 2])), vec![2], "already covered by entry 1");
         assert_eq!(store.entries().len(), 1);
-        assert_eq!(store.free_seq(3), Some(0));
+        assert_eq!(store.free_seq(3, &[]), Some(0));
+        assert_eq!(store.free_seq(3, &[0]), Some(2), "a sequence generated on is not free");
     }
 
     #[test]

@@ -115,7 +115,20 @@ pub struct ServingFlags {
     pub batch: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_layers: Option<u32>,
+    /// Generations of the member decoded together, 1 to `MAX_BATCH` (absent: 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_batch: Option<u32>,
+    /// Tokens a constraint forces appended in one batch (absent: on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fast_forward: Option<bool>,
+    /// Prompt-lookup drafting (absent: on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draft: Option<bool>,
 }
+
+/// The most generations one member decodes together (`max_batch`, `--max-batch`): each holds a
+/// window of KV cells of its own, and one decode step carries a token of each.
+pub const MAX_BATCH: u32 = 16;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

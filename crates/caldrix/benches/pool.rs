@@ -239,6 +239,9 @@ fn main() {
             threads: Some(threads),
             batch,
             gpu_layers: None,
+            max_batch: 1,
+            fast_forward: false,
+            draft: false,
             budget_bytes: budget,
             script: None,
         })

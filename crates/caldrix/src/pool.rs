@@ -18,7 +18,8 @@ pub fn default_socket() -> PathBuf {
 const USAGE: &str = "usage:
   caldrix pool [--socket PATH] [--frames cbor|json] [--max-connections N] [--idle-timeout SECS]
                [--context-budget BYTES] --load MODEL [--alias NAME] [--ctx N] [--threads N]
-               [--batch N] [--gpu-layers N] [--load MODEL ...]
+               [--batch N] [--gpu-layers N] [--max-batch N] [--fast-forward] [--draft]
+               [--load MODEL ...]
   caldrix pool stop [--socket PATH]
   caldrix pool status [--socket PATH] [--json]";
 
@@ -121,6 +122,15 @@ fn bytes(flag: &str, value: Option<&String>) -> anyhow::Result<u64> {
     Ok(n << shift)
 }
 
+/// `--max-batch N`, refused by name outside 1 to `MAX_BATCH`.
+pub fn max_batch(n: u32) -> anyhow::Result<u32> {
+    let max = caldrix_proto::MAX_BATCH;
+    if !(1..=max).contains(&n) {
+        bail!("--max-batch {n} is out of range: a member decodes 1 to {max} generations together");
+    }
+    Ok(n)
+}
+
 fn parse_serve(args: &[String]) -> anyhow::Result<ServeArgs> {
     let mut out = ServeArgs {
         socket: default_socket(),
@@ -158,6 +168,9 @@ fn parse_serve(args: &[String]) -> anyhow::Result<ServeArgs> {
                     threads: None,
                     batch: None,
                     gpu_layers: None,
+                    max_batch: 1,
+                    fast_forward: false,
+                    draft: false,
                     budget_bytes: 0,
                 });
             }
@@ -166,7 +179,14 @@ fn parse_serve(args: &[String]) -> anyhow::Result<ServeArgs> {
             ("--threads", Some(m)) => m.threads = Some(number(arg, it.next())?),
             ("--batch", Some(m)) => m.batch = Some(number(arg, it.next())?),
             ("--gpu-layers", Some(m)) => m.gpu_layers = Some(number(arg, it.next())?),
-            ("--alias" | "--ctx" | "--threads" | "--batch" | "--gpu-layers", None) => {
+            ("--max-batch", Some(m)) => m.max_batch = max_batch(number(arg, it.next())?)?,
+            ("--fast-forward", Some(m)) => m.fast_forward = true,
+            ("--draft", Some(m)) => m.draft = true,
+            (
+                "--alias" | "--ctx" | "--threads" | "--batch" | "--gpu-layers" | "--max-batch"
+                | "--fast-forward" | "--draft",
+                None,
+            ) => {
                 bail!("{arg} is a serving flag of a member: put it after that member's --load")
             }
             (other, _) => bail!("unknown argument `{other}`\n{USAGE}"),

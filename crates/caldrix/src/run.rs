@@ -59,9 +59,26 @@ pub struct RunArgs {
     /// Layers offloaded to a GPU (ignored without a GPU build).
     #[arg(long, default_value_t = 0, value_name = "N")]
     gpu_layers: u32,
+    /// Generations decoded together (1 to 16): a pool member's flag, checked here too; one
+    /// generation has nothing to batch.
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = max_batch)]
+    max_batch: u32,
+    /// Append the tokens a constraint forces in one batch (output is the same).
+    #[arg(long)]
+    fast_forward: bool,
+    /// Prompt-lookup drafting, verified in one batch (output is the same).
+    #[arg(long)]
+    draft: bool,
+}
+
+fn max_batch(value: &str) -> Result<u32, String> {
+    let n = value.parse().map_err(|_| format!("`{value}` is not a valid number"))?;
+    crate::pool::max_batch(n).map_err(|e| e.to_string())
 }
 
 pub fn run(args: &RunArgs) -> anyhow::Result<()> {
+    // A pool member's flag, so that both take one set: one generation has nothing to batch.
+    let _ = args.max_batch;
     let constraint = if let Some(file) = &args.json_schema {
         let text = std::fs::read_to_string(file)
             .with_context(|| format!("cannot read {}", file.display()))?;
@@ -106,7 +123,8 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         logprobs: args.logprobs.then_some(args.top_logprobs),
         repeat_penalty: (args.repeat_penalty != 1.0)
             .then_some(RepeatPenalty { penalty: args.repeat_penalty, last_n: 64 }),
-        ..GenerateParams::default()
+        fast_forward: args.fast_forward,
+        draft: args.draft,
     };
     let out = session.generate(&prompt, &params)?;
     let mut stdout = std::io::stdout().lock();

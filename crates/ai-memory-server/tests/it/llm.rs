@@ -72,6 +72,9 @@ fn pool_socket() -> PathBuf {
                     threads: Some(2),
                     batch: None,
                     gpu_layers: None,
+                    max_batch: 1,
+                    fast_forward: false,
+                    draft: false,
                     budget_bytes: 0,
                     script,
                 };

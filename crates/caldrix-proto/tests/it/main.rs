@@ -31,6 +31,16 @@ fn sample_requests() -> Vec<Request> {
             model: "/m.gguf".into(),
             flags: ServingFlags { ctx: Some(4096), ..Default::default() },
         },
+        Request::MemberLoad {
+            alias: "batched".into(),
+            model: "/m.gguf".into(),
+            flags: ServingFlags {
+                max_batch: Some(4),
+                fast_forward: Some(false),
+                draft: Some(true),
+                ..Default::default()
+            },
+        },
         Request::MemberList {},
         Request::ContextCreate { member: "main".into(), segments: vec![segment.clone()] },
         Request::ContextEdit {
@@ -83,6 +93,23 @@ fn the_json_shape_is_the_documented_one() {
         &reply[4..],
         br#"{"type":"error","kind":"unknown_context","message":"no context 9"}"#
     );
+    // Serving flags left unset are left out, and an old client's flags still decode.
+    let load = Request::MemberLoad {
+        alias: "m".into(),
+        model: "/m.gguf".into(),
+        flags: ServingFlags { max_batch: Some(4), draft: Some(false), ..Default::default() },
+    };
+    assert_eq!(
+        &encode(&load, FrameFormat::Json).unwrap()[4..],
+        br#"{"type":"member_load","alias":"m","model":"/m.gguf","flags":{"max_batch":4,"draft":false}}"#
+    );
+    let old: Request = decode(
+        br#"{"type":"member_load","alias":"m","model":"/m.gguf","flags":{"ctx":512}}"#,
+        FrameFormat::Json,
+    )
+    .unwrap();
+    let Request::MemberLoad { flags, .. } = old else { panic!("{old:?}") };
+    assert_eq!((flags.max_batch, flags.fast_forward, flags.draft), (None, None, None));
 }
 
 #[test]

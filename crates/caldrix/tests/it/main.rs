@@ -2,6 +2,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "a failed unwrap is a failed test")]
 
+mod batch;
 mod fuzz;
 mod fuzz_cases;
 mod hardening;
@@ -94,7 +95,7 @@ fn json_schema_output_is_json_of_that_shape() {
 fn bad_input_is_one_clear_line_and_a_failure_status() {
     let path = smollm2();
     let model = path.to_str().unwrap();
-    let cases: [(&[&str], &str); 7] = [
+    let cases: [(&[&str], &str); 8] = [
         (&["run", "/nonexistent/model.gguf", "--prompt", "hi"], "does not exist"),
         (&["run", model, "--prompt", "hi", "--one-of", ""], "option \"\" is empty"),
         (&["run", model, "--prompt", "hi", "--json-schema", "/nonexistent.json"], "cannot read"),
@@ -111,6 +112,7 @@ fn bad_input_is_one_clear_line_and_a_failure_status() {
             "21 alternatives per token, more than the limit of 20",
         ),
         (&["run", model, "--prompt", "hi", "--temperature=-1"], "--temperature must be"),
+        (&["run", model, "--prompt", "hi", "--max-batch", "0"], "--max-batch 0 is out of range"),
     ];
     for (args, expected) in cases {
         let out = caldrix(args);
