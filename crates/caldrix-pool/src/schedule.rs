@@ -16,6 +16,11 @@ use crate::store::Store;
 /// Sequences of a member's session: stored prefixes plus the ones being generated on.
 pub(crate) const SEQUENCES: u32 = 64;
 
+/// Fewest rows a job must share with a running one, past what the store gives it, to wait for
+/// that one's prefill and copy its rows instead of computing them again (pieces of one brief
+/// arriving together share a long system prefix; a few rows are not worth a wait).
+const MIN_SHARED_ROWS: usize = 64;
+
 /// Fewest own rows an unused entry must hold to be parked in host memory before a generation:
 /// below a cache padding step (256 cells), parking rarely shortens the cells attended over.
 const MIN_PARKED_ROWS: usize = 256;
@@ -41,11 +46,15 @@ pub(crate) fn serve(
     // Each running generation holds a work sequence of its own.
     let max = (config.max_batch.max(1)).min(engine.session.sequences()) as usize;
     let mut active: Vec<Active> = Vec::new();
+    // Admitted jobs waiting for a running one's prefill to pass the prefix they share.
+    let mut waiting: Vec<Waiting<'_>> = Vec::new();
     let mut replayed = 0usize;
     let mut closed = false;
+    let mut serial = 0u64;
     loop {
-        while !closed && active.len() < max {
-            let mut job = if active.is_empty() {
+        admit_waiting(engine, &mut active, &mut waiting, publish);
+        while !closed && active.len() + waiting.len() < max {
+            let mut job = if active.is_empty() && waiting.is_empty() {
                 match jobs.recv() {
                     Ok(job) => job,
                     Err(_) => {
@@ -75,18 +84,30 @@ pub(crate) fn serve(
                 }
                 Some(None) => Err(EngineError::ScriptExhausted(replayed)),
             };
-            match source.and_then(|source| admit(engine, &job, source, &active)) {
-                Ok((running, resumed)) => {
-                    active.push(Active { job, running, resumed, pending: Vec::new() })
-                }
+            let source = match source {
+                Ok(source) => source,
                 Err(e) => {
                     publish(&engine.store);
                     let _ = job.events.send(MemberEvent::Done(Err(e)));
+                    continue;
+                }
+            };
+            serial += 1;
+            match leader(engine, &job, &active) {
+                Some((leader, rows))
+                    if engine.session.held(active[leader].running.seq()).len() < rows =>
+                {
+                    let leader = active[leader].serial;
+                    waiting.push(Waiting { job, source, serial, leader, rows });
+                }
+                donor => {
+                    let donor = donor.map(|(i, rows)| (active[i].running.seq(), rows));
+                    start(engine, &mut active, job, source, serial, donor, publish);
                 }
             }
         }
         if active.is_empty() {
-            if closed {
+            if closed && waiting.is_empty() {
                 return;
             }
             continue;
@@ -138,6 +159,84 @@ struct Active {
     running: Running,
     resumed: Option<(Seq, usize)>,
     pending: Vec<u8>,
+    /// Admission order, naming a leader for the jobs that wait on it.
+    serial: u64,
+}
+
+/// A job that shares a long prefix with a running one (its leader) whose prefill has not
+/// reached it yet: it starts once the leader holds `rows` rows, from a copy of them.
+struct Waiting<'a> {
+    job: Job,
+    source: Source<'a>,
+    serial: u64,
+    leader: u64,
+    rows: usize,
+}
+
+/// The running job `job` should take its first rows from, and how many: the longest prompt
+/// prefix it shares with one, when that passes what the store holds by `MIN_SHARED_ROWS`.
+fn leader(engine: &Engine<'_>, job: &Job, active: &[Active]) -> Option<(usize, usize)> {
+    let stored = engine.store.longest_prefix(&job.prompt).map_or(0, |(_, n)| n);
+    // At least the last prompt row is computed: its logits choose the first token.
+    let most = job.prompt.len().saturating_sub(1);
+    active
+        .iter()
+        .enumerate()
+        .map(|(i, a)| {
+            let shared = job.prompt.iter().zip(&a.job.prompt).take_while(|(x, y)| x == y).count();
+            (i, shared.min(most))
+        })
+        .max_by_key(|&(_, shared)| shared)
+        .filter(|&(_, shared)| shared >= stored + MIN_SHARED_ROWS)
+}
+
+/// Starts the waiting jobs whose leader's prefill has passed their shared rows, and the ones
+/// whose leader is gone (its rows are in the store now, if it kept them) or that were
+/// cancelled while waiting.
+fn admit_waiting(
+    engine: &mut Engine<'_>,
+    active: &mut Vec<Active>,
+    waiting: &mut Vec<Waiting<'_>>,
+    publish: &dyn Fn(&Store),
+) {
+    let mut i = 0;
+    while i < waiting.len() {
+        let w = &waiting[i];
+        let leader = active.iter().find(|a| a.serial == w.leader).map(|a| a.running.seq());
+        let held = leader.map(|seq| engine.session.held(seq).len());
+        let donor = match (leader, held) {
+            (Some(seq), Some(held)) if held >= w.rows => Some((seq, w.rows)),
+            (Some(_), _) if !w.job.cancel.load(Ordering::Relaxed) => {
+                i += 1;
+                continue;
+            }
+            _ => None,
+        };
+        let Waiting { job, source, serial, .. } = waiting.remove(i);
+        start(engine, active, job, source, serial, donor, publish);
+    }
+}
+
+/// Admits `job` (from `donor`'s rows when given, else from the store) and makes it active,
+/// or answers its refusal.
+fn start(
+    engine: &mut Engine<'_>,
+    active: &mut Vec<Active>,
+    job: Job,
+    source: Source<'_>,
+    serial: u64,
+    donor: Option<(Seq, usize)>,
+    publish: &dyn Fn(&Store),
+) {
+    match admit(engine, &job, source, active, donor) {
+        Ok((running, resumed)) => {
+            active.push(Active { job, running, resumed, pending: Vec::new(), serial })
+        }
+        Err(e) => {
+            publish(&engine.store);
+            let _ = job.events.send(MemberEvent::Done(Err(e)));
+        }
+    }
 }
 
 /// Sets a job up and begins it, evicting on `CellsFull` as a lone generation always did: an
@@ -147,10 +246,11 @@ fn admit(
     job: &Job,
     source: Source<'_>,
     active: &[Active],
+    donor: Option<(Seq, usize)>,
 ) -> Result<(Running, Option<(Seq, usize)>), EngineError> {
     let mut attempts = 0;
     loop {
-        match try_admit(engine, job, source, active) {
+        match try_admit(engine, job, source, active, donor) {
             Err(EngineError::CellsFull) if attempts < SEQUENCES => {
                 attempts += 1;
                 match engine.store.evict_lru(None) {
@@ -163,13 +263,15 @@ fn admit(
     }
 }
 
-/// The store lookup, parking, and the copy of the stored prefix into a work sequence no
-/// running job holds; then `begin` (a refusal has computed no row).
+/// The store lookup, parking, and the copy of the stored prefix (or of a running `donor`'s
+/// first rows: their cells are shared, not duplicated) into a work sequence no running job
+/// holds; then `begin` (a refusal has computed no row).
 fn try_admit(
     engine: &mut Engine<'_>,
     job: &Job,
     source: Source<'_>,
     active: &[Active],
+    donor: Option<(Seq, usize)>,
 ) -> Result<(Running, Option<(Seq, usize)>), EngineError> {
     let Engine { session, store, rates } = engine;
     let busy: Vec<Seq> = active.iter().map(|a| a.running.seq()).collect();
@@ -181,7 +283,10 @@ fn try_admit(
             seq
         }
     };
-    let found = store.longest_prefix(&job.prompt).filter(|&(_, n)| rates.resume_pays(n));
+    let found = match donor {
+        Some(_) => None,
+        None => store.longest_prefix(&job.prompt).filter(|&(_, n)| rates.resume_pays(n)),
+    };
     // Rows the running jobs resumed from are attended over by them: they stay in the cells.
     let in_use: Vec<(Seq, usize)> =
         found.into_iter().chain(active.iter().filter_map(|a| a.resumed)).collect();
@@ -209,6 +314,9 @@ fn try_admit(
         _ => {
             session.drop_sequence(work)?;
             store.misses += 1;
+            if let Some((from, rows)) = donor {
+                session.copy_prefix(from, work, rows)?;
+            }
         }
     }
     let begun = match source {

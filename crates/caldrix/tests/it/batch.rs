@@ -348,3 +348,43 @@ fn a_batched_round_leaves_the_store_as_a_single_stream_round_does() {
         }
     });
 }
+
+/// Four pieces of one brief sent at once (a long shared system segment, each its own request)
+/// compute the shared rows once: the first prefills them, the other three wait for its prefill
+/// to pass them and start from a copy (here with no store at all), each still ending as it
+/// does alone.
+#[test]
+fn pieces_sharing_a_prefix_compute_it_once() {
+    let _turn = turn();
+    let daemon = batched();
+    runtime().block_on(async {
+        let mut client = daemon.client(CBOR).await;
+        let rules: Vec<String> =
+            (1..=60).map(|i| format!("Rule {i}: keep the code tidy.")).collect();
+        let system = rules.join(" ");
+        let mut ids = Vec::new();
+        for prompt in PROMPTS {
+            let segments = vec![seg("s", Role::System, &system), seg("u", Role::User, prompt)];
+            ids.push(client.create_context("main", segments).await.unwrap().context);
+        }
+        let gens: Vec<_> = ids.iter().map(|&c| greedy(c, 8)).collect();
+        let single = alone(daemon, &gens).await;
+        assert!(single.iter().all(|d| d.usage.recomputed_from == 0), "no store: all computed");
+        let shared = single[0].usage.prompt_tokens - 40;
+        let batched = all_done(together(daemon, &gens).await).await;
+        let from: Vec<usize> = batched.iter().map(|d| d.usage.recomputed_from as usize).collect();
+        assert_eq!(
+            from.iter().filter(|&&n| n == 0).count(),
+            1,
+            "one computes the prefix: {from:?}"
+        );
+        assert_eq!(
+            from.iter().filter(|&&n| n >= shared as usize).count(),
+            3,
+            "the others copy it: {from:?} (shared ≥ {shared})"
+        );
+        for (i, (one, many)) in single.iter().zip(&batched).enumerate() {
+            same(one, many, &format!("{i}"));
+        }
+    });
+}
