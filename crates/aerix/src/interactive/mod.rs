@@ -135,6 +135,12 @@ pub async fn run(settings: Settings, env: &Env, options: Options) -> anyhow::Res
             draw(&mut tty, &screen);
             wait_for_exit(&mut rx, &mut screen, &mut tty).await;
             drop(tty);
+            drop(stderr);
+            if let Some((name, exit)) = signals.first() {
+                eprintln!("aerix: {e:#}");
+                eprintln!("aerix: {name}: the screen closed");
+                return Ok(exit);
+            }
             return Err(e);
         }
     };
@@ -298,7 +304,8 @@ fn reply(slot: &mut Option<std_mpsc::Sender<Answer>>, answer: Answer) {
 /// After a failed startup: the error stays on screen until Ctrl-D (or any key).
 async fn wait_for_exit(rx: &mut UnboundedReceiver<Msg>, screen: &mut Screen, tty: &mut Tty) {
     while let Some(msg) = rx.recv().await {
-        if let Msg::Input(Input::Key(_)) = msg {
+        // A signal closes it too: a terminal gone (SIGHUP) sends no key.
+        if let Msg::Input(Input::Key(_)) | Msg::Signal = msg {
             return;
         }
         let now = Instant::now();

@@ -358,3 +358,23 @@ fn signals_give_the_terminal_back_and_stray_stderr_never_reaches_the_screen() {
         .collect();
     assert_eq!(reasons, [r#""cancelled""#, r#""cancelled""#], "{ends}");
 }
+
+/// A screen whose startup failed (the pool cannot start) shows the error row and closes on
+/// SIGHUP as at its prompt: exit 129, the error printed once the terminal is back.
+#[test]
+fn a_screen_whose_startup_failed_closes_on_a_signal() {
+    let world = World::scripted("screen-startup-failed", &["answer".to_owned()], true);
+    let path = world.home.join("config/aerix/settings.toml");
+    let settings = std::fs::read_to_string(&path).unwrap();
+    let caldrix = crate::caldrix().display().to_string();
+    assert!(settings.contains(&caldrix), "{settings}");
+    std::fs::write(&path, settings.replace(&caldrix, "/nonexistent/caldrix")).unwrap();
+    let pane = Pane::start(&world, "startup-failed", "true", &|aerix| {
+        format!("'{aerix}' 2>../stderr.txt; echo \"aerix exited $?\"; exec sleep 60")
+    });
+    pane.wait_for("cannot start the pool", STARTUP);
+    Command::new("kill").args(["-HUP", &pane.child().to_string()]).status().unwrap();
+    pane.wait_for("aerix exited 129", STEP);
+    let stderr = std::fs::read_to_string(world.home.join("stderr.txt")).unwrap();
+    assert!(stderr.contains("cannot start the pool"), "{stderr}");
+}
