@@ -17,7 +17,7 @@ use rusqlite::Connection;
 
 pub use access::{Level, Principal, ProjectRow};
 pub use events::{PromptRow, SessionStart};
-pub use pages::{DumpRow, Hit, PageRow, QueryResult};
+pub use pages::{DumpRow, EntryKeys, Hit, PageRow, QueryResult};
 pub use profile::{CandidateRow, SourcePage, SourcePrompt, Sources};
 pub use sync::Synced;
 

@@ -34,15 +34,16 @@ pub struct Digest {
 
 /// The entries a project receives, in digest order: category, then path. Entries enforced
 /// elsewhere, outside the seven categories, or scoped to stacks the project does not show are
-/// left out.
+/// left out (tags the profile does not know scope nothing).
 pub fn applicable<'a>(entries: &'a [Entry], stacks: &BTreeSet<String>) -> Vec<&'a Entry> {
     let mut out: Vec<(Category, &Entry)> = entries
         .iter()
         .filter(|e| e.enforced_by.is_none())
         .filter(|e| {
-            stacks.is_empty()
-                || e.applies_to.is_empty()
-                || e.applies_to.iter().any(|t| stacks.contains(t))
+            // An unknown tag (a hand edit the watcher imported) scopes nothing: the entry is
+            // not hidden by it, and `profile review` names it.
+            let mut known = e.applies_to.iter().filter(|t| crate::is_stack_tag(t)).peekable();
+            stacks.is_empty() || known.peek().is_none() || known.any(|t| stacks.contains(t))
         })
         .filter_map(|e| e.category().map(|c| (c, e)))
         .collect();
@@ -163,6 +164,8 @@ mod tests {
             ]
         );
         let rust: BTreeSet<String> = ["rust".to_string()].into();
+        let cobol = [entry("profile/tools/cob.md", "Use cobc.", &["cobol"])];
+        assert_eq!(digest(input(&cobol, &rust, 3000)).map(|d| d.shown), Some(1), "not hidden");
         let only_rust = digest(input(&entries, &rust, 3000)).unwrap();
         assert_eq!(only_rust.shown, 2);
         assert!(!only_rust.text.contains("pnpm"));

@@ -39,3 +39,56 @@ fn a_pasted_session_context_is_not_learned_but_the_text_around_it_is() {
     got.sort();
     assert_eq!(got, ["Run the linter first.", "Use pnpm."]);
 }
+
+/// `applies_to` / `enforced_by` in a page's own frontmatter are checked like the arguments on a
+/// write; a hand edit the watcher imports is kept, named in `profile review`, and an unknown
+/// tag hides nothing.
+#[test]
+fn entry_keys_in_frontmatter_are_checked_and_a_bad_hand_edit_is_named_not_hidden() {
+    let lab = Lab::new("frontmatter-keys", Settings::default());
+    let caller = ai_memory_server::Caller { who: ROOT, workspace: None, project: None };
+    let write = |scope: &str, project: Option<&str>, path: &str, body: &str| {
+        let req = ai_memory_server::WritePage {
+            scope: Some(scope.into()),
+            project: project.map(str::to_owned),
+            path: path.into(),
+            body: body.into(),
+            ..Default::default()
+        };
+        lab.memory.write_page(&caller, &req).map(|_| ()).map_err(|e| e.to_string())
+    };
+    let cobol = "---\napplies_to: [cobol]\n---\n# Cobc\n\nUse cobc, not gnucobol.\n";
+    let err = write("profile", None, "tools/cobc.md", cobol).unwrap_err();
+    assert!(err.contains("frontmatter: unknown stack tag `cobol` in `applies_to`"), "{err}");
+    let err = write("project", Some("alpha"), "notes.md", "---\nenforced_by: ci\n---\n# N\n")
+        .unwrap_err();
+    assert!(err.contains("`applies_to` and `enforced_by` are for profile entries"), "{err}");
+    write("profile", None, "tools/pnpm.md", "---\napplies_to: rust\n---\n# P\n\nUse pnpm.\n")
+        .unwrap();
+
+    // The same pages copied in by hand: imported (the files are the user's), then named.
+    let wiki = lab.memory.data_dir().join("wiki/default");
+    std::fs::write(wiki.join("_global/profile/tools/cobc.md"), cobol).unwrap();
+    std::fs::create_dir_all(wiki.join("alpha")).unwrap();
+    std::fs::write(wiki.join("alpha/notes.md"), "---\nenforced_by: ci\n---\n# N\n").unwrap();
+    let (imported, broken) = lab.memory.import_changed().unwrap();
+    assert_eq!((imported.len(), broken.len()), (2, 0), "{imported:?} {broken:?}");
+    let ws = ai_memory_core::WorkspaceName::default_workspace();
+    let home = lab.memory.profile_home(ROOT, &ws).unwrap().unwrap();
+    let problems = lab.memory.profile_review(&home).unwrap().problems;
+    assert_eq!(problems.len(), 2, "{problems:?}");
+    assert!(
+        problems[0].starts_with("default/_global/profile/tools/cobc.md: unknown stack tag `cobol`"),
+        "{problems:?}"
+    );
+    assert!(problems[0].ends_with("(the tag is ignored: the entry shows in every project)"));
+    assert!(problems[1].starts_with("default/alpha/notes.md: `applies_to` and `enforced_by`"));
+    // A Rust project still gets the entry with the unknown tag.
+    lab.session(ROOT, "default/crate", &["Cargo.toml"], &[]);
+    lab.write(ROOT, "default/crate", "notes.md", "# Notes\n");
+    let context = lab.start(ROOT, "default/crate");
+    assert!(
+        context.contains("Use cobc, not gnucobol.") && context.contains("Use pnpm."),
+        "{context}"
+    );
+}
