@@ -4,7 +4,7 @@
 use ai_memory_core::{MARKER_FILE, ProjectName, WorkspaceName};
 use ai_memory_index::Index;
 
-use crate::support::{command, repo, run, stderr, temp};
+use crate::support::{Server, command, post_hook, repo, run, stderr, temp};
 
 /// A hook run with no server (port 9 of loopback has no listener): it writes to `data`.
 fn direct_hook(data: &std::path::Path, event: &str, stdin: &str) -> std::process::Output {
@@ -48,4 +48,29 @@ fn removing_an_opt_out_from_the_marker_turns_it_back_on() {
     std::fs::remove_file(nda.join(MARKER_FILE)).unwrap();
     direct_hook(&data, "session-start", &start_json("s3", &nda));
     assert_eq!(recorded(), (Some(true), Some(false)));
+}
+
+/// A JSON array is not hook input (serde would read it as a struct, field by field): the hook
+/// and the server's endpoint refuse it by name, and no session is recorded.
+#[test]
+fn a_json_array_as_hook_input_is_refused() {
+    let data = temp("hook-array");
+    let out = direct_hook(&data, "session-start", r#"["SessionStart", "/tmp"]"#);
+    let err = stderr(&out);
+    assert!(out.stdout.is_empty(), "{}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(
+        err.trim(),
+        "ai-memory hook session-start: the hook input must be a JSON object, not an array"
+    );
+    assert!(!data.join("index.sqlite").exists(), "nothing was opened, nothing recorded");
+
+    let server = Server::start("hook-array", &[]);
+    let (status, body) = post_hook(
+        &server,
+        "session-start",
+        None,
+        &serde_json::json!(["claude-code", "SessionStart", "default", "app"]),
+    );
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"], "the hook event must be a JSON object, not an array", "{body}");
 }
