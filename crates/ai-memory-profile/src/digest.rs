@@ -85,7 +85,16 @@ fn overflow(n: usize) -> String {
     )
 }
 
-/// The digest, or `None` when no entry applies.
+/// The digest when not even its header fits the budget (a small session-start cap): the
+/// entries are counted and named as left out.
+fn capped(n: usize) -> String {
+    let what = if n == 1 { "profile entry" } else { "profile entries" };
+    format!(
+        "{OPEN}\n> 🧭 ai-memory: {n} {what} did not fit in the session-start cap: memory_query finds them.\n{CLOSE}\n"
+    )
+}
+
+/// The digest, or `None` when no entry applies (or not even the count of the entries fits).
 pub fn digest(input: DigestInput<'_>) -> Option<Digest> {
     let entries = applicable(input.entries, input.stacks);
     if entries.is_empty() {
@@ -93,6 +102,14 @@ pub fn digest(input: DigestInput<'_>) -> Option<Digest> {
     }
     let mut text = header(input.team);
     let footer_len = CLOSE.len() + 1 + if input.baseline { BASELINE_NOTE.len() } else { 0 };
+    if text.len() + footer_len + overflow(entries.len()).len() > input.budget {
+        let text = capped(entries.len());
+        return (text.len() <= input.budget).then_some(Digest {
+            text,
+            shown: 0,
+            omitted: entries.len(),
+        });
+    }
     let lines: Vec<String> = entries.iter().map(|e| line(e)).collect();
     let mut shown = 0;
     for (i, l) in lines.iter().enumerate() {
@@ -197,6 +214,11 @@ mod tests {
                 assert!(d.text.len() + line(next).len() + 1 > budget - overflow(d.omitted).len());
             }
         }
+        // Below the header's size: the entries are counted, and nothing when even that is over.
+        let small = digest(input(&entries, &none, 300)).unwrap();
+        assert!(small.text.contains("100 profile entries did not fit in the session-start cap"));
+        assert!(small.text.len() <= 300 && small.shown == 0, "{}", small.text);
+        assert_eq!(digest(input(&entries, &none, 50)), None);
         let team = DigestInput { team: true, baseline: true, ..input(&entries[..1], &none, 3000) };
         let d = digest(team).unwrap();
         assert!(d.text.contains("team defaults") && d.text.contains("profile apply"), "{}", d.text);

@@ -227,6 +227,11 @@ impl Memory {
         let entries = self.profile_entries(home)?;
         let (stacks, baseline) = self.project_activity(project)?;
         let budget = if baseline { settings.baseline_budget() } else { settings.digest_budget() };
+        // Within the session-start cap too, leaving the context after it its floor (bytes
+        // bound characters, so the cap in characters holds).
+        let cap =
+            self.settings.session_start.max_chars.saturating_sub(crate::context::CONTEXT_FLOOR);
+        let budget = budget.min(cap);
         Ok(digest(DigestInput {
             entries: &entries,
             stacks: &stacks,

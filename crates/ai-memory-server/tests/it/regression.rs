@@ -92,3 +92,29 @@ fn entry_keys_in_frontmatter_are_checked_and_a_bad_hand_edit_is_named_not_hidden
         "{context}"
     );
 }
+
+/// The baseline digest (6,000 bytes by default) stays within a smaller session-start cap, the
+/// entries that did not fit counted; below the digest's header only the count is given.
+#[test]
+fn the_baseline_digest_stays_within_the_session_start_cap() {
+    for (cap, named) in
+        [(3_000, "more entries did not fit"), (700, "did not fit in the session-start cap")]
+    {
+        let mut settings = Settings::default();
+        settings.session_start.max_chars = cap;
+        let lab = Lab::new("capped-baseline", settings);
+        for i in 0..120 {
+            lab.write(
+                ROOT,
+                "default/_global",
+                &format!("profile/habits/h{i:03}.md"),
+                &format!("# H{i}\n\nHabit number {i}, written out as a longer line of prose.\n"),
+            );
+        }
+        let context = lab.start(ROOT, "default/fresh");
+        assert!(context.chars().count() <= cap, "{cap}: {}", context.chars().count());
+        assert!(context.contains(named), "{cap}: {context}");
+        assert!(context.contains("# ai-memory: default/fresh"), "{cap}: {context}");
+    }
+}
+
