@@ -3,7 +3,7 @@
 use ai_memory_core::Settings;
 use ai_memory_index::Principal;
 
-use crate::support::{DAY, DAY1, Lab};
+use crate::support::{DAY, DAY1, Lab, date_of};
 
 const ROOT: Principal = Principal::Root;
 
@@ -118,3 +118,51 @@ fn the_baseline_digest_stays_within_the_session_start_cap() {
     }
 }
 
+/// A curated page's evidence carries the page's own date (its last commit), not the pass's;
+/// a deleted page stops backing its entry, and an entry nothing backs any more goes.
+#[test]
+fn curated_evidence_is_dated_by_the_page_and_a_deleted_page_stops_backing_it() {
+    let lab = Lab::new("page-evidence", Settings::default());
+    let rule = "---\nsummary: We deploy from the main branch only.\n---\nDetails.\n";
+    lab.write(ROOT, "default/alpha", "_rules/deploy.md", rule);
+    lab.write(ROOT, "default/beta", "decisions/deploy.md", rule);
+    let loc = |project: &str, path: &str| ai_memory_store::Location {
+        workspace: ai_memory_core::WorkspaceName::default_workspace(),
+        project: ai_memory_core::ProjectName::new(project).unwrap(),
+        path: ai_memory_core::PagePath::new(path).unwrap(),
+    };
+    let committed =
+        lab.memory.wiki().history(&loc("alpha", "_rules/deploy.md"), 1).unwrap()[0].time;
+    lab.at(DAY1 + 40 * DAY);
+    lab.memory.profile_pass(false).unwrap();
+    let ws = ai_memory_core::WorkspaceName::default_workspace();
+    let home = lab.memory.profile_home(ROOT, &ws).unwrap().unwrap();
+    let learned = || {
+        let entries = lab.memory.profile_entries(&home).unwrap();
+        entries.first().and_then(|e| e.learned.clone())
+    };
+    let evidence = learned().unwrap().evidence;
+    assert_eq!(evidence.len(), 2, "{evidence:?}");
+    for e in &evidence {
+        assert_eq!(e.date, date_of(committed), "{e:?}");
+        assert_ne!(e.date, date_of(DAY1 + 40 * DAY), "not the pass's date");
+    }
+
+    let caller = ai_memory_server::Caller { who: ROOT, workspace: None, project: None };
+    let delete = |project: &str, path: &str| {
+        let req = ai_memory_server::PageRef {
+            path: path.into(),
+            project: Some(project.into()),
+            ..Default::default()
+        };
+        lab.memory.delete_page(&caller, &req).unwrap();
+    };
+    delete("alpha", "_rules/deploy.md");
+    lab.memory.profile_pass(false).unwrap();
+    let evidence = learned().unwrap().evidence;
+    assert_eq!(evidence.iter().map(|e| e.project.as_str()).collect::<Vec<_>>(), ["default/beta"]);
+    delete("beta", "decisions/deploy.md");
+    let report = lab.memory.profile_pass(false).unwrap();
+    assert_eq!(report.removed.len(), 1, "{report:?}");
+    assert!(lab.memory.profile_entries(&home).unwrap().is_empty());
+}
