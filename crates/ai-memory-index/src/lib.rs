@@ -105,6 +105,11 @@ CREATE TABLE IF NOT EXISTS sessions (
     started INTEGER NOT NULL,
     ended INTEGER
 );
+-- Sessions whose context went out with their first prompt (Kimi Code, whose prompt hook
+-- output reaches the model on every prompt): the context goes once a session.
+CREATE TABLE IF NOT EXISTS sessions_briefed (
+    session_id TEXT PRIMARY KEY
+);
 -- The wiki commit the page tables were last brought to (`Index::sync`).
 CREATE TABLE IF NOT EXISTS wiki_sync (
     id INTEGER PRIMARY KEY CHECK (id = 1),

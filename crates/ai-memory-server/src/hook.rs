@@ -3,6 +3,10 @@
 
 use serde::Deserialize;
 
+/// The harness name of Kimi Code, whose prompt hook's output reaches the model on every
+/// prompt: its session-start context goes with the session's first prompt instead.
+pub const KIMI_CODE: &str = "kimi-code";
+
 /// The events ai-memory handles.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HookKind {
@@ -49,8 +53,9 @@ pub struct HookInput {
     pub cwd: Option<String>,
     #[serde(default)]
     pub hook_event_name: Option<String>,
-    /// UserPromptSubmit's prompt.
-    #[serde(default)]
+    /// UserPromptSubmit's prompt: a string, or (Kimi Code) a list of content parts whose
+    /// `text` parts are joined.
+    #[serde(default, deserialize_with = "prompt_text")]
     pub prompt: Option<String>,
     /// SessionStart's source (`startup`, `resume`, `clear`, `compact`).
     #[serde(default)]
@@ -61,6 +66,34 @@ pub struct HookInput {
     /// Codex names its session `thread_id` in some events.
     #[serde(default)]
     pub thread_id: Option<String>,
+}
+
+fn prompt_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    #[derive(Deserialize)]
+    struct Part {
+        #[serde(rename = "type", default)]
+        kind: String,
+        #[serde(default)]
+        text: Option<String>,
+    }
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Prompt {
+        Text(String),
+        Parts(Vec<Part>),
+    }
+    Ok(match Option::<Prompt>::deserialize(d)? {
+        None => None,
+        Some(Prompt::Text(t)) => Some(t),
+        Some(Prompt::Parts(parts)) => Some(
+            parts
+                .into_iter()
+                .filter(|p| p.kind == "text")
+                .filter_map(|p| p.text)
+                .collect::<Vec<_>>()
+                .join("\n"),
+        ),
+    })
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -142,5 +175,13 @@ mod tests {
         }
         let ok = HookInput::parse(r#"{"session_id":"s"}"#, HookKind::SessionStart).unwrap();
         assert_eq!(ok.session_id, "s");
+    }
+
+    #[test]
+    fn a_prompt_of_content_parts_is_its_text() {
+        let stdin = r#"{"session_id":"s","prompt":[{"type":"text","text":"Always use uv."},
+            {"type":"image_url","image_url":{"url":"x"}},{"type":"text","text":"Thanks."}]}"#;
+        let input = HookInput::parse(stdin, HookKind::PromptSubmit).unwrap();
+        assert_eq!(input.prompt.as_deref(), Some("Always use uv.\nThanks."));
     }
 }
