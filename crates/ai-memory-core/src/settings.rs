@@ -353,7 +353,8 @@ pub struct Identity {
     pub project: ProjectName,
     /// The repository root (nearest directory holding `.git`), else the directory itself.
     pub root: PathBuf,
-    /// The nearest marker's `[profile]` values, when it sets them.
+    /// The nearest marker's `[profile]` values (a key it leaves out is `true`); `None` only when
+    /// no marker was found.
     pub contribute: Option<bool>,
     pub consume: Option<bool>,
 }
@@ -395,8 +396,11 @@ impl Identity {
                     .map_err(|source| SettingsError::Name { path: root.clone(), source })?
             }
         };
-        let (contribute, consume) =
-            nearest.map_or((None, None), |m| (m.profile.contribute, m.profile.consume));
+        // A found marker always says both: a key it does not set is on, so removing
+        // `contribute = false` turns contribution back on. No marker says nothing.
+        let (contribute, consume) = nearest.map_or((None, None), |m| {
+            (Some(m.profile.contribute.unwrap_or(true)), Some(m.profile.consume.unwrap_or(true)))
+        });
         Ok(Identity { workspace, project, root, contribute, consume })
     }
 }
@@ -489,18 +493,19 @@ mod tests {
         let id = Identity::of(&repo.join("src/deep")).unwrap();
         assert_eq!((id.workspace.as_str(), id.project.as_str()), ("default", "My-App"));
         assert_eq!(id.root, repo);
+        assert_eq!((id.contribute, id.consume), (None, None), "no marker says nothing");
 
         std::fs::write(repo.join(MARKER_FILE), "workspace = \"work\"\nproject = \"app\"\n")
             .unwrap();
         let id = Identity::of(&repo.join("src/deep")).unwrap();
         assert_eq!((id.workspace.as_str(), id.project.as_str()), ("work", "app"));
-        assert_eq!((id.contribute, id.consume), (None, None));
+        assert_eq!((id.contribute, id.consume), (Some(true), Some(true)), "a marker says both");
 
         // A nearer marker with only [profile] keys is a boundary.
         std::fs::write(repo.join("src").join(MARKER_FILE), "[profile]\nconsume = false\n").unwrap();
         let id = Identity::of(&repo.join("src/deep")).unwrap();
         assert_eq!((id.workspace.as_str(), id.project.as_str()), ("default", "My-App"));
-        assert_eq!(id.consume, Some(false));
+        assert_eq!((id.contribute, id.consume), (Some(true), Some(false)));
 
         std::fs::write(repo.join("src").join(MARKER_FILE), "project = \"../x\"\n").unwrap();
         let err = Identity::of(&repo.join("src/deep")).unwrap_err().to_string();

@@ -109,6 +109,15 @@ impl Index {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
+    /// Records that `session` got its context; true the first time only.
+    pub fn brief_once(&self, session: &str) -> Result<bool, IndexError> {
+        let n = self.conn().execute(
+            "INSERT INTO sessions_briefed (session_id) VALUES (?1) ON CONFLICT DO NOTHING",
+            [session],
+        )?;
+        Ok(n > 0)
+    }
+
     /// Whether a session ended (`None`: unknown session).
     pub fn session_ended(&self, session: &str) -> Result<Option<bool>, IndexError> {
         let ended: Option<Option<i64>> = self

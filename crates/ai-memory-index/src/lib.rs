@@ -17,7 +17,7 @@ use rusqlite::Connection;
 
 pub use access::{Level, Principal, ProjectRow};
 pub use events::{PromptRow, SessionStart};
-pub use pages::{DumpRow, Hit, PageRow, QueryResult};
+pub use pages::{DumpRow, EntryKeys, Hit, PageRow, QueryResult};
 pub use profile::{CandidateRow, SourcePage, SourcePrompt, Sources};
 pub use sync::Synced;
 
@@ -104,6 +104,11 @@ CREATE TABLE IF NOT EXISTS sessions (
     user_id INTEGER,
     started INTEGER NOT NULL,
     ended INTEGER
+);
+-- Sessions whose context went out with their first prompt (Kimi Code, whose prompt hook
+-- output reaches the model on every prompt): the context goes once a session.
+CREATE TABLE IF NOT EXISTS sessions_briefed (
+    session_id TEXT PRIMARY KEY
 );
 -- The wiki commit the page tables were last brought to (`Index::sync`).
 CREATE TABLE IF NOT EXISTS wiki_sync (

@@ -182,6 +182,31 @@ impl Index {
             .optional()?)
     }
 
+    /// Every page whose frontmatter sets `applies_to` or `enforced_by`, in order: what
+    /// `profile review` checks (a hand edit may have put them where a write would refuse them).
+    pub fn pages_with_entry_keys(&self) -> Result<Vec<EntryKeys>, IndexError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare(
+            "SELECT pr.workspace, pr.name, p.path, json_extract(p.frontmatter, '$.applies_to'),
+                    json_extract(p.frontmatter, '$.enforced_by')
+             FROM pages p JOIN projects pr ON pr.id = p.project_id
+             WHERE json_extract(p.frontmatter, '$.applies_to') IS NOT NULL
+                OR json_extract(p.frontmatter, '$.enforced_by') IS NOT NULL
+             ORDER BY 1, 2, 3",
+        )?;
+        let rows = stmt.query_map([], |r| {
+            let tags: Option<String> = r.get(3)?;
+            Ok(EntryKeys {
+                workspace: r.get(0)?,
+                project: r.get(1)?,
+                path: r.get(2)?,
+                applies_to: tags.and_then(|t| serde_json::from_str(&t).ok()).unwrap_or_default(),
+                enforced_by: r.get(4)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
     /// Every page row with its project, in order: what two indexes of one wiki must share.
     pub fn dump(&self) -> Result<Vec<DumpRow>, IndexError> {
         let conn = self.conn();
@@ -248,6 +273,16 @@ pub(crate) fn delete_page_in(
         params![project.id, path.as_str()],
     )?;
     Ok(n > 0)
+}
+
+/// A page's `applies_to` / `enforced_by`, with where it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EntryKeys {
+    pub workspace: String,
+    pub project: String,
+    pub path: String,
+    pub applies_to: Vec<String>,
+    pub enforced_by: Option<String>,
 }
 
 /// A page as the index holds it.

@@ -255,6 +255,44 @@ impl Index {
         )?)
     }
 
+    /// A profile's candidates harvested from curated pages: `(id, key, project, statement)`,
+    /// the key being `page:<project id>:<path>:<hash of the line>`.
+    pub fn page_candidates(
+        &self,
+        scope: &ProjectRow,
+    ) -> Result<Vec<(i64, String, String, String)>, IndexError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare_cached(
+            "SELECT c.id, c.sentence, pr.workspace || '/' || pr.name, c.statement
+             FROM profile_candidates c JOIN projects pr ON pr.id = c.project_id
+             WHERE c.scope_id = ?1 AND substr(c.sentence, 1, 5) = 'page:' ORDER BY c.id",
+        )?;
+        let rows =
+            stmt.query_map([scope.id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// A page's summary and frontmatter (JSON) as indexed; `None` when there is no such page.
+    pub fn page_summary(
+        &self,
+        project_id: i64,
+        path: &str,
+    ) -> Result<Option<(Option<String>, String)>, IndexError> {
+        Ok(self
+            .conn()
+            .query_row(
+                "SELECT summary, frontmatter FROM pages WHERE project_id = ?1 AND path = ?2",
+                params![project_id, path],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()?)
+    }
+
+    pub fn delete_candidate(&self, id: i64) -> Result<(), IndexError> {
+        self.conn().execute("DELETE FROM profile_candidates WHERE id = ?1", [id])?;
+        Ok(())
+    }
+
     /// `workspace/project` of every project that opted out of contributing.
     pub fn opted_out(&self) -> Result<BTreeSet<String>, IndexError> {
         let conn = self.conn();

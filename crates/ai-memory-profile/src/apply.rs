@@ -23,6 +23,9 @@ pub const START: &str = "<!-- ai-memory:profile:start -->";
 pub const END: &str = "<!-- ai-memory:profile:end -->";
 /// The fixed line after [`START`]: tells a reader where the block came from and how to undo it.
 pub const HEADER: &str = "Your usual choices, written by `ai-memory profile apply` (remove with `ai-memory profile apply --remove`).";
+/// [`HEADER`] in a file `apply` created for the block: how `--remove` knows it may delete the
+/// file (one it found, even empty, is only given its old bytes back).
+pub const HEADER_CREATED: &str = "Your usual choices, written by `ai-memory profile apply`, which created this file (`ai-memory profile apply --remove` deletes it).";
 
 const AGENTS: &str = "AGENTS.md";
 const CLAUDE: &str = "CLAUDE.md";
@@ -49,6 +52,10 @@ pub enum ApplyError {
     BadLine(usize),
     #[error("{}: changed since it was read; run the command again", .0.display())]
     Changed(PathBuf),
+    #[error("{}: resolves to {}, outside the repository {}; refusing to write there", path.display(), resolved.display(), root.display())]
+    Outside { path: PathBuf, resolved: PathBuf, root: PathBuf },
+    #[error("{}: a symbolic link to a missing file; refusing to write through it", .0.display())]
+    DanglingLink(PathBuf),
 }
 
 /// What `apply` or `--remove` would do to one file: shown by `--dry-run`, carried out by [`execute`].
@@ -127,12 +134,16 @@ pub fn plan_apply(
     let kept = &lines[..lines.len().min(max_lines)];
     let (file, before) = locate(root, target)?;
     let after = match before.as_deref() {
-        None | Some("") => format!("{}\n", render(kept, "\n")),
+        None => format!("{}\n", render(kept, "\n", true)),
+        Some("") => format!("{}\n", render(kept, "\n", false)),
         Some(text) => match find_block(text, &root.join(&file))? {
-            Some(s) => [&text[..s.start], &render(kept, s.eol), &text[s.end..]].concat(),
+            Some(s) => {
+                let created = s.created(text);
+                [&text[..s.start], &render(kept, s.eol, created), &text[s.end..]].concat()
+            }
             None => {
                 let eol = eol_of_text(text);
-                [text, eol, &render(kept, eol), eol].concat()
+                [text, eol, &render(kept, eol, false), eol].concat()
             }
         },
     };
@@ -145,7 +156,8 @@ pub fn plan_apply(
     })
 }
 
-/// Takes the block out again (see the separator rule above); a file left empty is deleted.
+/// Takes the block out again (see the separator rule above); a file `apply` created, left
+/// empty, is deleted; one it found is given its old bytes back, even when they were none.
 pub fn plan_remove(root: &Path, target: Option<&Path>) -> Result<Plan, ApplyError> {
     let (file, before) = locate(root, target)?;
     let after = match before.as_deref() {
@@ -163,7 +175,7 @@ pub fn plan_remove(root: &Path, target: Option<&Path>) -> Result<Plan, ApplyErro
                         .unwrap_or(head);
                 }
                 let rest = [head, tail].concat();
-                (!rest.is_empty()).then_some(rest)
+                (!rest.is_empty() || !s.created(text)).then_some(rest)
             }
         },
     };
@@ -201,13 +213,47 @@ fn locate(root: &Path, target: Option<&Path>) -> Result<(PathBuf, Option<String>
             if let Some(text) = read_text(&path)?
                 && find_block(&text, &path)?.is_some()
             {
+                check_inside(root, Path::new(name))?;
                 return Ok((PathBuf::from(name), Some(text)));
             }
         }
     }
     let file = choose_file(root, target)?;
+    check_inside(root, &file)?;
     let text = read_text(&root.join(&file))?;
     Ok((file, text))
+}
+
+/// The file, its links resolved (those of the folders on its way too), must lie inside the
+/// repository: `apply` writes no file outside it.
+fn check_inside(root: &Path, file: &Path) -> Result<(), ApplyError> {
+    let real_root = fs::canonicalize(root).map_err(io_err(root, "resolve"))?;
+    let path = root.join(file);
+    let mut existing = path.clone();
+    let mut rest = Vec::new();
+    let resolved = loop {
+        match fs::canonicalize(&existing) {
+            Ok(real) => break rest.iter().rev().fold(real, |p: PathBuf, c| p.join(c)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                if fs::symlink_metadata(&existing).is_ok_and(|m| m.file_type().is_symlink()) {
+                    return Err(ApplyError::DanglingLink(existing));
+                }
+                match (existing.file_name().map(ToOwned::to_owned), existing.parent()) {
+                    (Some(name), Some(parent)) => {
+                        rest.push(name);
+                        existing = parent.to_path_buf();
+                    }
+                    _ => return Err(io_err(&path, "resolve")(e)),
+                }
+            }
+            Err(e) => return Err(io_err(&existing, "resolve")(e)),
+        }
+    };
+    if resolved.starts_with(&real_root) {
+        Ok(())
+    } else {
+        Err(ApplyError::Outside { path, resolved, root: real_root })
+    }
 }
 
 fn check_target(target: &Path) -> Result<(), ApplyError> {
@@ -230,9 +276,10 @@ fn only_imports_agents(text: &str) -> bool {
 }
 
 /// The block from START to END (no line ending after END: that belongs to the surroundings).
-fn render(lines: &[String], eol: &str) -> String {
+fn render(lines: &[String], eol: &str, created: bool) -> String {
     let body: String = lines.iter().flat_map(|l| [l.as_str(), eol]).collect();
-    [START, eol, HEADER, eol, eol, &body, END].concat()
+    let header = if created { HEADER_CREATED } else { HEADER };
+    [START, eol, header, eol, eol, &body, END].concat()
 }
 
 /// Where a block sits: byte offset of its START line and of the end of its END line (before the
@@ -241,6 +288,13 @@ struct Span {
     start: usize,
     end: usize,
     eol: &'static str,
+}
+
+impl Span {
+    /// Whether `apply` created the file for this block (its header says so).
+    fn created(&self, text: &str) -> bool {
+        text[self.start..self.end].lines().nth(1).map(str::trim) == Some(HEADER_CREATED)
+    }
 }
 
 /// The one well-formed block in `text`, if any; anything else with a delimiter is an error naming
@@ -449,6 +503,51 @@ mod tests {
         assert_eq!(read(&root, AGENTS).unwrap(), format!("{block}\n"));
         remove(&root).unwrap();
         assert!(!root.join(AGENTS).exists());
+    }
+
+    #[test]
+    fn remove_keeps_a_file_it_did_not_create_even_an_empty_one() {
+        let (_c, root) = repo("empty");
+        fs::write(root.join(AGENTS), "").unwrap();
+        apply(&root, &["Use uv."]).unwrap();
+        assert!(read(&root, AGENTS).unwrap().contains(HEADER));
+        remove(&root).unwrap();
+        assert_eq!(read(&root, AGENTS).as_deref(), Some(""), "the user's empty file stays");
+        // A file apply created keeps saying so when the block is replaced.
+        fs::remove_file(root.join(AGENTS)).unwrap();
+        assert_eq!(apply(&root, &["Use uv."]), None, "a new file has no backup");
+        apply(&root, &["Use ruff."]).unwrap();
+        assert!(read(&root, AGENTS).unwrap().contains(HEADER_CREATED));
+        remove(&root).unwrap();
+        assert_eq!(read(&root, AGENTS), None);
+    }
+
+    #[test]
+    fn a_link_out_of_the_repository_is_refused_after_resolving_it() {
+        let (_c, root) = repo("links");
+        let outside = root.with_file_name("outside");
+        fs::create_dir_all(&outside).unwrap();
+        fs::write(outside.join("AGENTS.md"), "theirs\n").unwrap();
+        std::os::unix::fs::symlink(outside.join("AGENTS.md"), root.join(AGENTS)).unwrap();
+        std::os::unix::fs::symlink(&outside, root.join("docs")).unwrap();
+        let targets = [None, Some(Path::new("docs/rules.md")), Some(Path::new("AGENTS.md"))];
+        for target in targets {
+            let err = plan_apply(&root, target, &lines(&["u"]), 40).unwrap_err();
+            assert!(matches!(err, ApplyError::Outside { .. }), "{target:?}: {err}");
+            assert!(err.to_string().contains("outside the repository"), "{err}");
+            assert!(plan_remove(&root, target).is_err());
+        }
+        assert_eq!(fs::read_to_string(outside.join("AGENTS.md")).unwrap(), "theirs\n");
+        assert!(!outside.join("rules.md").exists());
+        std::os::unix::fs::symlink(root.join("gone.md"), root.join("dangling.md")).unwrap();
+        let err = plan_apply(&root, Some(Path::new("dangling.md")), &[], 40).unwrap_err();
+        assert!(matches!(err, ApplyError::DanglingLink(_)), "{err}");
+        // A link that stays inside is followed.
+        fs::write(root.join("RULES.md"), "mine\n").unwrap();
+        std::os::unix::fs::symlink(root.join("RULES.md"), root.join("rules-link.md")).unwrap();
+        let plan = plan_apply(&root, Some(Path::new("rules-link.md")), &lines(&["u"]), 40);
+        execute(&plan.unwrap(), &root.with_file_name("backups")).unwrap();
+        assert!(read(&root, "RULES.md").unwrap().starts_with("mine\n\n<!--"));
     }
 
     #[test]

@@ -34,15 +34,16 @@ pub struct Digest {
 
 /// The entries a project receives, in digest order: category, then path. Entries enforced
 /// elsewhere, outside the seven categories, or scoped to stacks the project does not show are
-/// left out.
+/// left out (tags the profile does not know scope nothing).
 pub fn applicable<'a>(entries: &'a [Entry], stacks: &BTreeSet<String>) -> Vec<&'a Entry> {
     let mut out: Vec<(Category, &Entry)> = entries
         .iter()
         .filter(|e| e.enforced_by.is_none())
         .filter(|e| {
-            stacks.is_empty()
-                || e.applies_to.is_empty()
-                || e.applies_to.iter().any(|t| stacks.contains(t))
+            // An unknown tag (a hand edit the watcher imported) scopes nothing: the entry is
+            // not hidden by it, and `profile review` names it.
+            let mut known = e.applies_to.iter().filter(|t| crate::is_stack_tag(t)).peekable();
+            stacks.is_empty() || known.peek().is_none() || known.any(|t| stacks.contains(t))
         })
         .filter_map(|e| e.category().map(|c| (c, e)))
         .collect();
@@ -84,7 +85,16 @@ fn overflow(n: usize) -> String {
     )
 }
 
-/// The digest, or `None` when no entry applies.
+/// The digest when not even its header fits the budget (a small session-start cap): the
+/// entries are counted and named as left out.
+fn capped(n: usize) -> String {
+    let what = if n == 1 { "profile entry" } else { "profile entries" };
+    format!(
+        "{OPEN}\n> 🧭 ai-memory: {n} {what} did not fit in the session-start cap: memory_query finds them.\n{CLOSE}\n"
+    )
+}
+
+/// The digest, or `None` when no entry applies (or not even the count of the entries fits).
 pub fn digest(input: DigestInput<'_>) -> Option<Digest> {
     let entries = applicable(input.entries, input.stacks);
     if entries.is_empty() {
@@ -92,6 +102,14 @@ pub fn digest(input: DigestInput<'_>) -> Option<Digest> {
     }
     let mut text = header(input.team);
     let footer_len = CLOSE.len() + 1 + if input.baseline { BASELINE_NOTE.len() } else { 0 };
+    if text.len() + footer_len + overflow(entries.len()).len() > input.budget {
+        let text = capped(entries.len());
+        return (text.len() <= input.budget).then_some(Digest {
+            text,
+            shown: 0,
+            omitted: entries.len(),
+        });
+    }
     let lines: Vec<String> = entries.iter().map(|e| line(e)).collect();
     let mut shown = 0;
     for (i, l) in lines.iter().enumerate() {
@@ -163,6 +181,8 @@ mod tests {
             ]
         );
         let rust: BTreeSet<String> = ["rust".to_string()].into();
+        let cobol = [entry("profile/tools/cob.md", "Use cobc.", &["cobol"])];
+        assert_eq!(digest(input(&cobol, &rust, 3000)).map(|d| d.shown), Some(1), "not hidden");
         let only_rust = digest(input(&entries, &rust, 3000)).unwrap();
         assert_eq!(only_rust.shown, 2);
         assert!(!only_rust.text.contains("pnpm"));
@@ -194,6 +214,11 @@ mod tests {
                 assert!(d.text.len() + line(next).len() + 1 > budget - overflow(d.omitted).len());
             }
         }
+        // Below the header's size: the entries are counted, and nothing when even that is over.
+        let small = digest(input(&entries, &none, 300)).unwrap();
+        assert!(small.text.contains("100 profile entries did not fit in the session-start cap"));
+        assert!(small.text.len() <= 300 && small.shown == 0, "{}", small.text);
+        assert_eq!(digest(input(&entries, &none, 50)), None);
         let team = DigestInput { team: true, baseline: true, ..input(&entries[..1], &none, 3000) };
         let d = digest(team).unwrap();
         assert!(d.text.contains("team defaults") && d.text.contains("profile apply"), "{}", d.text);

@@ -66,6 +66,34 @@ pub enum EntryError {
     },
 }
 
+/// What is wrong with a page's `applies_to` / `enforced_by` (from arguments or its own
+/// frontmatter): the same checks on a write and on a hand edit the watcher imports.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeyProblem {
+    #[error(
+        "`applies_to` and `enforced_by` are for profile entries (`profile/` in `_global` or a profile project)"
+    )]
+    NotAnEntry,
+    #[error("unknown stack tag `{0}` in `applies_to`: use one of {tags}", tags = crate::STACK_TAGS.join(", "))]
+    UnknownTag(String),
+}
+
+/// Checks a page's entry keys: `digest_page` says whether the digest reads the page (a
+/// category folder under `profile/` in `_global` or a profile project).
+pub fn check_keys(
+    digest_page: bool,
+    applies_to: &[String],
+    enforced_by: Option<&str>,
+) -> Result<(), KeyProblem> {
+    if !digest_page && (!applies_to.is_empty() || enforced_by.is_some()) {
+        return Err(KeyProblem::NotAnEntry);
+    }
+    match applies_to.iter().find(|t| !crate::is_stack_tag(t)) {
+        Some(bad) => Err(KeyProblem::UnknownTag(bad.clone())),
+        None => Ok(()),
+    }
+}
+
 /// A short hex digest of `text` (16 hex digits): enough to tell versions of one page or one
 /// sentence apart.
 pub fn short_hash(text: &str) -> String {
@@ -164,6 +192,21 @@ pub fn scrub_evidence(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn entry_keys_are_checked_like_arguments() {
+        let tags = |t: &[&str]| t.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(check_keys(true, &tags(&["rust"]), Some("hook")), Ok(()));
+        assert_eq!(check_keys(false, &[], None), Ok(()));
+        assert_eq!(check_keys(false, &tags(&["rust"]), None), Err(KeyProblem::NotAnEntry));
+        assert_eq!(check_keys(false, &[], Some("ci")), Err(KeyProblem::NotAnEntry));
+        let bad = check_keys(true, &tags(&["rust", "cobol"]), None).unwrap_err();
+        assert!(
+            bad.to_string()
+                .starts_with("unknown stack tag `cobol` in `applies_to`: use one of c, cpp"),
+            "{bad}"
+        );
+    }
 
     fn learned() -> Entry {
         Entry {

@@ -92,6 +92,13 @@ pub fn loose(prompt: &str) -> Vec<String> {
     out
 }
 
+/// Whether `sentence` is explicitly scoped beyond its project ("in all my projects",
+/// "everywhere", "em todos os meus projetos", ...): the only thing that lets a statement skip
+/// `min_projects`, whoever classified it (a model's "general" alone does not).
+pub fn scoped_beyond_project(sentence: &str) -> bool {
+    words::has_phrase(&words::tokens(sentence), words::GENERAL)
+}
+
 /// A curated page's rule line (a page summary or first prose line from `_rules/`,
 /// `decisions/`, ...): a statement without needing a preference marker, but still refused when
 /// it is a question, code or agent text, too long, or names no action and is no comparison.
@@ -312,7 +319,9 @@ mod tests {
             ["Always use pnpm.", "Never use npm.", "By default, use tabs.", "From now on, use bun."]
         {
             assert_eq!(general(s), Some(false), "{s}");
+            assert!(!scoped_beyond_project(s), "{s}");
         }
+        assert!(scoped_beyond_project("We should lint with ruff in all my projects."));
     }
 
     #[test]

@@ -3,6 +3,10 @@
 
 use serde::Deserialize;
 
+/// The harness name of Kimi Code, whose prompt hook's output reaches the model on every
+/// prompt: its session-start context goes with the session's first prompt instead.
+pub const KIMI_CODE: &str = "kimi-code";
+
 /// The events ai-memory handles.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HookKind {
@@ -49,8 +53,9 @@ pub struct HookInput {
     pub cwd: Option<String>,
     #[serde(default)]
     pub hook_event_name: Option<String>,
-    /// UserPromptSubmit's prompt.
-    #[serde(default)]
+    /// UserPromptSubmit's prompt: a string, or (Kimi Code) a list of content parts whose
+    /// `text` parts are joined.
+    #[serde(default, deserialize_with = "prompt_text")]
     pub prompt: Option<String>,
     /// SessionStart's source (`startup`, `resume`, `clear`, `compact`).
     #[serde(default)]
@@ -63,10 +68,40 @@ pub struct HookInput {
     pub thread_id: Option<String>,
 }
 
+fn prompt_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    #[derive(Deserialize)]
+    struct Part {
+        #[serde(rename = "type", default)]
+        kind: String,
+        #[serde(default)]
+        text: Option<String>,
+    }
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Prompt {
+        Text(String),
+        Parts(Vec<Part>),
+    }
+    Ok(match Option::<Prompt>::deserialize(d)? {
+        None => None,
+        Some(Prompt::Text(t)) => Some(t),
+        Some(Prompt::Parts(parts)) => Some(
+            parts
+                .into_iter()
+                .filter(|p| p.kind == "text")
+                .filter_map(|p| p.text)
+                .collect::<Vec<_>>()
+                .join("\n"),
+        ),
+    })
+}
+
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum HookInputError {
     #[error("the hook input is not JSON: {0}")]
     Json(String),
+    #[error("the hook input must be a JSON object, not {0}")]
+    NotObject(&'static str),
     #[error("the hook input has no session id (`session_id`)")]
     NoSession,
     #[error("the hook input is for {got}, not {want}")]
@@ -75,8 +110,15 @@ pub enum HookInputError {
 
 impl HookInput {
     pub fn parse(stdin: &str, kind: HookKind) -> Result<HookInput, HookInputError> {
-        let mut input: HookInput =
+        let value: serde_json::Value =
             serde_json::from_str(stdin).map_err(|e| HookInputError::Json(e.to_string()))?;
+        // serde reads a struct from an array too (fields by position): only an object is a
+        // harness's hook input.
+        if !value.is_object() {
+            return Err(HookInputError::NotObject(json_kind(&value)));
+        }
+        let mut input: HookInput =
+            serde_json::from_value(value).map_err(|e| HookInputError::Json(e.to_string()))?;
         if input.session_id.is_empty()
             && let Some(thread) = input.thread_id.take()
         {
@@ -95,6 +137,18 @@ impl HookInput {
     }
 }
 
+/// What a JSON value is, for a refusal that names it.
+pub fn json_kind(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    }
+}
+
 /// What a session-start hook prints: Claude Code's shape, which Codex reads too (and
 /// ai-memory's OpenCode plugin). Empty context prints nothing.
 pub fn session_start_output(context: &str) -> String {
@@ -105,4 +159,29 @@ pub fn session_start_output(context: &str) -> String {
         "hookSpecificOutput": { "hookEventName": "SessionStart", "additionalContext": context }
     })
     .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_json_object_is_hook_input() {
+        for (stdin, kind) in
+            [(r#"["SessionStart"]"#, "an array"), ("\"s\"", "a string"), ("null", "null")]
+        {
+            let err = HookInput::parse(stdin, HookKind::SessionStart).unwrap_err();
+            assert_eq!(err, HookInputError::NotObject(kind), "{stdin}");
+        }
+        let ok = HookInput::parse(r#"{"session_id":"s"}"#, HookKind::SessionStart).unwrap();
+        assert_eq!(ok.session_id, "s");
+    }
+
+    #[test]
+    fn a_prompt_of_content_parts_is_its_text() {
+        let stdin = r#"{"session_id":"s","prompt":[{"type":"text","text":"Always use uv."},
+            {"type":"image_url","image_url":{"url":"x"}},{"type":"text","text":"Thanks."}]}"#;
+        let input = HookInput::parse(stdin, HookKind::PromptSubmit).unwrap();
+        assert_eq!(input.prompt.as_deref(), Some("Always use uv.\nThanks."));
+    }
 }

@@ -179,7 +179,19 @@ async fn hook(
         .ok_or_else(|| MemoryError::NotFound(format!("no hook event `{event}`")))?;
     // Read here rather than by axum's `Json`: its refusal is plain text with serde's position,
     // and an unknown key (a misspelt `prompt`) must be refused by name, not dropped.
-    let body: HookEvent = serde_json::from_slice(&body).map_err(|e| {
+    let body: serde_json::Value = serde_json::from_slice(&body).map_err(|e| {
+        MemoryError::Invalid(format!(
+            "the hook event is not valid: {}",
+            crate::args::strip_position(&e)
+        ))
+    })?;
+    if !body.is_object() {
+        return Err(MemoryError::Invalid(format!(
+            "the hook event must be a JSON object, not {}",
+            crate::hook::json_kind(&body)
+        )));
+    }
+    let body: HookEvent = serde_json::from_value(body).map_err(|e| {
         MemoryError::Invalid(format!(
             "the hook event is not valid: {}",
             crate::args::strip_position(&e)

@@ -33,7 +33,18 @@ pub fn run_hook(
             serde_json::json!({ "context": memory.session_start(who, event)? })
         }
         HookKind::PromptSubmit => {
-            serde_json::json!({ "captured": memory.prompt_submit(who, event)? })
+            let captured = memory.prompt_submit(who, event)?;
+            // Kimi Code adds a prompt hook's output to the context on every prompt: the
+            // session-start context goes with the first prompt only.
+            match event.harness.as_str() {
+                hook::KIMI_CODE => match memory.first_prompt_context(who, event)? {
+                    Some(context) => {
+                        serde_json::json!({ "captured": captured, "context": context })
+                    }
+                    None => serde_json::json!({ "captured": captured }),
+                },
+                _ => serde_json::json!({ "captured": captured }),
+            }
         }
         HookKind::SessionEnd => serde_json::json!({ "ended": memory.session_end(who, event)? }),
     })

@@ -326,10 +326,7 @@ impl Memory {
             req.project.as_deref(),
             &req.path,
         )?;
-        // `_global` and the profile projects are the reserved ones.
-        let digest_page = at.path.as_str().starts_with("profile/")
-            && ai_memory_profile::Category::of_path(at.path.as_str()).is_some()
-            && at.project.is_reserved();
+        let digest_page = is_digest_page(&at);
         if (req.applies_to.is_some() || req.enforced_by.is_some()) && !digest_page {
             return Err(MemoryError::Invalid(format!(
                 "`applies_to` and `enforced_by` are for profile entries (`profile/` in `_global` or a profile project), not {at}"
@@ -356,6 +353,14 @@ impl Memory {
             }
             page = CleanPage::new(sanitize(&edited.render().map_err(invalid)?)).map_err(invalid)?;
         }
+        // The page's own frontmatter is held to the same rules as the arguments.
+        let fm = &page.page().frontmatter;
+        ai_memory_profile::entry::check_keys(
+            digest_page,
+            &fm.applies_to,
+            fm.enforced_by.as_deref(),
+        )
+        .map_err(|e| MemoryError::Invalid(format!("{at}: its frontmatter: {e}")))?;
 
         // A new project's settings go in the commit of its first page: a crash cannot leave
         // one without the other.
@@ -507,12 +512,25 @@ impl Memory {
     }
 
     /// Imports pages copied into `wiki/` by hand; returns what was imported and what was not
-    /// (a file that does not parse, named).
+    /// (a file that does not parse, named). A page whose `applies_to` / `enforced_by` a write
+    /// would refuse is imported all the same (the file is the user's), and named in the log
+    /// and in `profile review`.
     pub fn import_changed(&self) -> Result<(Vec<String>, Vec<String>), MemoryError> {
         let (mut ok, mut bad) = (Vec::new(), Vec::new());
         for result in self.wiki.import_changed("ai-memory watcher")? {
             match result {
-                Ok(stored) => ok.push(stored.location.to_string()),
+                Ok(stored) => {
+                    let fm = &stored.page.frontmatter;
+                    if let Err(e) = ai_memory_profile::entry::check_keys(
+                        is_digest_page(&stored.location),
+                        &fm.applies_to,
+                        fm.enforced_by.as_deref(),
+                    ) {
+                        let page = stored.location.to_string();
+                        tracing::warn!(%page, problem = %e, "a page copied into the wiki has bad frontmatter; `profile review` lists it");
+                    }
+                    ok.push(stored.location.to_string())
+                }
                 Err(e) => bad.push(e.to_string()),
             }
         }
@@ -520,6 +538,14 @@ impl Memory {
         self.sync_index()?;
         Ok((ok, bad))
     }
+}
+
+/// Whether the digest reads the page at `at`: a category folder under `profile/` in `_global`
+/// or a profile project (the reserved ones).
+pub(crate) fn is_digest_page(at: &Location) -> bool {
+    at.path.as_str().starts_with("profile/")
+        && ai_memory_profile::Category::of_path(at.path.as_str()).is_some()
+        && at.project.is_reserved()
 }
 
 fn author(who: Principal) -> String {

@@ -17,7 +17,7 @@ const MAX_INPUT: u64 = 4 * 1024 * 1024;
 /// How long a hook waits for the server.
 const SERVER_TIMEOUT: Duration = Duration::from_secs(5);
 
-pub const HARNESSES: &[&str] = &["claude-code", "codex", "opencode", "aerix"];
+pub const HARNESSES: &[&str] = &["claude-code", "codex", "opencode", "aerix", "kimi-code"];
 
 pub fn run(data_dir: Option<PathBuf>, event: &str, harness: &str) -> ExitCode {
     match try_run(data_dir, event, harness) {
@@ -74,10 +74,13 @@ fn try_run(data_dir: Option<PathBuf>, event: &str, harness: &str) -> anyhow::Res
             answer
         }
     };
-    Ok(match kind {
-        HookKind::SessionStart => {
-            session_start_output(answer["context"].as_str().unwrap_or_default())
-        }
+    let context = answer["context"].as_str().unwrap_or_default();
+    Ok(match (kind, harness) {
+        // Kimi Code gets the context with the session's first prompt, as plain text (what its
+        // prompt hook adds to the context), and nothing at session start.
+        (HookKind::SessionStart, ai_memory_server::hook::KIMI_CODE) => String::new(),
+        (HookKind::SessionStart, _) => session_start_output(context),
+        (HookKind::PromptSubmit, ai_memory_server::hook::KIMI_CODE) => context.to_owned(),
         _ => String::new(),
     })
 }

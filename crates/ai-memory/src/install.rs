@@ -211,6 +211,57 @@ fn aerix() -> anyhow::Result<Vec<Edit>> {
     Ok(vec![json_edit(file, |v| add_hooks(v, CLAUDE_EVENTS, "aerix"))?])
 }
 
+/// Kimi Code: `[[hooks]]` tables in `$KIMI_CODE_HOME/config.toml` (default `~/.kimi-code`;
+/// each table takes only `event`, `matcher`, `command` and `timeout`, and any other key fails
+/// the whole file, so none is added), and the MCP server in `mcp.json` beside it.
+fn kimi_code() -> anyhow::Result<Vec<Edit>> {
+    let dir = match std::env::var_os("KIMI_CODE_HOME").filter(|v| !v.is_empty()) {
+        Some(d) => PathBuf::from(d),
+        None => home()?.join(".kimi-code"),
+    };
+    let config = dir.join("config.toml");
+    let text = match std::fs::read_to_string(&config) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(e).with_context(|| format!("reading {}", config.display())),
+    };
+    let mut doc: toml_edit::DocumentMut = text
+        .parse()
+        .with_context(|| format!("{} is not valid TOML; fix it first", config.display()))?;
+    let hooks = doc
+        .entry("hooks")
+        .or_insert_with(|| toml_edit::Item::ArrayOfTables(toml_edit::ArrayOfTables::new()));
+    let Some(hooks) = hooks.as_array_of_tables_mut() else {
+        bail!("{}: `hooks` is not an array of tables (`[[hooks]]`)", config.display())
+    };
+    for (event, arg) in CLAUDE_EVENTS {
+        let command = hook_command(arg, "kimi-code");
+        if hooks.iter().any(|t| t.get("command").and_then(|c| c.as_str()) == Some(command.as_str()))
+        {
+            continue;
+        }
+        let mut table = toml_edit::Table::new();
+        table.insert("event", toml_edit::value(*event));
+        table.insert("command", toml_edit::value(command));
+        table.insert("timeout", toml_edit::value(30));
+        hooks.push(table);
+    }
+    Ok(vec![
+        Edit { path: config, new: doc.to_string() },
+        json_edit(dir.join("mcp.json"), |v| {
+            if let Some(o) = v.as_object_mut() {
+                let servers = o.entry("mcpServers").or_insert_with(|| json!({}));
+                if let Some(s) = servers.as_object_mut() {
+                    s.insert(
+                        "ai-memory".into(),
+                        json!({ "command": "ai-memory", "args": STDIO_ARGS }),
+                    );
+                }
+            }
+        })?,
+    ])
+}
+
 /// Writes the harness's configuration; returns one line per file: changed (with its backup),
 /// or unchanged.
 pub fn install(data_dir: &Path, harness: &str, dry_run: bool) -> anyhow::Result<Vec<String>> {
@@ -219,6 +270,7 @@ pub fn install(data_dir: &Path, harness: &str, dry_run: bool) -> anyhow::Result<
         "codex" => codex()?,
         "opencode" => opencode()?,
         "aerix" => aerix()?,
+        "kimi-code" => kimi_code()?,
         other => bail!("unknown harness `{other}`: use {}", crate::hook::HARNESSES.join(", ")),
     };
     let stamp = std::time::SystemTime::now()

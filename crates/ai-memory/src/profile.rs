@@ -199,6 +199,12 @@ fn review(memory: &Memory, home: &Home) -> anyhow::Result<()> {
             (None, false) => println!("- {} ({}) — written by hand", e.summary, e.path),
         }
     }
+    if !review.problems.is_empty() {
+        println!("\n# Frontmatter to fix");
+        for p in &review.problems {
+            println!("- {p}");
+        }
+    }
     println!("\n# Not in the profile yet");
     if review.pending.is_empty() {
         println!("(nothing)");

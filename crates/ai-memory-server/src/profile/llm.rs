@@ -323,8 +323,10 @@ pub fn classify(
         }
         topic.stack = ai_memory_profile::is_stack_tag(&item.stack).then(|| item.stack.clone());
         let entry = entries.iter().any(|(p, _)| *p == item.entry).then_some(item.entry);
-        let statement =
-            Statement { text: text.clone(), general: item.general, topic, line: Some(line), entry };
+        // The model's "general" counts only when the user's words scope it beyond the project:
+        // a bare "always" has to earn `min_projects` on either path.
+        let general = item.general && ai_memory_profile::sentence::scoped_beyond_project(text);
+        let statement = Statement { text: text.clone(), general, topic, line: Some(line), entry };
         out.push((item.id, statement));
     }
     Ok(out)

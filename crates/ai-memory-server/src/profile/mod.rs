@@ -12,7 +12,7 @@ use ai_memory_index::{Principal, ProjectRow, Sources};
 use ai_memory_profile::Category;
 use ai_memory_profile::converge::Pending;
 use ai_memory_profile::digest::{Digest, DigestInput, applicable, digest, line};
-use ai_memory_profile::entry::Entry;
+use ai_memory_profile::entry::{Entry, KeyProblem};
 use ai_memory_store::Location;
 
 use crate::error::MemoryError;
@@ -54,6 +54,10 @@ impl std::fmt::Display for Home {
 pub struct Review {
     pub entries: Vec<Entry>,
     pub pending: Vec<Pending>,
+    /// Pages whose `applies_to` / `enforced_by` a write would refuse (hand edits the watcher
+    /// imported): `workspace/project/path: what is wrong`. This profile's entries, and pages
+    /// the digest never reads, anywhere.
+    pub problems: Vec<String>,
 }
 
 /// Which profile a command names (`--user`, `--workspace`), else the caller's.
@@ -223,6 +227,11 @@ impl Memory {
         let entries = self.profile_entries(home)?;
         let (stacks, baseline) = self.project_activity(project)?;
         let budget = if baseline { settings.baseline_budget() } else { settings.digest_budget() };
+        // Within the session-start cap too, leaving the context after it its floor (bytes
+        // bound characters, so the cap in characters holds).
+        let cap =
+            self.settings.session_start.max_chars.saturating_sub(crate::context::CONTEXT_FLOOR);
+        let budget = budget.min(cap);
         Ok(digest(DigestInput {
             entries: &entries,
             stacks: &stacks,
@@ -282,7 +291,36 @@ impl Memory {
             Some(row) => self.converge_home(home, &row, &entries)?.pending,
             None => Vec::new(),
         };
-        Ok(Review { entries, pending })
+        Ok(Review { entries, pending, problems: self.entry_key_problems(home)? })
+    }
+
+    fn entry_key_problems(&self, home: &Home) -> Result<Vec<String>, MemoryError> {
+        let mut out = Vec::new();
+        for row in self.index().pages_with_entry_keys()? {
+            let at = Location {
+                workspace: WorkspaceName::new(&row.workspace)?,
+                project: ProjectName::new(&row.project)?,
+                path: PagePath::new(&row.path)?,
+            };
+            let digest_page = crate::service::is_digest_page(&at);
+            if digest_page && (at.workspace != home.workspace || at.project != home.project) {
+                continue;
+            }
+            if let Err(e) = ai_memory_profile::entry::check_keys(
+                digest_page,
+                &row.applies_to,
+                row.enforced_by.as_deref(),
+            ) {
+                let effect = match e {
+                    KeyProblem::NotAnEntry => "the digest never reads this page",
+                    KeyProblem::UnknownTag(_) => {
+                        "the tag is ignored: the entry shows in every project"
+                    }
+                };
+                out.push(format!("{at}: {e} ({effect})"));
+            }
+        }
+        Ok(out)
     }
 }
 

@@ -112,13 +112,18 @@ impl Memory {
             let Some(statement) = rule_statement(line) else { continue };
             let json = serde_json::to_string(&statement).unwrap_or_default();
             let key = format!("{PAGE_KEY}{}:{}:{}", page.project_id, page.path, short_hash(line));
-            if index.add_candidate(&row, &key, &json, page.project_id, None, self.now())? {
+            // Dated by the page's own last change, not by this pass.
+            let at = self.page_time(&page.project, &page.path);
+            if index.add_candidate(&row, &key, &json, page.project_id, None, at)? {
                 report.candidates += 1;
             }
         }
         if let Some(seq) = last_seq {
             index.set_page_cursor(&row, seq.max(page_cursor))?;
         }
+        // A page deleted (or reworded, or auto-approved since) no longer says what it said:
+        // its candidate goes, and with it its evidence on the entries.
+        let withdrawn = self.withdraw_page_candidates(&row)?;
         let outcome = self.converge_home(home, &row, &entries)?;
         let mut changed: BTreeSet<String> = BTreeSet::new();
         for Change::Write { mut entry, created } in outcome.changes {
@@ -140,15 +145,14 @@ impl Memory {
                 }
                 continue;
             };
-            if !learned.evidence.iter().any(|e| opted_out.contains(&e.project)) {
+            let gone = |e: &ai_memory_profile::entry::Evidence| {
+                opted_out.contains(&e.project)
+                    || withdrawn.contains(&(e.project.clone(), e.words.clone()))
+            };
+            if !learned.evidence.iter().any(gone) {
                 continue;
             }
-            let kept: Vec<_> = learned
-                .evidence
-                .iter()
-                .filter(|e| !opted_out.contains(&e.project))
-                .cloned()
-                .collect();
+            let kept: Vec<_> = learned.evidence.iter().filter(|e| !gone(e)).cloned().collect();
             let path = PagePath::new(&entry.path)?;
             let Some(newest) = kept.first() else {
                 self.remove_page(&home.location(&path), HARVEST_AUTHOR)?;
@@ -167,6 +171,50 @@ impl Memory {
             report.written.push(format!("{}/{}/{}", home.workspace, home.project, entry.path));
         }
         Ok(())
+    }
+
+    /// When the page at `path` of `project` (`workspace/name`) last changed in git; now when
+    /// that cannot be read.
+    fn page_time(&self, project: &str, path: &str) -> i64 {
+        let at = project.split_once('/').and_then(|(ws, name)| {
+            Some(ai_memory_store::Location {
+                workspace: ai_memory_core::WorkspaceName::new(ws).ok()?,
+                project: ai_memory_core::ProjectName::new(name).ok()?,
+                path: PagePath::new(path).ok()?,
+            })
+        });
+        let time = at.and_then(|at| self.wiki().history(&at, 1).ok()?.first().map(|c| c.time));
+        time.unwrap_or_else(|| self.now())
+    }
+
+    /// Deletes the page candidates whose page no longer says their line (deleted, reworded,
+    /// or auto-approved since); returns what they said, `(project, words)`.
+    fn withdraw_page_candidates(
+        &self,
+        row: &ProjectRow,
+    ) -> Result<BTreeSet<(String, String)>, MemoryError> {
+        let index = self.index();
+        let mut out = BTreeSet::new();
+        for (id, key, project, statement) in index.page_candidates(row)? {
+            let parsed = key.strip_prefix(PAGE_KEY).and_then(|rest| {
+                let (pid, rest) = rest.split_once(':')?;
+                let (path, hash) = rest.rsplit_once(':')?;
+                Some((pid.parse::<i64>().ok()?, path.to_owned(), hash.to_owned()))
+            });
+            let Some((pid, path, hash)) = parsed else { continue };
+            let current = index.page_summary(pid, &path)?;
+            let still = current.is_some_and(|(summary, fm)| {
+                !auto_approved(&fm) && summary.is_some_and(|line| short_hash(&line) == hash)
+            });
+            if still {
+                continue;
+            }
+            index.delete_candidate(id)?;
+            if let Ok(s) = serde_json::from_str::<Statement>(&statement) {
+                out.insert((project, s.text));
+            }
+        }
+        Ok(out)
     }
 
     /// Records the statements of a batch of prompts: through the LLM classifier when one is

@@ -33,6 +33,26 @@ impl Memory {
                 consume: event.consume,
             },
         )?;
+        self.start_context(who, &project)
+    }
+
+    /// The context of the session's first prompt, for a harness that hears a prompt hook's
+    /// output on every prompt and no session start's (Kimi Code): the session-start context
+    /// once, then `None`.
+    pub fn first_prompt_context(
+        &self,
+        who: Principal,
+        event: &HookEvent,
+    ) -> Result<Option<String>, MemoryError> {
+        let project = self.hook_project(who, event)?;
+        if !self.index.brief_once(&event.session_id)? {
+            return Ok(None);
+        }
+        Ok(Some(self.start_context(who, &project)?))
+    }
+
+    /// The digest, then the project's context, within `session_start.max_chars`.
+    fn start_context(&self, who: Principal, project: &ProjectRow) -> Result<String, MemoryError> {
         let global = match self
             .index
             .project(&WorkspaceName::default_workspace(), &ProjectName::global())?
@@ -42,10 +62,10 @@ impl Memory {
         };
         // The digest leads: it changes only when the profile does, so it stays in the part of
         // the harness's prompt that can be cached; the rest fills what is left of the cap.
-        let digest = self.profile_digest(who, &project)?.map(|d| d.text).unwrap_or_default();
+        let digest = self.profile_digest(who, project)?.map(|d| d.text).unwrap_or_default();
         let max_chars =
             self.settings.session_start.max_chars.saturating_sub(digest.chars().count() + 1);
-        let context = session_context(&self.index, &project, global.as_ref(), max_chars)?;
+        let context = session_context(&self.index, project, global.as_ref(), max_chars)?;
         Ok(if digest.is_empty() { context } else { format!("{digest}\n{context}") })
     }
 

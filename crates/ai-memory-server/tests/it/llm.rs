@@ -114,12 +114,13 @@ fn settings(member: &str) -> Settings {
 #[test]
 fn the_scripted_member_classifies_and_merges_and_a_refused_answer_falls_back() {
     let lab = Lab::new("llm-script", settings("script"));
-    // "should" is no preference marker: only the classifier finds this one.
+    // The model restates it (its line, category and stack); the user's scope phrase lets it
+    // in from one project.
     lab.session(
         ROOT,
         "default/a",
         &[],
-        &["We should lint with ruff before each commit. Then fix the login page."],
+        &["We should lint with ruff before each commit in all my projects. Then fix the login page."],
     );
     let report = lab.memory.profile_pass(false).unwrap();
     assert_eq!((report.llm_calls, report.llm_failures), (1, 0), "{report:?}");
@@ -134,7 +135,10 @@ fn the_scripted_member_classifies_and_merges_and_a_refused_answer_falls_back() {
     let learned = entry.learned.as_ref().unwrap();
     assert!(learned.general);
     // Evidence is the user's sentence, never the model's line.
-    assert_eq!(learned.evidence[0].words, "We should lint with ruff before each commit.");
+    assert_eq!(
+        learned.evidence[0].words,
+        "We should lint with ruff before each commit in all my projects."
+    );
 
     // The next batch's answer does not fit the schema: the word lists decide it.
     lab.at(DAY1 + DAY);
@@ -221,7 +225,12 @@ fn an_openai_compatible_endpoint_classifies_under_the_schema() {
         ..Settings::default()
     };
     let lab = Lab::new("llm-openai", settings);
-    lab.session(ROOT, "default/a", &[], &["I want us to write the failing test before the fix."]);
+    lab.session(
+        ROOT,
+        "default/a",
+        &[],
+        &["In every project, I want us to write the failing test before the fix."],
+    );
     let report = lab.memory.profile_pass(false).unwrap();
     assert_eq!((report.llm_calls, report.llm_failures), (1, 0), "{report:?}");
     let request = request.recv().unwrap();
@@ -237,4 +246,32 @@ fn an_openai_compatible_endpoint_classifies_under_the_schema() {
     assert_eq!(entries.len(), 1);
     assert_eq!(entries[0].summary, "Write the failing test first.");
     assert!(entries[0].path.starts_with("profile/testing/"));
+}
+
+/// The model's `general` alone does not skip `min_projects`: a sentence without an explicit
+/// scope phrase waits for a second project, as on the zero-LLM path.
+#[test]
+fn the_models_general_flag_alone_does_not_skip_min_projects() {
+    let answer = json!({"items": [{"id": 0, "preference": true, "general": true,
+        "category": "testing", "stack": "none", "entry": "new",
+        "line": "Write the failing test first."}]});
+    let (url, _request) = endpoint(answer);
+    let settings = Settings {
+        llm: Llm {
+            provider: "openai".into(),
+            endpoint: url,
+            model: "local".into(),
+            ..Llm::default()
+        },
+        ..Settings::default()
+    };
+    let lab = Lab::new("llm-general", settings);
+    lab.session(ROOT, "default/a", &[], &["Always write the failing test before the fix."]);
+    let report = lab.memory.profile_pass(false).unwrap();
+    assert_eq!((report.llm_calls, report.llm_failures), (1, 0), "{report:?}");
+    let home = lab.memory.profile_home(ROOT, &WorkspaceName::default_workspace()).unwrap().unwrap();
+    assert!(lab.memory.profile_entries(&home).unwrap().is_empty());
+    let pending = lab.memory.profile_review(&home).unwrap().pending;
+    assert_eq!(pending.len(), 1, "{pending:?}");
+    assert_eq!((pending[0].projects, pending[0].needs_projects), (1, 1));
 }

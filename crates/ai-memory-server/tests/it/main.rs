@@ -5,4 +5,5 @@
 
 mod llm;
 mod profile;
+mod regression;
 mod support;

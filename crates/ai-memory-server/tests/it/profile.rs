@@ -118,7 +118,13 @@ fn a_corpus_of_prompts_becomes_the_profile() {
     lab.at(DAY1 + 2 * DAY + HOUR);
     lab.session(ROOT, "work/delta", &[], &["Use bun instead of pnpm from now on."]);
     lab.memory.profile_pass(false).unwrap();
-    insta::assert_snapshot!("corpus_entries", entries_text(&lab));
+    // Curated pages' evidence is dated by their commit (the real clock, not the lab's).
+    let today = crate::support::date_of(
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs()
+            as i64,
+    );
+    let entries = entries_text(&lab).replace(&format!("date: {today}"), "date: <page commit>");
+    insta::assert_snapshot!("corpus_entries", entries);
     // Every statement harvested, with where it came from: none of the skipped sentences.
     let home = global_home(&lab);
     let row = lab.memory.index().project(&home.workspace, &home.project).unwrap().unwrap();
@@ -141,7 +147,7 @@ fn a_corpus_of_prompts_becomes_the_profile() {
             )
         })
         .collect();
-    insta::assert_snapshot!("corpus_harvested", harvested);
+    insta::assert_snapshot!("corpus_harvested", harvested.replace(&today, "<page commit>"));
     // The earlier ruling stays in the page's history.
     let pnpm = ai_memory_core::PagePath::new("profile/tools/pnpm-npm.md").unwrap();
     let history = lab.memory.wiki().history(&home.location(&pnpm), 10).unwrap();

@@ -89,3 +89,18 @@ impl Lab {
         self.memory.write_page(&caller, &req).unwrap();
     }
 }
+
+/// `YYYY-MM-DD` of a unix time (UTC).
+pub fn date_of(t: i64) -> String {
+    // Days to a civil date (proleptic Gregorian).
+    let z = t.div_euclid(86_400) + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}")
+}

@@ -326,3 +326,91 @@ fn the_opencode_plugin_runs_the_hooks() {
     assert_eq!(prompts, ["Always use pnpm, not npm."]);
     assert_eq!(index.session_ended("oc-1").unwrap(), Some(true));
 }
+
+/// Kimi Code: `install kimi-code` adds `[[hooks]]` tables (keeping the user's) and the MCP
+/// server; the hooks run with Kimi's payloads (a prompt of content parts), and the context goes
+/// out as plain text with the session's first prompt only, nothing at session start.
+#[test]
+fn kimi_code_is_installed_and_gets_the_context_with_its_first_prompt() {
+    let data = temp("kimi");
+    let home = temp("home");
+    let kimi = home.join(".kimi-code");
+    std::fs::create_dir_all(&kimi).unwrap();
+    let mine = "default_model = \"kimi-for-coding\"\n\n[[hooks]]\nevent = \"Stop\"\ncommand = \"notify\"\n";
+    std::fs::write(kimi.join("config.toml"), mine).unwrap();
+    let install = || {
+        let mut c = command(&data, &home);
+        c.args(["install", "kimi-code"]);
+        let out = run(c, None);
+        assert!(out.status.success(), "{}", stderr(&out));
+        stdout(&out)
+    };
+    install();
+    let config: toml::Table =
+        std::fs::read_to_string(kimi.join("config.toml")).unwrap().parse().unwrap();
+    assert_eq!(config["default_model"].as_str(), Some("kimi-for-coding"));
+    let hooks = config["hooks"].as_array().unwrap();
+    let events: Vec<_> = hooks.iter().map(|h| h["event"].as_str().unwrap()).collect();
+    assert_eq!(events, ["Stop", "SessionStart", "UserPromptSubmit", "SessionEnd"]);
+    assert_eq!(
+        hooks[2]["command"].as_str(),
+        Some("ai-memory hook prompt-submit --harness kimi-code")
+    );
+    assert!(
+        hooks[1..].iter().all(|h| h.as_table().unwrap().len() == 3),
+        "event, command, timeout only"
+    );
+    let mcp: Value =
+        serde_json::from_str(&std::fs::read_to_string(kimi.join("mcp.json")).unwrap()).unwrap();
+    assert_eq!(
+        mcp["mcpServers"]["ai-memory"],
+        serde_json::json!({"command": "ai-memory", "args": ["mcp"]})
+    );
+    assert_eq!(install().matches("unchanged").count(), 2, "a second run changes nothing");
+
+    let shop = repo("shop");
+    let mut c = command(&data, &home);
+    c.args([
+        "write-page",
+        "--project",
+        "shop",
+        "--path",
+        "gotchas/tz.md",
+        "--body",
+        "---\nsummary: Store times in UTC.\n---\n",
+    ]);
+    assert!(run(c, None).status.success());
+    let hook = |event: &str, fixture_name: &str| {
+        let mut c = command(&data, &home);
+        c.env("AI_MEMORY_SERVER__BIND", "127.0.0.1:9").args([
+            "hook",
+            event,
+            "--harness",
+            "kimi-code",
+        ]);
+        let out = run(c, Some(&fixture(fixture_name, &shop)));
+        assert!(out.status.success() && stderr(&out).is_empty(), "{event}: {}", stderr(&out));
+        stdout(&out)
+    };
+    assert_eq!(
+        hook("session-start", "kimi-code-session-start.json"),
+        "",
+        "nothing at session start"
+    );
+    let first = hook("prompt-submit", "kimi-code-prompt-submit.json");
+    assert!(first.starts_with("# ai-memory: default/shop\n"), "{first}");
+    assert!(first.contains("Store times in UTC. (`gotchas/tz.md`)"), "{first}");
+    assert_eq!(hook("prompt-submit", "kimi-code-prompt-submit.json"), "", "once a session");
+    assert_eq!(hook("session-end", "kimi-code-session-end.json"), "");
+    let (index, row) = {
+        let index = Index::open(&data.join("index.sqlite")).unwrap();
+        let row = index
+            .project(&WorkspaceName::new("default").unwrap(), &ProjectName::new("shop").unwrap())
+            .unwrap()
+            .unwrap();
+        (index, row)
+    };
+    let prompts: Vec<String> = index.prompts(&row).unwrap().into_iter().map(|p| p.text).collect();
+    assert_eq!(prompts, ["Always run the tests before pushing."; 2]);
+    assert_eq!(index.session_ended("session_k1").unwrap(), Some(true));
+}

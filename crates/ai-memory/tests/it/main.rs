@@ -9,5 +9,6 @@ mod hooks;
 mod inputs;
 mod mcp;
 mod profile;
+mod regression;
 mod store;
 mod support;

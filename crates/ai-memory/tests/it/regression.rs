@@ -1,0 +1,76 @@
+//! One regression test per gap found in the profile (issue 22), each named for its bug, through
+//! the real binary.
+
+use ai_memory_core::{MARKER_FILE, ProjectName, WorkspaceName};
+use ai_memory_index::Index;
+
+use crate::support::{Server, command, post_hook, repo, run, stderr, temp};
+
+/// A hook run with no server (port 9 of loopback has no listener): it writes to `data`.
+fn direct_hook(data: &std::path::Path, event: &str, stdin: &str) -> std::process::Output {
+    let home = temp("home");
+    let mut c = command(data, &home);
+    c.env("AI_MEMORY_SERVER__BIND", "127.0.0.1:9").args(["hook", event]);
+    let out = run(c, Some(stdin));
+    assert!(out.status.success(), "a hook always exits 0: {}", stderr(&out));
+    out
+}
+
+fn start_json(session: &str, cwd: &std::path::Path) -> String {
+    serde_json::json!({
+        "session_id": session, "cwd": cwd, "hook_event_name": "SessionStart", "source": "startup"
+    })
+    .to_string()
+}
+
+/// Removing `contribute = false` from the marker turns contribution back on at the next
+/// session start: a found marker sends both values explicitly.
+#[test]
+fn removing_an_opt_out_from_the_marker_turns_it_back_on() {
+    let data = temp("marker-01");
+    let nda = repo("nda");
+    let recorded = || {
+        let index = Index::open(&data.join("index.sqlite")).unwrap();
+        let row = index
+            .project(&WorkspaceName::default_workspace(), &ProjectName::new("nda").unwrap())
+            .unwrap()
+            .unwrap();
+        index.project_opt_outs(&row).unwrap()
+    };
+    std::fs::write(nda.join(MARKER_FILE), "[profile]\ncontribute = false\nconsume = false\n")
+        .unwrap();
+    direct_hook(&data, "session-start", &start_json("s1", &nda));
+    assert_eq!(recorded(), (Some(false), Some(false)));
+    std::fs::write(nda.join(MARKER_FILE), "[profile]\nconsume = false\n").unwrap();
+    direct_hook(&data, "session-start", &start_json("s2", &nda));
+    assert_eq!(recorded(), (Some(true), Some(false)));
+    // No marker at all says nothing: the recorded values stay.
+    std::fs::remove_file(nda.join(MARKER_FILE)).unwrap();
+    direct_hook(&data, "session-start", &start_json("s3", &nda));
+    assert_eq!(recorded(), (Some(true), Some(false)));
+}
+
+/// A JSON array is not hook input (serde would read it as a struct, field by field): the hook
+/// and the server's endpoint refuse it by name, and no session is recorded.
+#[test]
+fn a_json_array_as_hook_input_is_refused() {
+    let data = temp("hook-array");
+    let out = direct_hook(&data, "session-start", r#"["SessionStart", "/tmp"]"#);
+    let err = stderr(&out);
+    assert!(out.stdout.is_empty(), "{}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(
+        err.trim(),
+        "ai-memory hook session-start: the hook input must be a JSON object, not an array"
+    );
+    assert!(!data.join("index.sqlite").exists(), "nothing was opened, nothing recorded");
+
+    let server = Server::start("hook-array", &[]);
+    let (status, body) = post_hook(
+        &server,
+        "session-start",
+        None,
+        &serde_json::json!(["claude-code", "SessionStart", "default", "app"]),
+    );
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"], "the hook event must be a JSON object, not an array", "{body}");
+}
