@@ -106,10 +106,15 @@ fn claude_code() -> anyhow::Result<Vec<Edit>> {
     ])
 }
 
-fn codex() -> anyhow::Result<Vec<Edit>> {
-    let dir = match std::env::var_os("CODEX_HOME").filter(|v| !v.is_empty()) {
+/// A harness's directory (`$VAR`, else `~/DEFAULT`), its `config.toml` path and that file
+/// parsed (empty when it does not exist yet).
+fn toml_config(
+    var: &str,
+    default: &str,
+) -> anyhow::Result<(PathBuf, PathBuf, toml_edit::DocumentMut)> {
+    let dir = match std::env::var_os(var).filter(|v| !v.is_empty()) {
         Some(d) => PathBuf::from(d),
-        None => home()?.join(".codex"),
+        None => home()?.join(default),
     };
     let config = dir.join("config.toml");
     let text = match std::fs::read_to_string(&config) {
@@ -117,9 +122,14 @@ fn codex() -> anyhow::Result<Vec<Edit>> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
         Err(e) => return Err(e).with_context(|| format!("reading {}", config.display())),
     };
-    let mut doc: toml_edit::DocumentMut = text
+    let doc = text
         .parse()
         .with_context(|| format!("{} is not valid TOML; fix it first", config.display()))?;
+    Ok((dir, config, doc))
+}
+
+fn codex() -> anyhow::Result<Vec<Edit>> {
+    let (dir, config, mut doc) = toml_config("CODEX_HOME", ".codex")?;
     let servers = doc.entry("mcp_servers").or_insert_with(|| {
         let mut t = toml_edit::Table::new();
         t.set_implicit(true);
@@ -215,19 +225,7 @@ fn aerix() -> anyhow::Result<Vec<Edit>> {
 /// each table takes only `event`, `matcher`, `command` and `timeout`, and any other key fails
 /// the whole file, so none is added), and the MCP server in `mcp.json` beside it.
 fn kimi_code() -> anyhow::Result<Vec<Edit>> {
-    let dir = match std::env::var_os("KIMI_CODE_HOME").filter(|v| !v.is_empty()) {
-        Some(d) => PathBuf::from(d),
-        None => home()?.join(".kimi-code"),
-    };
-    let config = dir.join("config.toml");
-    let text = match std::fs::read_to_string(&config) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(e) => return Err(e).with_context(|| format!("reading {}", config.display())),
-    };
-    let mut doc: toml_edit::DocumentMut = text
-        .parse()
-        .with_context(|| format!("{} is not valid TOML; fix it first", config.display()))?;
+    let (dir, config, mut doc) = toml_config("KIMI_CODE_HOME", ".kimi-code")?;
     let hooks = doc
         .entry("hooks")
         .or_insert_with(|| toml_edit::Item::ArrayOfTables(toml_edit::ArrayOfTables::new()));
