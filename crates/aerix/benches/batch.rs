@@ -154,17 +154,7 @@ impl Served {
 /// run delegates one at a time, so the order is fixed) reads its note and answers, and its
 /// verifier passes it; the root's answer.
 fn replies() -> Vec<String> {
-    let mut replies = vec!["edit".to_owned()];
-    let pieces = (0..PIECES)
-        .map(|i| {
-            call(
-                "agent",
-                json!({"brief": format!("Summarize note {i} in notes/{i}.md in one line."),
-                       "check": format!("grep -c . notes/{i}.md")}),
-            )
-        })
-        .collect();
-    replies.push(turn("Delegate one piece per note.", pieces));
+    let mut replies = common::delegating_opening();
     for i in 0..PIECES {
         let path = format!("notes/{i}.md");
         replies.push(turn("Read the note.", vec![call("read", json!({"path": path}))]));

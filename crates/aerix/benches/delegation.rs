@@ -62,17 +62,7 @@ fn args() -> Args {
 /// served, and each piece's next turn queues behind the others' current one); the verifiers;
 /// the root's answer.
 fn replies() -> Vec<String> {
-    let mut replies = vec!["edit".to_owned()];
-    let pieces = (0..PIECES)
-        .map(|i| {
-            call(
-                "agent",
-                json!({"brief": format!("Summarize note {i} in notes/{i}.md in one line."),
-                       "check": format!("grep -c . notes/{i}.md")}),
-            )
-        })
-        .collect();
-    replies.push(turn("Delegate one piece per note.", pieces));
+    let mut replies = common::delegating_opening();
     for t in 1..TURNS {
         for _ in 0..PIECES {
             let path = format!("notes/{t}.md");

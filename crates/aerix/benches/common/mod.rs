@@ -26,6 +26,21 @@ pub fn turn(thought: &str, calls: Vec<Value>) -> String {
     json!({"thought": thought, "calls": calls}).to_string()
 }
 
+/// The replies that open both benches' runs: the route (`edit`) and the root's turn
+/// delegating one piece per note, each with its check.
+pub fn delegating_opening() -> Vec<String> {
+    let pieces = (0..PIECES)
+        .map(|i| {
+            call(
+                "agent",
+                json!({"brief": format!("Summarize note {i} in notes/{i}.md in one line."),
+                       "check": format!("grep -c . notes/{i}.md")}),
+            )
+        })
+        .collect();
+    vec!["edit".to_owned(), turn("Delegate one piece per note.", pieces)]
+}
+
 pub fn call(tool: &str, input: Value) -> Value {
     json!({"tool": tool, "input": input})
 }
