@@ -73,6 +73,10 @@ pub struct ChatTemplate {
     env: Environment<'static>,
     bos_token: String,
     eos_token: String,
+    /// The template refuses two messages of one role in a row (Gemma's alternation) but takes
+    /// them as one: consecutive messages of a role are rendered as one, joined by a blank line.
+    /// Clients such as aerix keep instructions and the request in segments of their own.
+    joins_runs: bool,
 }
 
 impl std::fmt::Debug for ChatTemplate {
@@ -105,10 +109,30 @@ impl ChatTemplate {
         env.add_function("strftime_now", strftime_now);
         env.add_filter("tojson", tojson);
         env.add_template_owned("chat", source).map_err(TemplateError::Compile)?;
-        Ok(ChatTemplate { env, bos_token, eos_token })
+        let mut template = ChatTemplate { env, bos_token, eos_token, joins_runs: false };
+        let run = [Message::new("user", "a"), Message::new("user", "b")];
+        template.joins_runs =
+            matches!(
+                template.render_as_is(&run, GenerationPrompt::Add),
+                Err(TemplateError::Refused(_))
+            ) && template.render_as_is(&join_runs(&run), GenerationPrompt::Add).is_ok();
+        Ok(template)
     }
 
+    /// Renders `messages` (consecutive messages of one role as one, for a template that
+    /// refuses them apart: see `joins_runs`).
     pub fn render(
+        &self,
+        messages: &[Message],
+        prompt: GenerationPrompt,
+    ) -> Result<String, TemplateError> {
+        if self.joins_runs && messages.windows(2).any(|w| w[0].role == w[1].role) {
+            return self.render_as_is(&join_runs(messages), prompt);
+        }
+        self.render_as_is(messages, prompt)
+    }
+
+    fn render_as_is(
         &self,
         messages: &[Message],
         prompt: GenerationPrompt,
@@ -136,6 +160,21 @@ impl ChatTemplate {
                 TemplateError::Render(e)
             })
     }
+}
+
+/// Consecutive messages of one role as one, their contents joined by a blank line.
+fn join_runs(messages: &[Message]) -> Vec<Message> {
+    let mut joined: Vec<Message> = Vec::with_capacity(messages.len());
+    for m in messages {
+        match joined.last_mut() {
+            Some(last) if last.role == m.role => {
+                last.content.push_str("\n\n");
+                last.content.push_str(&m.content);
+            }
+            _ => joined.push(m.clone()),
+        }
+    }
+    joined
 }
 
 fn raise_exception(message: String) -> Result<Value, JinjaError> {
@@ -335,6 +374,25 @@ mod tests {
             out,
             "{\"a\": \"it's <b> & é\", \"n\": [1, 2], \"e\": {}}|[\n  1,\n  {\n    \"k\": 2\n  }\n]"
         );
+    }
+
+    #[test]
+    fn a_template_refusing_runs_of_a_role_renders_them_as_one_message() {
+        let gemma = include_str!("templates/gemma.jinja");
+        let m = |role: &str, text: &str| Message::new(role, text);
+        // aerix's root context: system, instructions and the request, both user segments.
+        let apart = [m("system", "Be brief."), m("user", "# Instructions"), m("user", "Fix it.")];
+        let joined = [m("system", "Be brief."), m("user", "# Instructions\n\nFix it.")];
+        assert_eq!(render(gemma, &apart), render(gemma, &joined));
+        assert!(render(gemma, &apart).contains("# Instructions\n\nFix it."));
+        // Its other rule still holds: a system message after the first turn is refused.
+        let t = ChatTemplate::new(gemma, "<bos>".into(), "<eos>".into()).unwrap();
+        let late = [m("user", "Hi."), m("assistant", "Hello."), m("system", "Be brief.")];
+        let err = t.render(&late, GenerationPrompt::Add).unwrap_err();
+        assert!(matches!(err, TemplateError::Refused(_)), "{err:?}");
+        // A template that takes runs renders each message as it is.
+        let plain = "{% for m in messages %}[{{ m.role }}]{{ m.content }}{% endfor %}";
+        assert_eq!(render(plain, &[m("user", "a"), m("user", "b")]), "[user]a[user]b");
     }
 
     #[test]

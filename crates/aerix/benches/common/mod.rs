@@ -132,6 +132,9 @@ impl World {
             .arg(&self.socket)
             .args(["--load", reference, "--ctx", "8192", "--threads", &threads.to_string()])
             .args(flags)
+            // Not the bench's stdout, which its script reads to the end: a pool left behind by
+            // a failed round would hold it open.
+            .stdout(std::process::Stdio::null())
             .spawn()
             .unwrap();
         let started = Instant::now();

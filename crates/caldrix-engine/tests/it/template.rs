@@ -36,8 +36,10 @@ fn gemma3_renders_like_the_reference() {
 
 #[test]
 fn a_template_error_is_reported_not_panicked() {
-    // Gemma's turns must alternate: two user messages in a row are the template's own refusal.
-    let messages = [Message::new("user", "a"), Message::new("user", "b")];
+    // Gemma's turns must alternate: a system message after the first turn is its own refusal
+    // (two user messages in a row are rendered as one, `ChatTemplate`).
+    let messages =
+        [Message::new("user", "a"), Message::new("assistant", "b"), Message::new("system", "c")];
     let err = support::gemma3().render(&messages, GenerationPrompt::Add).unwrap_err();
     assert!(err.to_string().contains("must alternate"), "{err}");
 }

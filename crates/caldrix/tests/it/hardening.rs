@@ -328,6 +328,20 @@ fn every_bad_request_gets_its_documented_error_and_the_daemon_serves_on() {
         assert_eq!(kind, ErrorKind::BadRequest, "{message}");
         assert_sentence(&message);
         assert!(message.contains("refuses this conversation: Conversation roles must alternate"));
+        // Two user segments in a row (aerix's instructions, then the request) are one turn.
+        let runs = client
+            .create_context(
+                "gemma",
+                vec![
+                    seg("s", Role::System, "Be brief."),
+                    seg("i", Role::User, "Project notes."),
+                    seg("p", Role::User, "Say hi."),
+                ],
+            )
+            .await
+            .unwrap();
+        let done = client.generate(generate(runs.context, 4, None), |_| {}).await.unwrap();
+        assert!(done.usage.completion_tokens >= 1, "{done:?}");
 
         // A max_new_tokens past the window is fine: the generation ends at context_full.
         let small = client.create_context("gemma", vec![seg("u", Role::User, "Count.")]).await;
