@@ -1,6 +1,7 @@
 //! Where the test models are: the GGUF files `scripts/fetch-models` caches under
 //! `$XDG_CACHE_HOME/aerix/models` (else `~/.cache/aerix/models`). A dev-dependency of every
-//! crate whose tests run a real model, so the path is written once.
+//! crate whose tests run a real model, so the path is written once. Also where the remote-engine
+//! tests' `llama-server` is: `scripts/fetch-engine` caches it under `.../aerix/engine`.
 
 #![allow(clippy::expect_used, reason = "a test without its model cannot run: say so loudly")]
 
@@ -14,11 +15,7 @@ pub const GEMMA3: &str = "gemma-3-270m-q4_k_m.gguf";
 
 /// The cached model `file`; panics, naming the fix, when it is missing.
 pub fn path(file: &str) -> PathBuf {
-    let cache = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-        .expect("HOME or XDG_CACHE_HOME is set");
-    let path = cache.join("aerix/models").join(file);
+    let path = cache().join("aerix/models").join(file);
     assert!(path.is_file(), "{} is missing: run scripts/fetch-models", path.display());
     path
 }
@@ -29,4 +26,23 @@ pub fn smollm2() -> PathBuf {
 
 pub fn gemma3() -> PathBuf {
     path(GEMMA3)
+}
+
+/// The cached `llama-server`; panics, naming the command that builds it, when it is missing (a
+/// test that needs the engine never skips).
+pub fn llama_server() -> PathBuf {
+    let path = cache().join("aerix/engine/llama-server");
+    assert!(
+        path.is_file(),
+        "{} is missing: run scripts/fetch-engine (it builds llama-server once per machine)",
+        path.display()
+    );
+    path
+}
+
+fn cache() -> PathBuf {
+    std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .expect("HOME or XDG_CACHE_HOME is set")
 }

@@ -5,7 +5,7 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -48,15 +48,42 @@ pub struct ServerReply {
 pub struct Server {
     child: Child,
     port: u16,
+    /// For a server tied to this process: the pipe whose end (this process's exit, or the
+    /// server's drop) makes the wrapper kill it.
+    tie: Option<ChildStdin>,
 }
+
+/// Runs the server (`$0 "$@"`) and kills it when its standard input ends: a server kept in a
+/// `static` (one per test binary) is never dropped, and must still not outlive the tests.
+const TIED: &str = r#"exec 3<&0
+"$0" "$@" </dev/null 3<&- & pid=$!
+(read -r _ <&3; kill $pid 2>/dev/null) &
+wait $pid"#;
 
 impl Server {
     /// Starts the server (a cold one: its cache is empty) and waits until `/health` answers.
     pub fn start(config: &ServerConfig<'_>) -> std::io::Result<Server> {
+        Server::spawn(config, false)
+    }
+
+    /// As [`Server::start`], but the server is killed when this process exits even if the
+    /// `Server` is never dropped (one kept in a `static`, shared by a test binary's tests).
+    pub fn start_tied(config: &ServerConfig<'_>) -> std::io::Result<Server> {
+        Server::spawn(config, true)
+    }
+
+    fn spawn(config: &ServerConfig<'_>, tied: bool) -> std::io::Result<Server> {
         // A port the system has just handed out and taken back: free unless another process
         // takes it in the instant before the server binds it.
         let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-        let child = Command::new(config.binary)
+        let mut command = if tied {
+            let mut sh = Command::new("sh");
+            sh.args(["-c", TIED]).arg(config.binary).stdin(Stdio::piped());
+            sh
+        } else {
+            Command::new(config.binary)
+        };
+        let mut child = command
             .arg("-m")
             .arg(config.model)
             .args(["-np", &config.slots.to_string(), "-kvu", "--cache-reuse", "256"])
@@ -66,7 +93,8 @@ impl Server {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()?;
-        let mut server = Server { child, port };
+        let tie = child.stdin.take();
+        let mut server = Server { child, port, tie };
         let started = Instant::now();
         loop {
             if let Some(status) = server.child.try_wait()? {
@@ -80,6 +108,11 @@ impl Server {
             }
             std::thread::sleep(Duration::from_millis(100));
         }
+    }
+
+    /// `http://127.0.0.1:PORT`, for an HTTP client of the server's own.
+    pub fn base_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
     }
 
     /// `llama-server --version`'s line naming the build.
@@ -164,7 +197,10 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
-        let _ = self.child.kill();
+        // A tied server's wrapper kills it when the pipe closes (killing the wrapper would not).
+        if self.tie.take().is_none() {
+            let _ = self.child.kill();
+        }
         let _ = self.child.wait();
     }
 }
