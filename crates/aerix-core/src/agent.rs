@@ -512,7 +512,8 @@ fn usage(u: &proto::Usage) -> Usage {
     Usage {
         prompt_tokens: u.prompt_tokens,
         completion_tokens: u.completion_tokens,
-        recomputed_from: u.recomputed_from,
+        // A remote engine that reports no cached tokens: logged as no row reused.
+        recomputed_from: u.recomputed_from.unwrap_or(0),
         prefill_ms: u.prefill_ms,
         decode_ms: u.decode_ms,
     }

@@ -333,7 +333,7 @@ fn append_event(agent: &str, segment: &Segment, usage: Option<&proto::Usage>) ->
         text: Some(segment.text.clone()),
         tokens: Some(segment.tokens),
         pinned: Some(segment.pinned),
-        recomputed_from: usage.map(|u| u.recomputed_from),
+        recomputed_from: usage.and_then(|u| u.recomputed_from),
         prompt_tokens: usage.map(|u| u.prompt_tokens),
     }
 }

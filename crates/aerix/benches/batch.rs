@@ -277,7 +277,7 @@ fn served(done: &Done, ttft_ms: f64, started: Instant) -> Served {
     Served {
         text: done.text.clone(),
         prompt_tokens: done.usage.prompt_tokens as usize,
-        recomputed: u64::from(done.usage.prompt_tokens - done.usage.recomputed_from),
+        recomputed: u64::from(done.usage.prompt_tokens - done.usage.recomputed_from.unwrap()),
         generated: u64::from(done.usage.completion_tokens),
         ttft_ms,
         done_ms: started.elapsed().as_secs_f64() * 1e3,

@@ -157,7 +157,7 @@ async fn paired(socket: &Path, gens: &[Generation], peer: &mut Option<Peer>) -> 
         assert_eq!(done.usage.prompt_tokens as usize, g.prompt.len(), "{}", g.agent);
         assert_eq!(done.text, g.reply, "{}: the replay's reply", g.agent);
         records.push(json!({
-            "recomputed": done.usage.prompt_tokens - done.usage.recomputed_from,
+            "recomputed": done.usage.prompt_tokens - done.usage.recomputed_from.unwrap(),
             "ttft_ms": ttft.as_secs_f64() * 1e3,
             "prefill_ms": done.usage.prefill_ms,
             "peer_recomputed": theirs.map(|p| p.recomputed),

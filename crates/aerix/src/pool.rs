@@ -167,6 +167,7 @@ pub async fn bind(
         max_batch: member.max_batch,
         fast_forward: member.fast_forward,
         draft: member.draft,
+        ..ServingFlags::default()
     };
     client
         .load_member_within(&alias, &member.model, flags, timeout)

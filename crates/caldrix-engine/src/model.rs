@@ -44,6 +44,9 @@ pub enum Special {
 pub struct ModelParams {
     /// Layers to offload to a GPU; ignored by a build without a GPU backend.
     pub gpu_layers: u32,
+    /// The vocabulary and chat template only, no weights (a remote member's tokenizer): the
+    /// model renders, tokenizes and detokenizes, and opens no session.
+    pub vocab_only: bool,
 }
 
 /// The threads a session uses when `--threads` is not given: every available core.
@@ -95,6 +98,7 @@ pub struct Model {
     template: Result<ChatTemplate, String>,
     eog: Token,
     bos: Option<Token>,
+    vocab_only: bool,
     constraints: OnceLock<Result<Arc<ParserFactory>, String>>,
 }
 
@@ -154,7 +158,9 @@ impl Model {
                 architecture,
             });
         }
-        let llama_params = LlamaModelParams::default().with_n_gpu_layers(params.gpu_layers);
+        let llama_params = LlamaModelParams::default()
+            .with_n_gpu_layers(params.gpu_layers)
+            .with_vocab_only(params.vocab_only);
         let inner = LlamaModel::load_from_file(backend(), path, &llama_params).map_err(|_| {
             EngineError::LoadFailed { path: path.to_owned(), architecture: architecture.clone() }
         })?;
@@ -184,6 +190,7 @@ impl Model {
             template,
             eog: Token(0),
             bos,
+            vocab_only: params.vocab_only,
             constraints: OnceLock::new(),
             inner,
         };
@@ -320,6 +327,13 @@ impl Model {
 
     /// Opens a context on this model.
     pub fn session(&self, params: &SessionParams) -> Result<Session<'_>, EngineError> {
+        if self.vocab_only {
+            // llama.cpp would open a context over weights that were never read.
+            return Err(EngineError::BadParams(format!(
+                "{} was loaded for its vocabulary only: it opens no session",
+                self.path.display()
+            )));
+        }
         let trained = self.trained_context();
         let n_ctx = params.n_ctx.unwrap_or(4096.min(trained));
         if n_ctx > trained {

@@ -3,6 +3,7 @@
 
 mod context;
 mod member;
+mod remote;
 mod schedule;
 mod server;
 mod store;
@@ -17,6 +18,7 @@ use caldrix_proto::{ErrorKind, FrameFormat, Lane, MemberInfo};
 use tokio::sync::Notify;
 
 pub use member::{MemberConfig, Script, ScriptKind};
+pub use remote::{RemoteSpec, UNSCORED_OPTION_LOGPROB, parse_remote_ref};
 
 use crate::context::Contexts;
 use crate::member::Member;
@@ -124,6 +126,14 @@ impl Pool {
                 format!("a member named `{}` is already loaded", member.alias),
             ));
         }
+        if let Some(spec) = member.remote.clone() {
+            // Its weights and rows are the engine's: nothing of the memory fit is taken.
+            let alias = member.alias.clone();
+            let loaded = Member::start_remote(member, &spec)?;
+            tracing::info!(%alias, "remote member loaded");
+            self.members.lock().map_err(poisoned)?.insert(alias, Arc::new(loaded));
+            return Ok(());
+        }
         let size = model_file_size(&member.model)?;
         let resident: u64 =
             self.members.lock().map_err(poisoned)?.values().map(|m| m.footprint_bytes).sum();
@@ -188,6 +198,7 @@ impl Pool {
                 context_window: m.window,
                 footprint_bytes: m.footprint_bytes,
                 queue_depth: m.queue_depth(),
+                remote: m.remote.clone(),
             })
             .collect())
     }
@@ -295,6 +306,21 @@ pub fn parse_model_ref(reference: &str) -> Result<(PathBuf, Option<Script>), Poo
     Ok((resolve(model)?, Some(script)))
 }
 
+/// What a member reference loads: a model path (for a remote member its tokenizer, empty
+/// when none was given), a script, or a remote engine (`openai:URL#MODEL`, with the two
+/// settings only a remote member takes).
+pub fn member_source(
+    reference: &str,
+    api_key_env: Option<&str>,
+    tokenizer: Option<&str>,
+) -> Result<(PathBuf, Option<Script>, Option<RemoteSpec>), PoolError> {
+    if let Some(spec) = parse_remote_ref(reference, api_key_env, tokenizer)? {
+        return Ok((spec.tokenizer.clone().unwrap_or_default(), None, Some(spec)));
+    }
+    let (path, script) = parse_model_ref(reference)?;
+    Ok((path, script, None))
+}
+
 /// Refuses a serving flag out of its range by name, before anything is loaded.
 fn check_serving_flags(member: &MemberConfig) -> Result<(), PoolError> {
     let refused = |m: String| Err(PoolError::new(ErrorKind::LoadRefused, m));
@@ -386,6 +412,7 @@ mod tests {
             draft: false,
             budget_bytes: 0,
             script: None,
+            remote: None,
         }
     }
 

@@ -10,10 +10,11 @@ use caldrix_engine::{
     EngineError, GenerateParams, Generation, Model, ModelParams, SCRATCH_SEQUENCES, Session,
     SessionParams, Special, Token,
 };
-use caldrix_proto::{ErrorKind, StoreStatus};
+use caldrix_proto::{ErrorKind, RemoteInfo, StoreStatus};
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::PoolError;
+use crate::remote::{self, RemoteSpec};
 use crate::schedule::{self, Engine, Rates, SEQUENCES};
 use crate::store::Store;
 
@@ -43,6 +44,9 @@ pub struct MemberConfig {
     pub budget_bytes: u64,
     /// A scripted or replay member: its replies are replayed in order instead of generating.
     pub script: Option<Script>,
+    /// A remote member (`openai:URL#MODEL`): generations run on that engine, and `model` is
+    /// its tokenizer, loaded for the vocabulary and template only.
+    pub remote: Option<RemoteSpec>,
 }
 
 /// A scripted member's replies, whether it takes the `json` constraint (a member without
@@ -77,13 +81,30 @@ pub enum Keep {
 pub enum MemberEvent {
     Progress { done: usize, total: usize },
     Delta(String),
-    Done(Result<Finished, EngineError>),
+    Done(Result<Finished, PoolError>),
+}
+
+impl MemberEvent {
+    /// A local generation's end, its engine error as the protocol's.
+    pub(crate) fn done(result: Result<Finished, EngineError>) -> MemberEvent {
+        MemberEvent::Done(result.map_err(crate::engine_error))
+    }
 }
 
 #[derive(Debug)]
 pub struct Finished {
     pub generation: Generation,
-    pub recomputed_from: usize,
+    /// Generated tokens: the generation's own, or what a remote engine reported.
+    pub completion_tokens: usize,
+    /// The first prompt row computed; `None` when a remote engine reports no cached tokens.
+    pub recomputed_from: Option<usize>,
+}
+
+impl Finished {
+    pub(crate) fn local(generation: Generation, recomputed_from: usize) -> Finished {
+        let completion_tokens = generation.tokens.len();
+        Finished { generation, completion_tokens, recomputed_from: Some(recomputed_from) }
+    }
 }
 
 pub struct Job {
@@ -105,11 +126,19 @@ pub struct Member {
     /// What the member counts against the memory limit: its weights, the context budget, and
     /// the windows of its generations past the first.
     pub footprint_bytes: u64,
-    jobs: mpsc::Sender<Job>,
+    /// A remote member's engine.
+    pub remote: Option<RemoteInfo>,
+    backend: Backend,
     queue: Arc<AtomicU32>,
-    /// The prefix store's figures, refreshed after every job.
+    /// The prefix store's figures, refreshed after every job (a remote member keeps none:
+    /// all 0).
     pub figures: Arc<Mutex<StoreStatus>>,
-    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// Where a member's jobs go: its engine thread, or the remote engine's client.
+enum Backend {
+    Local { jobs: mpsc::Sender<Job>, thread: Option<std::thread::JoinHandle<()>> },
+    Remote(remote::Handle),
 }
 
 impl std::fmt::Debug for Member {
@@ -128,7 +157,7 @@ impl Member {
         fits: impl FnOnce(u64) -> Result<(), PoolError>,
     ) -> Result<Member, PoolError> {
         let refused = |e: EngineError| PoolError::new(ErrorKind::LoadRefused, e.to_string());
-        let params = ModelParams { gpu_layers: config.gpu_layers.unwrap_or(0) };
+        let params = ModelParams { gpu_layers: config.gpu_layers.unwrap_or(0), vocab_only: false };
         let model = Arc::new(Model::load(&config.model, &params).map_err(refused)?);
         let json_constraint = config.script.as_ref().is_none_or(|s| s.json);
         if json_constraint {
@@ -150,16 +179,7 @@ impl Member {
         let (jobs, rx) = mpsc::channel::<Job>();
         let (ready_tx, ready_rx) = mpsc::channel();
         let queue = Arc::new(AtomicU32::new(0));
-        let figures = Arc::new(Mutex::new(StoreStatus {
-            budget_bytes: 0,
-            bytes: 0,
-            entries: 0,
-            rows: 0,
-            bytes_per_row: 0,
-            hits: 0,
-            misses: 0,
-            parked_rows: 0,
-        }));
+        let figures = Arc::new(Mutex::new(no_store()));
         let alias = config.alias.clone();
         let reference = config.reference.clone();
         let thread = {
@@ -186,10 +206,31 @@ impl Member {
             model,
             window,
             footprint_bytes,
-            jobs,
+            remote: None,
+            backend: Backend::Local { jobs, thread: Some(thread) },
             queue,
             figures,
-            thread: Some(thread),
+        })
+    }
+
+    /// A remote member: its tokenizer loaded (vocabulary and template only), the engine
+    /// probed and its tokenization checked against the tokenizer's (`remote.rs`). Takes no
+    /// memory of the pool's: its footprint is 0.
+    pub fn start_remote(config: MemberConfig, spec: &RemoteSpec) -> Result<Member, PoolError> {
+        let queue = Arc::new(AtomicU32::new(0));
+        let started = remote::start(&config.alias, spec, Arc::clone(&queue))?;
+        let window = config.window.unwrap_or(4096.min(started.model.trained_context()));
+        Ok(Member {
+            alias: config.alias,
+            reference: config.reference,
+            json_constraint: true,
+            model: started.model,
+            window,
+            footprint_bytes: 0,
+            remote: Some(started.info),
+            backend: Backend::Remote(started.handle),
+            queue,
+            figures: Arc::new(Mutex::new(no_store())),
         })
     }
 
@@ -201,21 +242,43 @@ impl Member {
     /// has stopped.
     pub fn submit(&self, job: Job) -> Result<(), EngineError> {
         self.queue.fetch_add(1, Ordering::Relaxed);
-        self.jobs.send(job).map_err(|_| {
-            self.queue.fetch_sub(1, Ordering::Relaxed);
-            EngineError::BadParams(format!("member `{}` has stopped", self.alias))
-        })
+        let sent = match &self.backend {
+            Backend::Local { jobs, .. } => jobs.send(job).is_ok(),
+            Backend::Remote(handle) => handle.submit(job),
+        };
+        if sent {
+            return Ok(());
+        }
+        self.queue.fetch_sub(1, Ordering::Relaxed);
+        Err(EngineError::BadParams(format!("member `{}` has stopped", self.alias)))
     }
 }
 
 impl Drop for Member {
     fn drop(&mut self) {
-        // Closing the queue ends the engine thread after its running jobs.
-        let (tx, _) = mpsc::channel();
-        drop(std::mem::replace(&mut self.jobs, tx));
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
+        // Closing the queue ends the engine thread after its running jobs (a remote
+        // member's handle closes its own when it drops).
+        if let Backend::Local { jobs, thread } = &mut self.backend {
+            let (tx, _) = mpsc::channel();
+            drop(std::mem::replace(jobs, tx));
+            if let Some(t) = thread.take() {
+                let _ = t.join();
+            }
         }
+    }
+}
+
+/// The figures of a store holding nothing.
+fn no_store() -> StoreStatus {
+    StoreStatus {
+        budget_bytes: 0,
+        bytes: 0,
+        entries: 0,
+        rows: 0,
+        bytes_per_row: 0,
+        hits: 0,
+        misses: 0,
+        parked_rows: 0,
     }
 }
 
@@ -315,9 +378,9 @@ fn scripted_thread(
             if !generation.text.is_empty() {
                 let _ = job.events.send(MemberEvent::Delta(generation.text.clone()));
             }
-            Finished { generation, recomputed_from: 0 }
+            Finished::local(generation, 0)
         });
-        let _ = job.events.send(MemberEvent::Done(result));
+        let _ = job.events.send(MemberEvent::done(result));
     }
 }
 

@@ -88,7 +88,7 @@ pub(crate) fn serve(
                 Ok(source) => source,
                 Err(e) => {
                     publish(&engine.store);
-                    let _ = job.events.send(MemberEvent::Done(Err(e)));
+                    let _ = job.events.send(MemberEvent::done(Err(e)));
                     continue;
                 }
             };
@@ -234,7 +234,7 @@ fn start(
         }
         Err(e) => {
             publish(&engine.store);
-            let _ = job.events.send(MemberEvent::Done(Err(e)));
+            let _ = job.events.send(MemberEvent::done(Err(e)));
         }
     }
 }
@@ -375,7 +375,7 @@ fn step(engine: &mut Engine<'_>, active: &mut Vec<Active>, publish: &dyn Fn(&Sto
 fn fail(engine: &mut Engine<'_>, a: Active, e: EngineError, publish: &dyn Fn(&Store)) {
     let result = engine.session.drop_sequence(a.running.seq()).and(Err(e));
     publish(&engine.store);
-    let _ = a.job.events.send(MemberEvent::Done(result));
+    let _ = a.job.events.send(MemberEvent::done(result));
 }
 
 /// Stores and answers every finished generation, in admission order.
@@ -397,7 +397,7 @@ fn finish(engine: &mut Engine<'_>, active: &mut Vec<Active>, publish: &dyn Fn(&S
                 .and(Err(EngineError::Decode("a finished generation had no result".into()))),
         };
         publish(&engine.store);
-        let _ = a.job.events.send(MemberEvent::Done(result));
+        let _ = a.job.events.send(MemberEvent::done(result));
     }
 }
 
@@ -427,7 +427,7 @@ fn keep(
         session.drop_sequence(seq)?;
     }
     let recomputed_from = generation.reused_tokens;
-    Ok(Finished { generation, recomputed_from })
+    Ok(Finished::local(generation, recomputed_from))
 }
 
 /// One job's side of a step: its progress and text (bytes of a split character wait for the

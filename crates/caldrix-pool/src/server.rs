@@ -285,7 +285,7 @@ impl Connection {
                             self.send(&Reply::Progress { done: done as u32, total: total as u32 }).await?;
                         }
                         MemberEvent::Delta(text) => self.send(&Reply::Delta { text }).await?,
-                        MemberEvent::Done(Err(e)) => return self.send_error(&crate::engine_error(e)).await,
+                        MemberEvent::Done(Err(e)) => return self.send_error(&e).await,
                         MemberEvent::Done(Ok(finished)) => {
                             let generation = finished.generation;
                             if let Some(id) = &g.append_as {
@@ -297,8 +297,8 @@ impl Connection {
                             let done = Done {
                                 usage: Usage {
                                     prompt_tokens: generation.prompt_tokens as u32,
-                                    completion_tokens: generation.tokens.len() as u32,
-                                    recomputed_from: finished.recomputed_from as u32,
+                                    completion_tokens: finished.completion_tokens as u32,
+                                    recomputed_from: finished.recomputed_from.map(|r| r as u32),
                                     prefill_ms: generation.timings.prefill.as_secs_f64() * 1e3,
                                     decode_ms: generation.timings.decode.as_secs_f64() * 1e3,
                                 },
@@ -468,12 +468,17 @@ fn control(pool: &Pool, request: Request) -> Result<Reply, PoolError> {
     };
     match request {
         Request::MemberLoad { alias, model, flags } => {
-            let (path, script) = crate::parse_model_ref(&model)?;
+            let (path, script, remote) = crate::member_source(
+                &model,
+                flags.api_key_env.as_deref(),
+                flags.tokenizer.as_deref(),
+            )?;
             pool.load(MemberConfig {
                 alias,
                 reference: model,
                 model: path,
                 script,
+                remote,
                 window: flags.ctx,
                 threads: flags.threads,
                 batch: flags.batch,

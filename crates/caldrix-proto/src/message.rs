@@ -124,6 +124,14 @@ pub struct ServingFlags {
     /// Prompt-lookup drafting (absent: on).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub draft: Option<bool>,
+    /// A remote member (`openai:URL#MODEL`): the NAME of the environment variable (of the
+    /// daemon's process) holding the engine's API key. The key itself never crosses the socket.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key_env: Option<String>,
+    /// A remote member: a local reference (GGUF path or Hugging Face reference) of the same
+    /// model, loaded for its vocabulary and chat template only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokenizer: Option<String>,
 }
 
 /// The most generations one member decodes together (`max_batch`, `--max-batch`): each holds a
@@ -273,6 +281,22 @@ pub struct MemberInfo {
     /// scripted member, which runs none, and from an older pool.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub threads: Option<u32>,
+    /// A remote member's engine; absent for a local member.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote: Option<RemoteInfo>,
+}
+
+/// Where a remote member's generations run. It keeps no prefix store (the engine caches
+/// prefixes itself): its store figures are all 0.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemoteInfo {
+    /// The base URL, as loaded.
+    pub url: String,
+    /// The model name the engine serves.
+    pub model: String,
+    /// The engine as its endpoints told: `llama-server`, `vllm` (with its version), `sglang`,
+    /// or `openai-compatible`.
+    pub engine: String,
 }
 
 fn yes() -> bool {
@@ -322,8 +346,11 @@ pub enum StopReason {
 pub struct Usage {
     pub prompt_tokens: u32,
     pub completion_tokens: u32,
-    /// The first prompt row computed by this generation: rows before it were stored.
-    pub recomputed_from: u32,
+    /// The first prompt row computed by this generation: rows before it were stored (for a
+    /// remote member: the prompt tokens the engine found in its own cache). Absent when a
+    /// remote engine reports no cached tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recomputed_from: Option<u32>,
     pub prefill_ms: f64,
     pub decode_ms: f64,
 }

@@ -167,6 +167,11 @@ impl Remote {
         &self.model
     }
 
+    /// The base URL as normalised (no trailing `/` or `/v1`).
+    pub fn base_url(&self) -> &str {
+        &self.base
+    }
+
     fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }

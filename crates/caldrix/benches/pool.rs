@@ -123,7 +123,7 @@ impl Bench {
         self.records.push(json!({
             "label": label,
             "prompt_tokens": prompt.len(),
-            "recomputed": done.usage.prompt_tokens - done.usage.recomputed_from,
+            "recomputed": done.usage.prompt_tokens - done.usage.recomputed_from.unwrap(),
             "ttft_ms": ttft.as_secs_f64() * 1e3,
             "prefill_ms": done.usage.prefill_ms,
             "peer_recomputed": peer.map(|p| p.recomputed),
@@ -244,6 +244,7 @@ fn main() {
             draft: false,
             budget_bytes: budget,
             script: None,
+            remote: None,
         })
         .unwrap();
         let records = runtime.block_on(async {

@@ -20,6 +20,7 @@ const USAGE: &str = "usage:
                [--context-budget BYTES] --load MODEL [--alias NAME] [--ctx N] [--threads N]
                [--batch N] [--gpu-layers N] [--max-batch N] [--fast-forward] [--draft]
                [--load MODEL ...]
+  a remote member: --load openai:URL#MODEL --tokenizer MODEL [--api-key-env VAR]
   caldrix pool stop [--socket PATH]
   caldrix pool status [--socket PATH] [--json]";
 
@@ -140,6 +141,8 @@ fn parse_serve(args: &[String]) -> anyhow::Result<ServeArgs> {
         context_budget: None,
         members: Vec::new(),
     };
+    // Per member: the reference and the remote settings, resolved once all are read.
+    let mut sources: Vec<(String, Option<String>, Option<String>)> = Vec::new();
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         let member = out.members.last_mut();
@@ -157,13 +160,14 @@ fn parse_serve(args: &[String]) -> anyhow::Result<ServeArgs> {
             ("--context-budget", _) => out.context_budget = Some(bytes(arg, it.next())?),
             ("--load", _) => {
                 let reference = it.next().context("--load needs a model")?;
-                let (model, script) = caldrix_pool::parse_model_ref(reference)?;
+                sources.push((reference.clone(), None, None));
                 let n = out.members.len();
                 out.members.push(MemberConfig {
                     alias: if n == 0 { "main".into() } else { format!("member{}", n + 1) },
                     reference: reference.clone(),
-                    model,
-                    script,
+                    model: PathBuf::new(),
+                    script: None,
+                    remote: None,
                     window: None,
                     threads: None,
                     batch: None,
@@ -182,9 +186,21 @@ fn parse_serve(args: &[String]) -> anyhow::Result<ServeArgs> {
             ("--max-batch", Some(m)) => m.max_batch = max_batch(number(arg, it.next())?)?,
             ("--fast-forward", Some(m)) => m.fast_forward = true,
             ("--draft", Some(m)) => m.draft = true,
+            ("--api-key-env", Some(_)) => {
+                let var = it.next().context("--api-key-env needs a variable's name")?;
+                if let Some(source) = sources.last_mut() {
+                    source.1 = Some(var.clone());
+                }
+            }
+            ("--tokenizer", Some(_)) => {
+                let model = it.next().context("--tokenizer needs a model")?;
+                if let Some(source) = sources.last_mut() {
+                    source.2 = Some(model.clone());
+                }
+            }
             (
                 "--alias" | "--ctx" | "--threads" | "--batch" | "--gpu-layers" | "--max-batch"
-                | "--fast-forward" | "--draft",
+                | "--fast-forward" | "--draft" | "--api-key-env" | "--tokenizer",
                 None,
             ) => {
                 bail!("{arg} is a serving flag of a member: put it after that member's --load")
@@ -194,6 +210,11 @@ fn parse_serve(args: &[String]) -> anyhow::Result<ServeArgs> {
     }
     if out.max_connections == 0 {
         bail!("--max-connections must be at least 1");
+    }
+    for (member, (reference, key, tokenizer)) in out.members.iter_mut().zip(sources) {
+        let (model, script, remote) =
+            caldrix_pool::member_source(&reference, key.as_deref(), tokenizer.as_deref())?;
+        (member.model, member.script, member.remote) = (model, script, remote);
     }
     Ok(out)
 }
@@ -272,6 +293,21 @@ fn print_status(socket: &Path, status: &caldrix_proto::PoolStatus) {
     );
     for m in &status.members {
         let s = &m.store;
+        if let Some(remote) = &m.info.remote {
+            println!(
+                "  {}: remote {} at {} ({}), tokenizer {}, window {}, queue {}, contexts {}",
+                m.info.alias,
+                remote.model,
+                remote.url,
+                remote.engine,
+                m.info.model,
+                m.info.context_window,
+                m.info.queue_depth,
+                m.contexts
+            );
+            println!("    prefix store: none (the remote engine caches prefixes itself)");
+            continue;
+        }
         println!(
             "  {}: {} ({}), window {}, footprint {} MiB, queue {}, contexts {}",
             m.info.alias,

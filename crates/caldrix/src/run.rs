@@ -102,7 +102,8 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         Sampling::Random { temperature: args.temperature, top_p: args.top_p, seed: args.seed }
     };
     let path = caldrix_hub::Hub::from_env().resolve_str(&args.model)?;
-    let model = Model::load(&path, &ModelParams { gpu_layers: args.gpu_layers })?;
+    let model =
+        Model::load(&path, &ModelParams { gpu_layers: args.gpu_layers, vocab_only: false })?;
     let mut session = model.session(&SessionParams {
         n_ctx: args.ctx,
         threads: args.threads,

@@ -77,6 +77,7 @@ fn pool_socket() -> PathBuf {
                     draft: false,
                     budget_bytes: 0,
                     script,
+                    remote: None,
                 };
                 pool.load(member).unwrap();
             }

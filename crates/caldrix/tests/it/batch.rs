@@ -344,7 +344,11 @@ fn a_batched_round_leaves_the_store_as_a_single_stream_round_does() {
         assert_eq!(store("main").0, 7, "every generation but the very first resumed");
         for (i, (one, many)) in rounds[0].iter().zip(&rounds[1]).enumerate() {
             same(one, many, &format!("{i}"));
-            assert_eq!(many.usage.recomputed_from, one.usage.recomputed_from, "{i}");
+            assert_eq!(
+                many.usage.recomputed_from.unwrap(),
+                one.usage.recomputed_from.unwrap(),
+                "{i}"
+            );
         }
     });
 }
@@ -369,10 +373,14 @@ fn pieces_sharing_a_prefix_compute_it_once() {
         }
         let gens: Vec<_> = ids.iter().map(|&c| greedy(c, 8)).collect();
         let single = alone(daemon, &gens).await;
-        assert!(single.iter().all(|d| d.usage.recomputed_from == 0), "no store: all computed");
+        assert!(
+            single.iter().all(|d| d.usage.recomputed_from.unwrap() == 0),
+            "no store: all computed"
+        );
         let shared = single[0].usage.prompt_tokens - 40;
         let batched = all_done(together(daemon, &gens).await).await;
-        let from: Vec<usize> = batched.iter().map(|d| d.usage.recomputed_from as usize).collect();
+        let from: Vec<usize> =
+            batched.iter().map(|d| d.usage.recomputed_from.unwrap() as usize).collect();
         assert_eq!(
             from.iter().filter(|&&n| n == 0).count(),
             1,

@@ -452,7 +452,7 @@ fn a_cancelled_prefill_reports_the_rows_it_reused() {
         assert_eq!(done.stop, StopReason::Cancelled);
         assert_eq!(done.usage.completion_tokens, 0, "cancelled before the first token");
         // Everything up to the first prompt's generation header was stored.
-        let reused = done.usage.recomputed_from;
+        let reused = done.usage.recomputed_from.unwrap();
         assert!(
             reused + 8 >= first.usage.prompt_tokens && reused < first.usage.prompt_tokens,
             "recomputed_from {reused}, first prompt {}",

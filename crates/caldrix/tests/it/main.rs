@@ -7,6 +7,7 @@ mod fuzz;
 mod fuzz_cases;
 mod hardening;
 mod pool;
+mod remote;
 mod replay;
 
 use std::process::{Command, Output};

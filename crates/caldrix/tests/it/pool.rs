@@ -142,7 +142,7 @@ fn check_contexts_and_reuse(frames: FrameFormat) {
 
         let id = created.context;
         let first = client.generate(generate(id, 12, Some("a1")), |_| {}).await.unwrap();
-        assert_eq!(first.usage.recomputed_from, 0, "a cold prefill");
+        assert_eq!(first.usage.recomputed_from.unwrap(), 0, "a cold prefill");
         assert_eq!(first.usage.prompt_tokens, created.total_tokens);
 
         let edited = client
@@ -155,7 +155,7 @@ fn check_contexts_and_reuse(frames: FrameFormat) {
         assert_eq!(edited.segments.len(), 4, "system, user, the appended answer, user");
         let stored = first.usage.prompt_tokens + first.usage.completion_tokens;
         let second = client.generate(generate(id, 8, None), |_| {}).await.unwrap();
-        let from = second.usage.recomputed_from;
+        let from = second.usage.recomputed_from.unwrap();
         assert!(
             from + 4 >= first.usage.prompt_tokens && from <= stored,
             "resumed at {from}: the first turn stored {stored} rows of which {} were its prompt",
@@ -166,7 +166,7 @@ fn check_contexts_and_reuse(frames: FrameFormat) {
         assert_eq!(fork.total_tokens, edited.total_tokens);
         let forked = client.generate(generate(fork.context, 4, None), |_| {}).await.unwrap();
         assert_eq!(
-            forked.usage.recomputed_from + 1,
+            forked.usage.recomputed_from.unwrap() + 1,
             forked.usage.prompt_tokens,
             "the fork finds its parent's rows"
         );
@@ -222,7 +222,11 @@ fn an_unused_context_is_parked_and_resumes_from_every_row() {
         assert!(store.parked_rows < store.rows, "{store:?}");
 
         let again = client.generate(generate(contexts[0], 6, None), |_| {}).await.unwrap();
-        assert_eq!(again.usage.recomputed_from + 1, again.usage.prompt_tokens, "every row found");
+        assert_eq!(
+            again.usage.recomputed_from.unwrap() + 1,
+            again.usage.prompt_tokens,
+            "every row found"
+        );
         assert_eq!(again.text, rivers.text);
         let store = client.status().await.unwrap().members[0].store.clone();
         assert!(store.parked_rows >= 256, "now the mountains rows are: {store:?}");

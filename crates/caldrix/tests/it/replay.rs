@@ -41,7 +41,7 @@ fn a_replay_member_computes_and_stores_the_rows_of_its_replies() {
         assert_eq!((first.text.as_str(), deltas.as_str()), (answer, answer));
         assert_eq!(first.stop, StopReason::EndOfTurn);
         let usage = &first.usage;
-        assert_eq!(usage.recomputed_from, 0, "a cold prefill");
+        assert_eq!(usage.recomputed_from, Some(0), "a cold prefill");
         assert!(usage.prefill_ms > 0.0 && usage.decode_ms > 0.0, "timed for real: {usage:?}");
         let stored = usage.prompt_tokens + usage.completion_tokens;
         let store = client.status().await.unwrap().members.into_iter().find(|m| m.info.alias == "replay");
@@ -57,7 +57,7 @@ fn a_replay_member_computes_and_stores_the_rows_of_its_replies() {
         json.constraint = Constraint::Json { schema: schema.into() };
         let second = client.generate(json.clone(), |_| {}).await.unwrap();
         assert_eq!((second.text.as_str(), second.stop), (turn, StopReason::Complete));
-        let from = second.usage.recomputed_from;
+        let from = second.usage.recomputed_from.unwrap();
         assert!(
             from >= stored && from < second.usage.prompt_tokens,
             "resumed at {from}, past the first turn's {stored} rows of prompt and reply"
@@ -69,7 +69,7 @@ fn a_replay_member_computes_and_stores_the_rows_of_its_replies() {
         let scores = routed.one_of.unwrap();
         assert_eq!((routed.text.as_str(), scores.chosen), ("edit", 1), "the scripted option");
         assert!(scores.logprobs.iter().all(|&l| l < 0.0 && l > -1000.0), "scored: {scores:?}");
-        assert!(routed.usage.recomputed_from > from, "the probe resumed the second turn's rows");
+        assert!(routed.usage.recomputed_from.unwrap() > from, "the probe resumed the second turn's rows");
 
         let err = client.generate(json.clone(), |_| {}).await.unwrap_err();
         assert_eq!(err.kind(), Some(ErrorKind::Script), "{err}");

@@ -1,0 +1,564 @@
+//! A remote member: generations run on an OpenAI-compatible engine (`caldrix-remote`), while
+//! rendering and token counts stay the pool's, through a local tokenizer of the same model
+//! (its vocabulary and chat template only: no weights, no session, no prefix store — the
+//! engine caches prefixes itself). The member's jobs run as tasks on a runtime of its own, on a
+//! thread of its own, so the engine's batching sees them all at once.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use caldrix_engine::{
+    Constraint, Generation, GenerationPrompt, Message, Model, ModelParams, OneOfScores, Sampling,
+    Special, StopReason, Timings, Token, TokenLogprob,
+};
+use caldrix_proto::{ErrorKind, RemoteInfo};
+use caldrix_remote::{Endpoint, Engine, Event, Finish, Options, Remote, RemoteError, Request};
+use tokio::sync::mpsc;
+
+use crate::PoolError;
+use crate::member::{Finished, Job, MemberEvent};
+
+/// What a remote member is loaded from: `openai:URL#MODEL` and its two settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteSpec {
+    pub base_url: String,
+    pub model: String,
+    /// The NAME of the environment variable holding the API key.
+    pub api_key_env: Option<String>,
+    /// The local model whose vocabulary and template render and count (resolved).
+    pub tokenizer: Option<PathBuf>,
+}
+
+/// The score a remote OneOf gives an option the engine's reply does not tell apart from the
+/// chosen one (as a scripted member's unchosen options): finite, so that it serializes.
+pub const UNSCORED_OPTION_LOGPROB: f64 = caldrix_engine::SCRIPTED_OTHER_OPTION_LOGPROB;
+
+/// Alternatives asked for at each token of a remote OneOf, to score the unchosen options.
+const ONE_OF_TOP: u8 = 10;
+
+/// How often a running generation looks at its cancel flag.
+const CANCEL_POLL: Duration = Duration::from_millis(20);
+
+/// `openai:URL#MODEL` with its settings; `None` when `reference` is another kind of member
+/// (which then may not carry the remote settings).
+pub fn parse_remote_ref(
+    reference: &str,
+    api_key_env: Option<&str>,
+    tokenizer: Option<&str>,
+) -> Result<Option<RemoteSpec>, PoolError> {
+    let refused = |m: String| PoolError::new(ErrorKind::LoadRefused, m);
+    let Some(rest) = reference.strip_prefix("openai:") else {
+        if api_key_env.is_some() || tokenizer.is_some() {
+            return Err(refused(format!(
+                "`{reference}`: api_key_env and tokenizer are settings of a remote member \
+                 (openai:URL#MODEL)"
+            )));
+        }
+        return Ok(None);
+    };
+    let shape = || refused(format!("`{reference}`: a remote member is openai:URL#MODEL"));
+    let (base_url, model) = rest.split_once('#').ok_or_else(shape)?;
+    if base_url.is_empty() || model.is_empty() {
+        return Err(shape());
+    }
+    if let Some(var) = api_key_env {
+        let mut chars = var.chars();
+        let first = chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+        if !first || !chars.all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return Err(refused(format!(
+                "api_key_env {var:?} is not an environment variable's name (letters, digits \
+                 and _, not starting with a digit): it names the variable, it is not the key"
+            )));
+        }
+    }
+    let tokenizer = match tokenizer {
+        None => None,
+        Some(t) => Some(
+            caldrix_hub::Hub::from_env()
+                .resolve_str(t)
+                .map_err(|e| refused(format!("the tokenizer {t}: {e}")))?,
+        ),
+    };
+    Ok(Some(RemoteSpec {
+        base_url: base_url.to_owned(),
+        model: model.to_owned(),
+        api_key_env: api_key_env.map(str::to_owned),
+        tokenizer,
+    }))
+}
+
+/// The member's side of its runtime thread.
+pub(crate) struct Handle {
+    jobs: Option<mpsc::UnboundedSender<Job>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Handle {
+    /// Queues a generation; false once the runtime has stopped.
+    pub(crate) fn submit(&self, job: Job) -> bool {
+        self.jobs.as_ref().is_some_and(|jobs| jobs.send(job).is_ok())
+    }
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        // Closing the queue ends the runtime, dropping (so cancelling) its generations.
+        self.jobs = None;
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+pub(crate) struct Started {
+    pub model: Arc<Model>,
+    pub info: RemoteInfo,
+    pub handle: Handle,
+}
+
+/// Loads the tokenizer, probes the engine (unreachable, 401, a model it does not serve are
+/// refused by name) and checks that it tokenizes as the tokenizer does; then serves jobs.
+pub(crate) fn start(
+    alias: &str,
+    spec: &RemoteSpec,
+    queue: Arc<AtomicU32>,
+) -> Result<Started, PoolError> {
+    let refused = |m: String| PoolError::new(ErrorKind::LoadRefused, m);
+    let endpoint = Endpoint {
+        base_url: spec.base_url.clone(),
+        model: spec.model.clone(),
+        api_key_env: spec.api_key_env.clone(),
+    };
+    let mut remote =
+        Remote::new(&endpoint, Options::default()).map_err(|e| refused(e.to_string()))?;
+    let model = match &spec.tokenizer {
+        Some(path) => {
+            let params = ModelParams { gpu_layers: 0, vocab_only: true };
+            Some(Arc::new(Model::load(path, &params).map_err(|e| refused(e.to_string()))?))
+        }
+        None => None,
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| refused(format!("cannot start the remote member's runtime: {e}")))?;
+    let (jobs, mut rx) = mpsc::unbounded_channel::<Job>();
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let (url, reference) = (spec.base_url.clone(), format!("{}#{}", spec.base_url, spec.model));
+    let thread = std::thread::Builder::new()
+        .name(format!("remote-{alias}"))
+        .spawn(move || {
+            runtime.block_on(async move {
+                let probed = load(&mut remote, model.as_ref(), &reference).await;
+                let model = match probed {
+                    Ok(model) => {
+                        let _ = ready_tx.send(Ok((Arc::clone(&model), remote.engine().clone())));
+                        model
+                    }
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                        return;
+                    }
+                };
+                while let Some(job) = rx.recv().await {
+                    queue.fetch_sub(1, Ordering::Relaxed);
+                    tokio::spawn(generate(remote.clone(), Arc::clone(&model), job));
+                }
+            });
+        })
+        .map_err(|e| refused(format!("cannot start a thread: {e}")))?;
+    let handle = Handle { jobs: Some(jobs), thread: Some(thread) };
+    let (model, engine) = match ready_rx.recv() {
+        Ok(Ok(ready)) => ready,
+        Ok(Err(e)) => return Err(e),
+        Err(_) => return Err(refused("the remote member's thread died".to_owned())),
+    };
+    tracing::info!(%alias, %url, engine = engine_name(&engine), "remote member loaded");
+    let info = RemoteInfo { url, model: spec.model.clone(), engine: engine_name(&engine) };
+    Ok(Started { model, info, handle })
+}
+
+fn engine_name(engine: &Engine) -> String {
+    match engine {
+        Engine::LlamaServer => "llama-server".to_owned(),
+        Engine::Sglang => "sglang".to_owned(),
+        Engine::Vllm { version: Some(v) } => format!("vllm {v}"),
+        Engine::Vllm { version: None } => "vllm".to_owned(),
+        _ => "openai-compatible".to_owned(),
+    }
+}
+
+/// The probe and the tokenizer check; the model that renders and counts.
+async fn load(
+    remote: &mut Remote,
+    tokenizer: Option<&Arc<Model>>,
+    reference: &str,
+) -> Result<Arc<Model>, PoolError> {
+    let refused = |m: String| PoolError::new(ErrorKind::LoadRefused, m);
+    let probe = remote.probe().await.map_err(|e| refused(e.to_string()))?;
+    let Some(model) = tokenizer else {
+        // Rendering needs the model's template and counting its vocabulary: without a local
+        // copy of both the pool would have to estimate, which it never does.
+        return Err(refused(if probe.tokenize {
+            format!(
+                "a remote member needs a tokenizer: {reference} tokenizes, but the pool renders \
+                 the chat template and counts tokens with a local copy of the model; give \
+                 tokenizer = a GGUF path or Hugging Face reference of the same model"
+            )
+        } else {
+            format!(
+                "a remote member needs a tokenizer: the engine at {reference} has no /tokenize \
+                 and no tokenizer = ... was given"
+            )
+        }));
+    };
+    if probe.tokenize {
+        let text = probe_text(model);
+        let local: Vec<u32> = model.tokenize_prompt(&text).iter().map(|t| t.0).collect();
+        let theirs = remote.tokenize(&text, true).await.map_err(|e| refused(e.to_string()))?;
+        if local != theirs {
+            let at = local.iter().zip(&theirs).take_while(|(a, b)| a == b).count();
+            return Err(refused(format!(
+                "{reference} is not the same model as the tokenizer {}: a probe text is {} \
+                 tokens there and {} here, first different at token {at}",
+                model.path().display(),
+                theirs.len(),
+                local.len()
+            )));
+        }
+    }
+    Ok(Arc::clone(model))
+}
+
+/// A rendered conversation (the template's markers, words, digits, accents, whitespace), or
+/// plain text when the model has no template.
+fn probe_text(model: &Model) -> String {
+    let messages = [
+        Message::new("system", "You check tokenizers."),
+        Message::new("user", "Hello, world! 1234 caf\u{e9} na\u{ef}ve \u{2014}  tabs\tand\nlines"),
+    ];
+    model.render(&messages, GenerationPrompt::Add).unwrap_or_else(|_| {
+        "Hello, world! 1234 caf\u{e9} na\u{ef}ve \u{2014}  tabs\tand\nlines".to_owned()
+    })
+}
+
+/// The protocol's error for a failure of the engine: what the caller can fix is a request
+/// error, the rest the engine's.
+fn remote_error(e: RemoteError) -> PoolError {
+    let kind = match &e {
+        RemoteError::BadConstraint { .. } | RemoteError::Unsupported { .. } => {
+            ErrorKind::BadConstraint
+        }
+        RemoteError::BadRequest { .. } => ErrorKind::BadRequest,
+        _ => ErrorKind::Engine,
+    };
+    PoolError::new(kind, e.to_string())
+}
+
+/// What the stream said so far.
+#[derive(Default)]
+struct Heard {
+    text: String,
+    tokens: Vec<caldrix_remote::TokenLogprob>,
+    first_text: Option<Instant>,
+}
+
+/// One generation on the engine, its events on the job's channel; the cancel flag drops the
+/// request (closing the connection stops the engine's generation).
+async fn generate(remote: Remote, model: Arc<Model>, job: Job) {
+    let result = run(&remote, &model, &job).await;
+    let _ = job.events.send(MemberEvent::Done(result));
+}
+
+async fn run(remote: &Remote, model: &Model, job: &Job) -> Result<Finished, PoolError> {
+    let params = &job.params;
+    let prompt: Vec<u32> = job.prompt.iter().map(|t| t.0).collect();
+    let schema;
+    let constraint = match &params.constraint {
+        Constraint::None => caldrix_remote::Constraint::None,
+        Constraint::Json(value) => {
+            schema = value.to_string();
+            caldrix_remote::Constraint::Json(&schema)
+        }
+        Constraint::OneOf(options) => caldrix_remote::Constraint::Choice(options),
+    };
+    let one_of = matches!(params.constraint, Constraint::OneOf(_));
+    // Each token's logprob needs at least one alternative asked for on some engines; a OneOf
+    // asks for more to score the options it did not choose. Trimmed to what was asked below.
+    let asked = params.logprobs.map(|k| u8::try_from(k).unwrap_or(u8::MAX).max(1));
+    let logprobs = if one_of { Some(asked.unwrap_or(0).max(ONE_OF_TOP)) } else { asked };
+    let sampling = match params.sampling {
+        Sampling::Greedy => caldrix_remote::Sampling::default(),
+        Sampling::Random { temperature, top_p, seed } => caldrix_remote::Sampling {
+            temperature,
+            top_p: Some(top_p),
+            seed: Some(seed),
+            ..caldrix_remote::Sampling::default()
+        },
+    };
+    let request = Request {
+        prompt: &prompt,
+        max_tokens: params.max_new_tokens,
+        sampling,
+        logprobs,
+        constraint,
+    };
+    let started = Instant::now();
+    let mut heard = Heard::default();
+    let outcome = {
+        let events = &job.events;
+        let total = prompt.len();
+        let heard = &mut heard;
+        let mut on_event = move |event: Event| match event {
+            Event::Waiting { .. } => {
+                if heard.first_text.is_none() {
+                    let _ = events.send(MemberEvent::Progress { done: 0, total });
+                }
+            }
+            Event::Text(delta) => {
+                heard.first_text.get_or_insert_with(Instant::now);
+                heard.tokens.extend(delta.tokens);
+                if !delta.text.is_empty() {
+                    heard.text.push_str(&delta.text);
+                    let _ = events.send(MemberEvent::Delta(delta.text));
+                }
+            }
+        };
+        tokio::select! {
+            finished = remote.complete(&request, &mut on_event) => Some(finished),
+            () = cancelled(&job.cancel) => None,
+        }
+    };
+    let ended = Instant::now();
+    let first = heard.first_text.unwrap_or(ended);
+    let timings = Timings { prefill: first - started, decode: ended - first };
+    let Some(finished) = outcome else {
+        let completion_tokens = model.tokenize(&heard.text, Special::Plain).len();
+        let generation = Generation {
+            text: heard.text,
+            tokens: Vec::new(),
+            stop: StopReason::Cancelled,
+            logprobs: None,
+            one_of: None,
+            prompt_tokens: prompt.len(),
+            reused_tokens: 0,
+            timings,
+        };
+        return Ok(Finished { generation, completion_tokens, recomputed_from: None });
+    };
+    let finished = finished.map_err(remote_error)?;
+    let url = remote_url(remote);
+    let engine_failed = |what: String| PoolError::new(ErrorKind::Engine, format!("{url} {what}"));
+    let text = finished.text;
+    let constrained = !matches!(params.constraint, Constraint::None);
+    let stop = match finished.finish {
+        Finish::Length => StopReason::MaxTokens,
+        _ if constrained => StopReason::Complete,
+        _ => StopReason::EndOfTurn,
+    };
+    if matches!(params.constraint, Constraint::Json(_))
+        && stop == StopReason::Complete
+        && serde_json::from_str::<serde_json::Value>(&text).is_err()
+    {
+        return Err(engine_failed(format!(
+            "answered text that is not JSON under the json constraint: {:?}",
+            excerpt(&text)
+        )));
+    }
+    let one_of = match &params.constraint {
+        Constraint::OneOf(options) => {
+            Some(score(options, &text, &heard.tokens).ok_or_else(|| {
+                engine_failed(format!(
+                    "answered {:?}, none of the {} options of the choice",
+                    excerpt(&text),
+                    options.len()
+                ))
+            })?)
+        }
+        _ => None,
+    };
+    let vocab = model.vocab_size();
+    let token_of = |id: Option<u32>, text: Option<&str>| -> Result<Token, PoolError> {
+        match (id, text) {
+            (Some(id), _) if (id as usize) < vocab => Ok(Token(id)),
+            (Some(id), _) => {
+                Err(engine_failed(format!("sent token id {id}, outside the vocabulary of {vocab}")))
+            }
+            (None, Some(text)) => match model.tokenize(text, Special::Parse)[..] {
+                [token] => Ok(token),
+                _ => Err(engine_failed(format!("sent a token {text:?} without its id"))),
+            },
+            (None, None) => Err(engine_failed("sent a token with neither id nor text".into())),
+        }
+    };
+    let mut logprobs = None;
+    if let Some(k) = params.logprobs {
+        let mut out = Vec::with_capacity(heard.tokens.len());
+        for t in &heard.tokens {
+            let token = token_of(t.token, t.text.as_deref())?;
+            let mut top = Vec::new();
+            for a in t.top.iter().take(k) {
+                let alt = token_of(a.token, a.text.as_deref())?;
+                top.push((alt, bytes_of(model, alt, a.text.as_deref()), a.logprob as f32));
+            }
+            let bytes = bytes_of(model, token, t.text.as_deref());
+            out.push(TokenLogprob { token, bytes, logprob: t.logprob as f32, top });
+        }
+        logprobs = Some(out);
+    }
+    let tokens: Vec<Token> =
+        logprobs.iter().flatten().map(|t: &TokenLogprob| t.token).collect::<Vec<_>>();
+    // The engine's count of generated tokens where it gives one (bounded by the request),
+    // else the tokens it listed, else the tokenizer's count of the text.
+    let max = params.max_new_tokens as usize;
+    let completion_tokens = match finished.usage.completion_tokens {
+        Some(n) => usize::try_from(n).unwrap_or(max).min(max),
+        None if logprobs.is_some() => tokens.len(),
+        None => model.tokenize(&text, Special::Plain).len().min(max),
+    };
+    let recomputed_from =
+        finished.usage.cached_tokens.map(|c| usize::try_from(c).unwrap_or(0).min(prompt.len()));
+    let generation = Generation {
+        text,
+        tokens,
+        stop,
+        logprobs,
+        one_of,
+        prompt_tokens: prompt.len(),
+        reused_tokens: recomputed_from.unwrap_or(0),
+        timings,
+    };
+    Ok(Finished { generation, completion_tokens, recomputed_from })
+}
+
+fn remote_url(remote: &Remote) -> String {
+    remote.base_url().to_owned()
+}
+
+/// A token's text: the engine's, else the vocabulary's.
+fn bytes_of(model: &Model, token: Token, text: Option<&str>) -> Vec<u8> {
+    text.map_or_else(|| model.token_bytes(token), |t| t.as_bytes().to_vec())
+}
+
+/// The OneOf's scores: the chosen option's is the sum of its tokens' logprobs as the engine
+/// reported them under its choice constraint; another option's is the logprob the engine gave,
+/// at the first generated token, to an alternative that starts that option and not the chosen
+/// one (its first token's logprob, an upper bound of the option's), else
+/// [`UNSCORED_OPTION_LOGPROB`]. `None` when the text is none of the options.
+fn score(
+    options: &[String],
+    text: &str,
+    tokens: &[caldrix_remote::TokenLogprob],
+) -> Option<OneOfScores> {
+    let chosen = options.iter().position(|o| o == text)?;
+    let first = tokens.first().map(|t| t.top.as_slice()).unwrap_or_default();
+    let logprobs = options
+        .iter()
+        .enumerate()
+        .map(|(i, option)| {
+            if i == chosen {
+                return tokens.iter().map(|t| t.logprob).sum();
+            }
+            first
+                .iter()
+                .filter_map(|a| Some((a.text.as_deref()?, a.logprob)))
+                .filter(|(t, _)| !t.is_empty() && option.starts_with(t) && !text.starts_with(t))
+                .map(|(_, lp)| lp)
+                .reduce(f64::max)
+                .unwrap_or(UNSCORED_OPTION_LOGPROB)
+        })
+        .collect();
+    Some(OneOfScores { chosen, logprobs })
+}
+
+fn excerpt(text: &str) -> String {
+    let mut out: String = text.chars().take(caldrix_remote::MESSAGE_CHARS).collect();
+    if out.len() < text.len() {
+        out.push_str("...");
+    }
+    out
+}
+
+/// Resolves once the flag is set.
+async fn cancelled(flag: &AtomicBool) {
+    while !flag.load(Ordering::Relaxed) {
+        tokio::time::sleep(CANCEL_POLL).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use caldrix_remote::TopLogprob;
+
+    fn top(text: &str, logprob: f64) -> TopLogprob {
+        TopLogprob { token: None, text: Some(text.into()), logprob }
+    }
+
+    #[test]
+    fn remote_references_are_parsed_or_refused_by_name() {
+        let spec = parse_remote_ref("openai:http://h:8080/v1#qwen", Some("TEAM_KEY"), None)
+            .unwrap()
+            .unwrap();
+        assert_eq!((spec.base_url.as_str(), spec.model.as_str()), ("http://h:8080/v1", "qwen"));
+        assert_eq!(spec.api_key_env.as_deref(), Some("TEAM_KEY"));
+        assert_eq!(parse_remote_ref("m.gguf", None, None).unwrap(), None);
+        for (reference, key, said) in [
+            ("openai:http://h", None, "openai:URL#MODEL"),
+            ("openai:#m", None, "openai:URL#MODEL"),
+            ("openai:http://h#", None, "openai:URL#MODEL"),
+            ("openai:http://h#m", Some("sk-live-123 x"), "not an environment variable's name"),
+            ("m.gguf", Some("KEY"), "settings of a remote member"),
+        ] {
+            let e = parse_remote_ref(reference, key, None).unwrap_err();
+            assert_eq!(e.kind, ErrorKind::LoadRefused);
+            assert!(e.message.contains(said), "{reference}: {e}");
+        }
+    }
+
+    #[test]
+    fn engine_failures_map_onto_the_protocol_s_kinds() {
+        let url = || "http://h/v1/completions".to_owned();
+        let kind = |e| remote_error(e).kind;
+        let schema = RemoteError::BadConstraint { url: url(), message: "bad schema".into() };
+        assert_eq!(kind(schema), ErrorKind::BadConstraint);
+        let status = 400;
+        let bad = RemoteError::BadRequest { url: url(), status, message: "n_ctx".into() };
+        assert_eq!(kind(bad), ErrorKind::BadRequest);
+        let status = 503;
+        assert_eq!(
+            kind(RemoteError::Server { url: url(), status, message: "".into() }),
+            ErrorKind::Engine
+        );
+        assert_eq!(kind(RemoteError::StreamCut { url: url(), events: 3 }), ErrorKind::Engine);
+        let gone = RemoteError::Unreachable { url: url(), reason: "refused".into() };
+        assert_eq!(kind(gone), ErrorKind::Engine);
+    }
+
+    #[test]
+    fn a_remote_one_of_scores_the_chosen_option_and_what_the_alternatives_tell() {
+        let options = ["edit".to_owned(), "plan".to_owned(), "explain".to_owned()];
+        let tokens = vec![
+            caldrix_remote::TokenLogprob {
+                token: None,
+                text: Some("pl".into()),
+                logprob: -0.25,
+                top: vec![top("pl", -0.25), top("ed", -2.0), top("e", -1.5)],
+            },
+            caldrix_remote::TokenLogprob {
+                token: None,
+                text: Some("an".into()),
+                logprob: -0.5,
+                top: Vec::new(),
+            },
+        ];
+        let scores = score(&options, "plan", &tokens).unwrap();
+        assert_eq!(scores.chosen, 1);
+        assert_eq!(scores.logprobs, vec![-1.5, -0.75, -1.5]);
+        let lone = score(&options, "plan", &tokens[1..]).unwrap();
+        assert_eq!(lone.logprobs[0], UNSCORED_OPTION_LOGPROB);
+        assert!(score(&options, "neither", &tokens).is_none());
+    }
+}

@@ -1,0 +1,235 @@
+//! Remote members through the real daemon: `--load openai:URL#MODEL --tokenizer ...` on the
+//! real llama-server (built by scripts/fetch-engine) serving SmolLM2, one server for the whole
+//! binary, beside a local member of the same model.
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use caldrix_proto::{
+    Constraint, ErrorKind, FrameFormat, Generate, Reply, Request, Role, ServingFlags, StopReason,
+};
+use test_models::server::{Server, ServerConfig};
+
+use crate::pool::{Daemon, generate, runtime, seg};
+use crate::smollm2;
+
+static SERVER: OnceLock<Server> = OnceLock::new();
+/// The generating tests one at a time: one slot, so the cache a test reads is its own.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn server() -> &'static Server {
+    SERVER.get_or_init(|| {
+        let (binary, model) = (test_models::llama_server(), smollm2());
+        let config =
+            ServerConfig { binary: &binary, model: &model, threads: 2, slots: 1, window: 2048 };
+        Server::start_tied(&config).expect("llama-server starts on SmolLM2")
+    })
+}
+
+/// `openai:URL#MODEL` of the shared server (it serves the model under its `-m` path).
+fn reference() -> String {
+    format!("openai:{}#{}", server().base_url(), smollm2().display())
+}
+
+/// A daemon with the local member `main` and the remote member `remote` of the same model.
+fn daemon(name: &str) -> Daemon {
+    let (reference, tokenizer) = (reference(), smollm2().display().to_string());
+    let extra = [
+        "--load",
+        reference.as_str(),
+        "--alias",
+        "remote",
+        "--ctx",
+        "2048",
+        "--tokenizer",
+        tokenizer.as_str(),
+    ];
+    Daemon::start(&format!("remote-{name}"), FrameFormat::Cbor, &extra, None)
+}
+
+const SCHEMA: &str = r#"{"type":"object","properties":{"city":{"type":"string","maxLength":30}},"required":["city"],"additionalProperties":false}"#;
+
+/// Counts equal to the local member's, a JSON generation that parses under its schema, a
+/// scored OneOf, a streamed reply of several deltas, the engine's cache behind
+/// `recomputed_from`, and a footprint of 0 with no prefix store.
+#[test]
+fn a_remote_member_counts_constrains_streams_and_takes_no_memory() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let daemon = daemon("generate");
+    runtime().block_on(async {
+        let mut client = daemon.client(FrameFormat::Cbor).await;
+        let segments = vec![
+            seg("sys", Role::System, "You are a helpful assistant. Answer briefly."),
+            seg("u1", Role::User, "Name a large city in France, as JSON."),
+        ];
+        let local = client.create_context("main", segments.clone()).await.unwrap();
+        let remote = client.create_context("remote", segments).await.unwrap();
+        assert_eq!(remote.segments, local.segments, "per-segment counts are the local member's");
+        assert_eq!(remote.total_tokens, local.total_tokens);
+
+        let json = Generate {
+            constraint: Constraint::Json { schema: SCHEMA.into() },
+            ..generate(remote.context, 40, None)
+        };
+        let done = client.generate(json, |_| {}).await.unwrap();
+        assert_eq!(done.stop, StopReason::Complete, "{done:?}");
+        let value: serde_json::Value = serde_json::from_str(&done.text).unwrap();
+        assert!(value["city"].is_string() && value.as_object().unwrap().len() == 1, "{value}");
+        assert_eq!(done.usage.prompt_tokens, local.total_tokens);
+        assert!(done.usage.completion_tokens > 0);
+
+        let options: Vec<String> = ["Paris", "Lyon", "Berlin"].map(String::from).to_vec();
+        let one_of = Generate {
+            constraint: Constraint::OneOf { options: options.clone() },
+            ..generate(remote.context, 8, None)
+        };
+        let done = client.generate(one_of, |_| {}).await.unwrap();
+        let scores = done.one_of.unwrap();
+        assert_eq!(options[scores.chosen as usize], done.text);
+        assert_eq!(scores.logprobs.len(), 3);
+        let chosen = scores.logprobs[scores.chosen as usize];
+        assert!(chosen.is_finite() && chosen <= 0.0, "{scores:?}");
+        // The same prompt again: the engine reports the rows it kept.
+        assert!(done.usage.recomputed_from.is_some_and(|r| r > 0), "{:?}", done.usage);
+
+        let mut deltas = 0;
+        let free = Generate { logprobs: Some(2), ..generate(remote.context, 24, None) };
+        let done = client
+            .generate(free, |frame| deltas += usize::from(matches!(frame, Reply::Delta { .. })))
+            .await
+            .unwrap();
+        assert!(deltas > 1, "{deltas} deltas for {:?}", done.text);
+        let logprobs = done.logprobs.unwrap();
+        // The engine's count may include an end-of-generation token it streams no text for.
+        assert!(logprobs.len().abs_diff(done.usage.completion_tokens as usize) <= 1);
+        assert!(logprobs.iter().all(|t| t.top.len() <= 2 && t.logprob <= 0.0));
+
+        let status = client.status().await.unwrap();
+        let member = status.members.iter().find(|m| m.info.alias == "remote").unwrap();
+        assert_eq!(member.info.footprint_bytes, 0);
+        let info = member.info.remote.as_ref().unwrap();
+        assert_eq!(
+            (info.engine.as_str(), info.url.as_str()),
+            ("llama-server", &*server().base_url())
+        );
+        assert_eq!((member.store.budget_bytes, member.store.rows), (0, 0), "no prefix store");
+        let main = status.members.iter().find(|m| m.info.alias == "main").unwrap();
+        assert!(main.info.remote.is_none() && main.info.footprint_bytes > 0);
+        client.stop().await.unwrap();
+    });
+}
+
+/// A cancel mid-stream ends the generation as `cancelled` and the member serves the next one;
+/// a schema the engine refuses is `bad_constraint` with its message, and the local member
+/// still answers after it.
+#[test]
+fn cancel_and_a_refused_schema_leave_every_member_serving() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let daemon = daemon("cancel");
+    runtime().block_on(async {
+        let mut client = daemon.client(FrameFormat::Cbor).await;
+        let segments = vec![seg("u1", Role::User, "Write a long story about a lighthouse.")];
+        let context = client.create_context("remote", segments.clone()).await.unwrap().context;
+        client.send(&Request::Generate(generate(context, 400, None))).await.unwrap();
+        let mut sent = false;
+        let done = loop {
+            match client.recv(Duration::from_secs(60)).await.unwrap() {
+                // Once: a cancel after the end would be an error of its own.
+                Reply::Delta { .. } if !sent => {
+                    client.send(&Request::Cancel {}).await.unwrap();
+                    sent = true;
+                }
+                Reply::Delta { .. } => {}
+                Reply::Progress { .. } => {}
+                Reply::Done(done) => break done,
+                other => panic!("{other:?}"),
+            }
+        };
+        assert_eq!(done.stop, StopReason::Cancelled, "{done:?}");
+        assert!(done.usage.completion_tokens < 400);
+        let again = client.generate(generate(context, 4, None), |_| {}).await.unwrap();
+        assert!(again.usage.completion_tokens > 0);
+
+        let refused = Generate {
+            constraint: Constraint::Json { schema: r#"{"type":"no-such-type"}"#.into() },
+            ..generate(context, 8, None)
+        };
+        let e = client.generate(refused, |_| {}).await.unwrap_err();
+        assert_eq!(e.kind(), Some(ErrorKind::BadConstraint), "{e}");
+        assert!(e.to_string().contains(&server().base_url()), "names the engine: {e}");
+        let local = client.create_context("main", segments).await.unwrap().context;
+        let done = client.generate(generate(local, 4, None), |_| {}).await.unwrap();
+        assert!(done.usage.completion_tokens > 0, "the local member still answers");
+        client.stop().await.unwrap();
+    });
+}
+
+/// `member_load` of a remote member is refused by name: an unreachable URL, a model the engine
+/// does not serve, no tokenizer, a tokenizer of another model.
+#[test]
+fn a_remote_member_that_cannot_serve_is_refused_at_load_by_name() {
+    let daemon = daemon("load");
+    let smol = smollm2().display().to_string();
+    let gemma = crate::gemma3().display().to_string();
+    let served = format!("openai:{}#nothing-by-this-name", server().base_url());
+    runtime().block_on(async {
+        let mut client = daemon.client(FrameFormat::Cbor).await;
+        let with = |tokenizer: Option<&str>| ServingFlags {
+            tokenizer: tokenizer.map(str::to_owned),
+            ..ServingFlags::default()
+        };
+        let cases = [
+            ("openai:http://127.0.0.1:9#m".to_owned(), with(Some(&smol)), "is unreachable"),
+            (served, with(Some(&smol)), "does not serve the model \"nothing-by-this-name\""),
+            (reference(), with(None), "a remote member needs a tokenizer"),
+            (reference(), with(Some(&gemma)), "is not the same model as the tokenizer"),
+        ];
+        for (i, (model, flags, said)) in cases.into_iter().enumerate() {
+            let e = client.load_member(&format!("r{i}"), &model, flags).await.unwrap_err();
+            assert_eq!(e.kind(), Some(ErrorKind::LoadRefused), "{model}: {e}");
+            assert!(e.to_string().contains(said), "{model}: {e}");
+        }
+        let members = client.members().await.unwrap();
+        assert_eq!(members.len(), 2, "nothing loaded: {members:?}");
+        client.stop().await.unwrap();
+    });
+}
+
+/// A remote member loads into a pool whose memory limit nothing else fits: its footprint is 0
+/// and the fit never counts it, while a local member there is still refused.
+#[test]
+fn a_remote_member_never_counts_against_the_memory_fit() {
+    let pool = caldrix_pool::Pool::new(caldrix_pool::PoolConfig {
+        frames: FrameFormat::Cbor,
+        max_connections: 1,
+        idle_timeout: None,
+        context_budget: 0,
+        memory_limit: 1 << 20,
+        owner_uid: 0,
+    });
+    let tokenizer = smollm2().display().to_string();
+    let member = |alias: &str, reference: &str, tokenizer: Option<&str>| {
+        let (model, script, remote) =
+            caldrix_pool::member_source(reference, None, tokenizer).unwrap();
+        caldrix_pool::MemberConfig {
+            alias: alias.into(),
+            reference: reference.into(),
+            model,
+            script,
+            remote,
+            window: Some(1024),
+            threads: Some(1),
+            batch: None,
+            gpu_layers: None,
+            max_batch: 1,
+            fast_forward: false,
+            draft: false,
+            budget_bytes: 0,
+        }
+    };
+    pool.load(member("remote", &reference(), Some(&tokenizer))).unwrap();
+    pool.load(member("remote2", &reference(), Some(&tokenizer))).unwrap();
+    let e = pool.load(member("local", &tokenizer, None)).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::LoadRefused);
+    assert!(e.message.contains("but 0 MiB of the 1 MiB limit are taken"), "{e}");
+}
