@@ -36,8 +36,8 @@ pub struct HookSettings {
     pub claude_settings: bool,
 }
 
-/// A member: a model reference (a GGUF path, a Hugging Face reference, or `script:...` for the
-/// scripted member) and its serving flags.
+/// A member: a model reference (a GGUF path, a Hugging Face reference, `openai:URL#MODEL` for
+/// a remote engine, or `script:...` for the scripted member) and its serving flags.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Member {
     pub model: String,
@@ -50,6 +50,11 @@ pub struct Member {
     /// `true` passes `--fast-forward`, `--draft` (both off by default: not yet measured faster).
     pub fast_forward: Option<bool>,
     pub draft: Option<bool>,
+    /// A remote member: the NAME of the environment variable holding the engine's API key
+    /// (read by the pool; the key is in no settings file and no session file).
+    pub api_key_env: Option<String>,
+    /// A remote member: a local reference of the same model, for its vocabulary and template.
+    pub tokenizer: Option<String>,
 }
 
 impl Member {
@@ -64,7 +69,13 @@ impl Member {
             max_batch: None,
             fast_forward: None,
             draft: None,
+            api_key_env: None,
+            tokenizer: None,
         }
+    }
+
+    pub fn is_remote(&self) -> bool {
+        self.model.starts_with("openai:")
     }
 }
 
@@ -210,6 +221,8 @@ struct FileMember {
     max_batch: Option<u32>,
     fast_forward: Option<bool>,
     draft: Option<bool>,
+    api_key_env: Option<String>,
+    tokenizer: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -384,6 +397,11 @@ fn apply(settings: &mut Settings, path: &Path, text: &str) -> Result<(), ConfigE
         }
         check_max_batch(member.max_batch, &table, &invalid)?;
     }
+    for (role, member) in [("main", Some(&settings.main)), ("decision", settings.decision.as_ref())]
+    {
+        let Some(member) = member else { continue };
+        check_remote(member, &format!("members.{role}"), &invalid)?;
+    }
     let pool = &file.pool;
     if let Some(caldrix) = &pool.caldrix {
         settings.pool.caldrix = caldrix.clone();
@@ -518,6 +536,8 @@ fn apply_tune(
             max_batch: flags.max_batch,
             fast_forward: flags.fast_forward,
             draft: flags.draft,
+            api_key_env: None,
+            tokenizer: None,
         };
         merge_member(&mut member, &file);
     }
@@ -539,6 +559,70 @@ fn merge_member(member: &mut Member, file: &FileMember) {
     member.max_batch = file.max_batch.or(member.max_batch);
     member.fast_forward = file.fast_forward.or(member.fast_forward);
     member.draft = file.draft.or(member.draft);
+    if file.api_key_env.is_some() {
+        member.api_key_env.clone_from(&file.api_key_env);
+    }
+    if file.tokenizer.is_some() {
+        member.tokenizer.clone_from(&file.tokenizer);
+    }
+}
+
+/// A remote member's reference and settings, refused by key when malformed: `openai:URL#MODEL`
+/// with an `http://` URL, `api_key_env` a variable's name (never the key itself), and both
+/// settings only on a remote member. (The pool checks again, and probes the engine.)
+fn check_remote(
+    member: &Member,
+    table: &str,
+    invalid: &dyn Fn(&str, &str, String) -> ConfigError,
+) -> Result<(), ConfigError> {
+    if !member.is_remote() {
+        for (key, value) in [("api_key_env", &member.api_key_env), ("tokenizer", &member.tokenizer)]
+        {
+            if value.is_some() {
+                return Err(invalid(
+                    table,
+                    key,
+                    "is a setting of a remote member (model = \"openai:URL#MODEL\")".into(),
+                ));
+            }
+        }
+        return Ok(());
+    }
+    let rest = member.model.trim_start_matches("openai:");
+    match rest.split_once('#') {
+        Some((url, model)) if url.starts_with("http://") && url.len() > 7 && !model.is_empty() => {}
+        Some((url, _)) if url.starts_with("https://") => {
+            return Err(invalid(
+                table,
+                "model",
+                "a remote engine is reached over plain http:// in this build (docs/remote.md)"
+                    .into(),
+            ));
+        }
+        _ => {
+            return Err(invalid(
+                table,
+                "model",
+                format!("a remote member is openai:http://HOST:PORT#MODEL, not {:?}", member.model),
+            ));
+        }
+    }
+    if let Some(var) = &member.api_key_env {
+        let mut chars = var.chars();
+        let first = chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+        if !first || !chars.all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return Err(invalid(
+                table,
+                "api_key_env",
+                "must be an environment variable's name (letters, digits and _), not the key"
+                    .into(),
+            ));
+        }
+    }
+    if member.tokenizer.as_deref().is_some_and(str::is_empty) {
+        return Err(invalid(table, "tokenizer", "must name a model".into()));
+    }
+    Ok(())
 }
 
 /// `max_batch` of a member's table: the pool's bound, refused here by key.
@@ -704,6 +788,42 @@ mod tests {
         ] {
             let e = check(text).unwrap_err().to_string();
             assert!(e.contains(&format!("`{key}`")) && e.contains("between 1 and 16"), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_remote_member_s_settings_are_kept_and_malformed_ones_refused_by_key() {
+        let s = check(
+            "[members.main]\nmodel = \"openai:http://h:8080#qwen\"\ntokenizer = \"q.gguf\"\n\
+             api_key_env = \"TEAM_KEY\"\n",
+        )
+        .unwrap();
+        assert!(s.main.is_remote());
+        assert_eq!(
+            (s.main.tokenizer.as_deref(), s.main.api_key_env.as_deref()),
+            (Some("q.gguf"), Some("TEAM_KEY"))
+        );
+        for (text, key, said) in [
+            ("[members.main]\nmodel = \"openai:h#m\"\n", "members.main.model", "openai:http://"),
+            ("[members.main]\nmodel = \"openai:http://h\"\n", "members.main.model", "#MODEL"),
+            (
+                "[members.main]\nmodel = \"openai:https://h#m\"\n",
+                "members.main.model",
+                "plain http",
+            ),
+            (
+                "[members.main]\nmodel = \"openai:http://h#m\"\napi_key_env = \"sk-123 x\"\n",
+                "members.main.api_key_env",
+                "not the key",
+            ),
+            (
+                "[members.decision]\nmodel = \"d.gguf\"\ntokenizer = \"t.gguf\"\n",
+                "members.decision.tokenizer",
+                "a setting of a remote member",
+            ),
+        ] {
+            let e = check(text).unwrap_err().to_string();
+            assert!(e.contains(&format!("`{key}`")) && e.contains(said), "{text}: {e}");
         }
     }
 

@@ -133,6 +133,14 @@ fn member_flags(member: &Member) -> Vec<String> {
             flags.push(flag.to_owned());
         }
     }
+    for (flag, value) in
+        [("--api-key-env", &member.api_key_env), ("--tokenizer", &member.tokenizer)]
+    {
+        if let Some(value) = value {
+            flags.push(flag.to_owned());
+            flags.push(value.clone());
+        }
+    }
     flags
 }
 
@@ -167,7 +175,8 @@ pub async fn bind(
         max_batch: member.max_batch,
         fast_forward: member.fast_forward,
         draft: member.draft,
-        ..ServingFlags::default()
+        api_key_env: member.api_key_env.clone(),
+        tokenizer: member.tokenizer.clone(),
     };
     client
         .load_member_within(&alias, &member.model, flags, timeout)
@@ -221,5 +230,15 @@ mod tests {
             ..Member::of("m.gguf".into())
         };
         assert_eq!(member_flags(&batched), ["--threads", "2", "--max-batch", "4", "--draft"]);
+        let remote = Member {
+            api_key_env: Some("TEAM_KEY".into()),
+            tokenizer: Some("smol.gguf".into()),
+            ..Member::of("openai:http://h:8080#smol".into())
+        };
+        assert_eq!(
+            member_flags(&remote),
+            ["--api-key-env", "TEAM_KEY", "--tokenizer", "smol.gguf"],
+            "the variable's name, never its value"
+        );
     }
 }

@@ -15,6 +15,7 @@ mod hooks;
 mod parse;
 mod profiles;
 mod real;
+mod remote;
 mod repeats;
 mod request;
 mod screen;
