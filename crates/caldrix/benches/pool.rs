@@ -4,7 +4,11 @@
 //! `scripts/bench-pool` makes the table.
 //!
 //!     cargo bench -p caldrix --bench pool -- MODEL --budget BYTES [--threads N] [--batch N]
-//!         [--peer PYTHON] [--only linear|interleaved]
+//!         [--peer PYTHON] [--only linear|interleaved] [--remote LLAMA_SERVER]
+//!
+//! `--remote LLAMA_SERVER` makes `main` a remote member (`openai:URL#MODEL`, MODEL its own
+//! tokenizer) on a llama-server started for each workload (cold, one slot of the window,
+//! `--cache-reuse 256`): the same replay, its rows as the engine reports them (`scripts/bench-remote`).
 //!
 //! `--peer PYTHON` runs the peer (`scripts/peer-llama.py`, llama-cpp-python) beside the pool on
 //! the same prompt ids, one request at a time, alternating which side goes first: the machine's
@@ -22,6 +26,7 @@ use caldrix_pool::{MemberConfig, Pool, PoolConfig};
 use caldrix_proto::{Constraint, Edit, FrameFormat, Generate, Reply, Role, Segment};
 use serde_json::json;
 use test_models::peer::{Peer, PeerReply};
+use test_models::server::{Server, ServerConfig};
 
 const WINDOW: u32 = 8192;
 const SYSTEM_TOKENS: usize = 3500;
@@ -123,7 +128,8 @@ impl Bench {
         self.records.push(json!({
             "label": label,
             "prompt_tokens": prompt.len(),
-            "recomputed": done.usage.prompt_tokens - done.usage.recomputed_from.unwrap(),
+            // A remote engine that reports no cached tokens: null.
+            "recomputed": done.usage.recomputed_from.map(|r| done.usage.prompt_tokens - r),
             "ttft_ms": ttft.as_secs_f64() * 1e3,
             "prefill_ms": done.usage.prefill_ms,
             "peer_recomputed": peer.map(|p| p.recomputed),
@@ -186,6 +192,7 @@ fn main() {
     let model_path =
         PathBuf::from(args.next().expect("usage: pool MODEL --budget BYTES [--threads N]"));
     let (mut budget, mut threads, mut batch, mut peer) = (256u64 << 20, 2u32, None, None);
+    let mut remote: Option<PathBuf> = None;
     let mut workloads = vec!["linear", "interleaved"];
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -195,6 +202,7 @@ fn main() {
             "--threads" => threads = args.next().and_then(|v| v.parse().ok()).expect("--threads N"),
             "--batch" => batch = Some(args.next().and_then(|v| v.parse().ok()).expect("--batch N")),
             "--peer" => peer = Some(args.next().expect("--peer PYTHON")),
+            "--remote" => remote = Some(args.next().expect("--remote LLAMA_SERVER").into()),
             "--only" => {
                 workloads = match args.next().as_deref() {
                     Some("linear") => vec!["linear"],
@@ -231,10 +239,23 @@ fn main() {
             memory_limit: caldrix_pool::memory_limit(),
             owner_uid: caldrix_client::trust::current_uid(),
         });
+        // Kept until the workload ends: dropping it stops the engine.
+        let engine = remote.as_deref().map(|binary| {
+            let config =
+                ServerConfig { binary, model: &model_path, threads, slots: 1, window: WINDOW };
+            Server::start(&config).expect("llama-server starts")
+        });
+        let reference = match &engine {
+            Some(engine) => format!("openai:{}#{}", engine.base_url(), model_path.display()),
+            None => model_path.display().to_string(),
+        };
+        let tokenizer = engine.as_ref().map(|_| model_path.display().to_string());
+        let (model, _, remote_spec) =
+            caldrix_pool::member_source(&reference, None, tokenizer.as_deref()).unwrap();
         pool.load(MemberConfig {
             alias: "main".into(),
-            reference: model_path.display().to_string(),
-            model: model_path.clone(),
+            reference,
+            model,
             window: Some(WINDOW),
             threads: Some(threads),
             batch,
@@ -244,7 +265,7 @@ fn main() {
             draft: false,
             budget_bytes: budget,
             script: None,
-            remote: None,
+            remote: remote_spec,
         })
         .unwrap();
         let records = runtime.block_on(async {
@@ -278,6 +299,7 @@ fn main() {
             let _ = server.await;
             bench.records
         });
+        drop(engine);
         output.insert(workload.into(), json!(records));
     }
     let _ = std::fs::remove_dir_all(&dir);
