@@ -67,14 +67,16 @@ impl Daemon {
     }
 
     /// A connected client. A connection just closed may hold its slot for a moment after the
-    /// client let go (the daemon notices the close asynchronously): retry a refusal briefly.
+    /// client let go (the daemon notices the close asynchronously, and a connection that left
+    /// mid-generation frees its slot once the engine's current step ends and the cancel is
+    /// seen: seconds on a loaded 2-core machine): retry a refusal for up to a minute.
     pub(crate) async fn client(&self, frames: FrameFormat) -> Client {
         let started = Instant::now();
         loop {
             match Client::connect(&self.socket, frames, "test").await {
                 Err(e)
                     if e.kind() == Some(ErrorKind::TooManyConnections)
-                        && started.elapsed() < Duration::from_secs(5) =>
+                        && started.elapsed() < Duration::from_secs(60) =>
                 {
                     tokio::time::sleep(Duration::from_millis(20)).await;
                 }
