@@ -399,21 +399,7 @@ mod tests {
     use super::*;
 
     fn member(max_batch: u32, batch: Option<u32>) -> MemberConfig {
-        MemberConfig {
-            alias: "m".into(),
-            reference: "m.gguf".into(),
-            model: "m.gguf".into(),
-            window: None,
-            threads: None,
-            batch,
-            gpu_layers: None,
-            max_batch,
-            fast_forward: false,
-            draft: false,
-            budget_bytes: 0,
-            script: None,
-            remote: None,
-        }
+        MemberConfig { batch, max_batch, ..MemberConfig::new("m", "m.gguf", "m.gguf".into()) }
     }
 
     #[test]

@@ -37,7 +37,8 @@ pub struct MemberConfig {
     pub gpu_layers: Option<u32>,
     /// Generations decoded together (1 to `caldrix_proto::MAX_BATCH`; `Pool::load` checks).
     pub max_batch: u32,
-    /// Each generation's `fast_forward` and `draft`: they change speed only, never output.
+    /// Each generation's `fast_forward` and `draft`: they change speed; output only at near
+    /// ties, where a batched decode's other summing order may pick the other token.
     pub fast_forward: bool,
     pub draft: bool,
     /// Bytes of KV rows the prefix store may keep (0 keeps none).
@@ -47,6 +48,28 @@ pub struct MemberConfig {
     /// A remote member (`openai:URL#MODEL`): generations run on that engine, and `model` is
     /// its tokenizer, loaded for the vocabulary and template only.
     pub remote: Option<RemoteSpec>,
+}
+
+impl MemberConfig {
+    /// A member served as the pool serves one by default: one generation at a time, the
+    /// engine's own window, threads and batch, no prefix store, a local model.
+    pub fn new(alias: impl Into<String>, reference: impl Into<String>, model: PathBuf) -> Self {
+        MemberConfig {
+            alias: alias.into(),
+            reference: reference.into(),
+            model,
+            window: None,
+            threads: None,
+            batch: None,
+            gpu_layers: None,
+            max_batch: 1,
+            fast_forward: false,
+            draft: false,
+            budget_bytes: 0,
+            script: None,
+            remote: None,
+        }
+    }
 }
 
 /// A scripted member's replies, whether it takes the `json` constraint (a member without

@@ -253,19 +253,12 @@ fn main() {
         let (model, _, remote_spec) =
             caldrix_pool::member_source(&reference, None, tokenizer.as_deref()).unwrap();
         pool.load(MemberConfig {
-            alias: "main".into(),
-            reference,
-            model,
             window: Some(WINDOW),
             threads: Some(threads),
             batch,
-            gpu_layers: None,
-            max_batch: 1,
-            fast_forward: false,
-            draft: false,
             budget_bytes: budget,
-            script: None,
             remote: remote_spec,
+            ..MemberConfig::new("main", reference, model)
         })
         .unwrap();
         let records = runtime.block_on(async {

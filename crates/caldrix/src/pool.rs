@@ -162,21 +162,8 @@ fn parse_serve(args: &[String]) -> anyhow::Result<ServeArgs> {
                 let reference = it.next().context("--load needs a model")?;
                 sources.push((reference.clone(), None, None));
                 let n = out.members.len();
-                out.members.push(MemberConfig {
-                    alias: if n == 0 { "main".into() } else { format!("member{}", n + 1) },
-                    reference: reference.clone(),
-                    model: PathBuf::new(),
-                    script: None,
-                    remote: None,
-                    window: None,
-                    threads: None,
-                    batch: None,
-                    gpu_layers: None,
-                    max_batch: 1,
-                    fast_forward: false,
-                    draft: false,
-                    budget_bytes: 0,
-                });
+                let alias = if n == 0 { "main".into() } else { format!("member{}", n + 1) };
+                out.members.push(MemberConfig::new(alias, reference.clone(), PathBuf::new()));
             }
             ("--alias", Some(m)) => m.alias = it.next().context("--alias needs a name")?.clone(),
             ("--ctx", Some(m)) => m.window = Some(number(arg, it.next())?),

@@ -65,19 +65,10 @@ fn pool_socket() -> PathBuf {
             {
                 let (model, script) = parse_model_ref(&reference).unwrap();
                 let member = MemberConfig {
-                    alias: alias.into(),
-                    reference,
-                    model,
                     window: Some(2048),
                     threads: Some(2),
-                    batch: None,
-                    gpu_layers: None,
-                    max_batch: 1,
-                    fast_forward: false,
-                    draft: false,
-                    budget_bytes: 0,
                     script,
-                    remote: None,
+                    ..MemberConfig::new(alias, reference, model)
                 };
                 pool.load(member).unwrap();
             }

@@ -212,19 +212,11 @@ fn a_remote_member_never_counts_against_the_memory_fit() {
         let (model, script, remote) =
             caldrix_pool::member_source(reference, None, tokenizer).unwrap();
         caldrix_pool::MemberConfig {
-            alias: alias.into(),
-            reference: reference.into(),
-            model,
             script,
             remote,
             window: Some(1024),
             threads: Some(1),
-            batch: None,
-            gpu_layers: None,
-            max_batch: 1,
-            fast_forward: false,
-            draft: false,
-            budget_bytes: 0,
+            ..caldrix_pool::MemberConfig::new(alias, reference, model)
         }
     };
     pool.load(member("remote", &reference(), Some(&tokenizer))).unwrap();
