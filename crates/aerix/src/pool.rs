@@ -15,8 +15,8 @@ use caldrix_proto::{FrameFormat, Lane, MemberInfo, ServingFlags};
 /// How often the socket is tried while the pool starts.
 const POLL: Duration = Duration::from_millis(500);
 
-/// A member a run uses: its alias in the pool, window, whether it takes `Json`, and its lane
-/// and engine threads when the pool says.
+/// A member a run uses: its alias in the pool, window, whether it takes `Json`, its lane and
+/// engine threads, and the generations it decodes together, when the pool says.
 #[derive(Clone, Debug)]
 pub struct Bound {
     pub alias: String,
@@ -24,6 +24,62 @@ pub struct Bound {
     pub json: bool,
     pub lane: Option<Lane>,
     pub threads: Option<u32>,
+    pub max_batch: Option<u32>,
+}
+
+/// How many of a member's generations the pool decodes together.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Batching {
+    /// The pool's default, one at a time (a decision or reflection member, a remote member,
+    /// `delegation.parallel = 1`).
+    Single,
+    /// `members.<role>.max_batch`: exactly this many, or the load is refused.
+    Set(u32),
+    /// The main member's default: a turn's `delegation.parallel` pieces decoded together, as
+    /// many of them as fit the memory limit. A deviation from the spec's single-stream loop,
+    /// taken because the batch bench measured it faster in every workload (docs/benchmarks.md).
+    UpTo(u32),
+}
+
+impl Batching {
+    /// `member`'s batching; `parallel` is `delegation.parallel` for the member the pieces run
+    /// on (the main member), `None` for the others.
+    pub fn of(member: &Member, parallel: Option<u32>) -> Batching {
+        if let Some(n) = member.max_batch {
+            return Batching::Set(n);
+        }
+        let remote = member.model.starts_with("openai:");
+        match parallel {
+            Some(n) if n > 1 && !remote => Batching::UpTo(n.min(caldrix_proto::MAX_BATCH)),
+            _ => Batching::Single,
+        }
+    }
+
+    /// The main member's batching under `settings`.
+    pub fn main(settings: &Settings) -> Batching {
+        Batching::of(&settings.main, Some(settings.delegation.parallel))
+    }
+
+    fn flags(self) -> (Option<u32>, Option<bool>) {
+        match self {
+            Batching::Single => (None, None),
+            Batching::Set(n) => (Some(n), None),
+            Batching::UpTo(n) => (Some(n), Some(true)),
+        }
+    }
+
+    /// The startup note when the pool took fewer than the default asked for.
+    pub fn note(self, bound: &Bound) -> Option<String> {
+        let Batching::UpTo(asked) = self else { return None };
+        let took = bound.max_batch?;
+        (took < asked).then(|| {
+            format!(
+                "the pool decodes {took} of `{}`'s generations together, not {asked} \
+                 (delegation.parallel): the KV windows of more would pass its memory limit",
+                bound.alias
+            )
+        })
+    }
 }
 
 /// A connection to the pool, started if needed.
@@ -70,7 +126,7 @@ async fn autostart(
         .arg(settings.pool.max_connections.max(settings.delegation.parallel + 1).to_string())
         .arg("--load")
         .arg(&settings.main.model)
-        .args(member_flags(&settings.main))
+        .args(member_flags(&settings.main, Batching::main(settings)))
         // Its own process group: the pool outlives this run and ignores its terminal's signals.
         .process_group(0)
         .stdin(Stdio::null())
@@ -114,21 +170,26 @@ async fn autostart(
 }
 
 /// The serving flags of a member as `caldrix pool` takes them.
-fn member_flags(member: &Member) -> Vec<String> {
+fn member_flags(member: &Member, batching: Batching) -> Vec<String> {
     let mut flags = Vec::new();
+    let (max_batch, fit) = batching.flags();
     for (flag, value) in [
         ("--ctx", member.ctx),
         ("--threads", member.threads),
         ("--batch", member.batch),
         ("--gpu-layers", member.gpu_layers),
-        ("--max-batch", member.max_batch),
+        ("--max-batch", max_batch),
     ] {
         if let Some(value) = value {
             flags.push(flag.to_owned());
             flags.push(value.to_string());
         }
     }
-    for (flag, on) in [("--fast-forward", member.fast_forward), ("--draft", member.draft)] {
+    for (flag, on) in [
+        ("--fit-max-batch", fit),
+        ("--fast-forward", member.fast_forward),
+        ("--draft", member.draft),
+    ] {
         if on == Some(true) {
             flags.push(flag.to_owned());
         }
@@ -152,11 +213,13 @@ fn tail(path: &Path) -> Option<String> {
     Some(lines[last..].join(" | ")).filter(|s| !s.is_empty())
 }
 
-/// The member serving `member`'s model, loading it (as `alias`) when the pool has none.
+/// The member serving `member`'s model, loading it (as `alias`, batched as `batching` says)
+/// when the pool has none.
 pub async fn bind(
     client: &mut Client,
     member: &Member,
     alias: &str,
+    batching: Batching,
     timeout: Duration,
 ) -> anyhow::Result<Bound> {
     let members = client.members().await.map_err(|e| named(e, "listing the pool's members"))?;
@@ -167,12 +230,14 @@ pub async fn bind(
     let taken = members.iter().any(|m| m.alias == alias);
     let alias =
         if taken { format!("{alias}-{}", short_hash(&member.model)) } else { alias.to_owned() };
+    let (max_batch, fit_max_batch) = batching.flags();
     let flags = ServingFlags {
         ctx: member.ctx,
         threads: member.threads,
         batch: member.batch,
         gpu_layers: member.gpu_layers,
-        max_batch: member.max_batch,
+        max_batch,
+        fit_max_batch,
         fast_forward: member.fast_forward,
         draft: member.draft,
         api_key_env: member.api_key_env.clone(),
@@ -202,6 +267,7 @@ fn find(members: &[MemberInfo], member: &Member) -> Option<Bound> {
         json: m.json_constraint,
         lane: m.lane,
         threads: m.threads,
+        max_batch: m.max_batch,
     })
 }
 
@@ -221,7 +287,7 @@ mod tests {
     #[test]
     fn autostart_passes_the_batching_flags_and_only_the_ones_set() {
         let plain = Member::of("m.gguf".into());
-        assert!(member_flags(&plain).is_empty(), "the pool's defaults");
+        assert!(member_flags(&plain, Batching::Single).is_empty(), "the pool's defaults");
         let batched = Member {
             threads: Some(2),
             max_batch: Some(4),
@@ -229,16 +295,43 @@ mod tests {
             draft: Some(true),
             ..Member::of("m.gguf".into())
         };
-        assert_eq!(member_flags(&batched), ["--threads", "2", "--max-batch", "4", "--draft"]);
+        let set = Batching::of(&batched, Some(2));
+        assert_eq!(set, Batching::Set(4), "a set max_batch wins over delegation.parallel");
+        assert_eq!(member_flags(&batched, set), ["--threads", "2", "--max-batch", "4", "--draft"]);
         let remote = Member {
             api_key_env: Some("TEAM_KEY".into()),
             tokenizer: Some("smol.gguf".into()),
             ..Member::of("openai:http://h:8080#smol".into())
         };
+        assert_eq!(Batching::of(&remote, Some(4)), Batching::Single, "the engine batches");
         assert_eq!(
-            member_flags(&remote),
+            member_flags(&remote, Batching::Single),
             ["--api-key-env", "TEAM_KEY", "--tokenizer", "smol.gguf"],
             "the variable's name, never its value"
         );
+    }
+
+    #[test]
+    fn the_main_member_decodes_a_turn_s_pieces_together_up_to_what_fits() {
+        let plain = Member::of("m.gguf".into());
+        let default = Batching::of(&plain, Some(4));
+        assert_eq!(default, Batching::UpTo(4));
+        assert_eq!(member_flags(&plain, default), ["--max-batch", "4", "--fit-max-batch"]);
+        assert_eq!(Batching::of(&plain, Some(1)), Batching::Single);
+        assert_eq!(Batching::of(&plain, None), Batching::Single, "a decision member");
+        assert_eq!(Batching::of(&plain, Some(64)), Batching::UpTo(caldrix_proto::MAX_BATCH));
+        let bound = |max_batch| Bound {
+            alias: "main".into(),
+            window: 8192,
+            json: true,
+            lane: None,
+            threads: None,
+            max_batch,
+        };
+        let note = default.note(&bound(Some(2))).unwrap();
+        assert!(note.contains("decodes 2 of `main`'s generations together, not 4"), "{note}");
+        assert_eq!(default.note(&bound(Some(4))), None);
+        assert_eq!(default.note(&bound(None)), None, "an older pool says nothing");
+        assert_eq!(Batching::Set(4).note(&bound(Some(1))), None);
     }
 }

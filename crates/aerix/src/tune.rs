@@ -10,7 +10,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use aerix_config::{Env, Member, Settings};
+use aerix_config::{Env, Settings};
 use aerix_tune::{Artifacts, Guards, PoolReflector, ProfileStore, TuneError, TuneOptions};
 use anyhow::Context as _;
 use caldrix_client::Client;
@@ -239,16 +239,16 @@ async fn with_reflector<T>(
     work: impl AsyncFnOnce(&mut PoolReflector<'_>) -> Result<T, TuneError>,
 ) -> anyhow::Result<Reflected<T>> {
     let timeout = Duration::from_secs(settings.pool.start_timeout_secs);
-    let (member, alias): (&Member, &str) = match &settings.tune.member {
-        Some(member) => (member, "tune"),
-        None => (&settings.main, "main"),
+    let (member, alias, batching) = match &settings.tune.member {
+        Some(member) => (member, "tune", pool::Batching::of(member, None)),
+        None => (&settings.main, "main", pool::Batching::main(settings)),
     };
     let loaded_before = client
         .members()
         .await
         .map(|ms| ms.iter().any(|m| m.reference == member.model))
         .unwrap_or(false);
-    let bound = pool::bind(client, member, alias, timeout).await?;
+    let bound = pool::bind(client, member, alias, batching, timeout).await?;
     let unload = settings.tune.member.is_some() && !loaded_before;
     let mut reflector = PoolReflector {
         client,

@@ -4,6 +4,8 @@
 use std::collections::HashMap;
 
 use caldrix_engine::{EngineError, GenerationPrompt, Message, Model, Special, Token};
+
+use crate::vocab::Vocab;
 use caldrix_proto::{ContextId, Edit, ErrorKind, Segment, SegmentCount};
 
 use crate::PoolError;
@@ -43,20 +45,24 @@ impl Context {
         segments.iter().map(|s| Message::new(s.role.as_str(), s.text.as_str())).collect()
     }
 
-    /// Counts the segments not counted yet.
-    fn count(&mut self, model: &Model) -> Result<(), PoolError> {
+    /// Counts the segments not counted yet. A remote engine's tokenizer counts each render
+    /// whole (one request; the incremental path would take three).
+    fn count(&mut self, vocab: &Vocab) -> Result<(), PoolError> {
         let messages = Self::messages(&self.segments);
         for i in self.counted.ends.len()..messages.len() {
-            let text = model.render(&messages[..=i], GenerationPrompt::Omit).map_err(engine)?;
+            let text = vocab.render(&messages[..=i], GenerationPrompt::Omit)?;
             let chained = self.counted.ends.last().is_none_or(|(end, _)| end.is_some());
-            match text.strip_prefix(self.counted.text.as_str()) {
-                Some(delta) if i > 0 && chained && starts_with_special(model, delta) => {
+            let delta = text.strip_prefix(self.counted.text.as_str());
+            match (delta, vocab.local()) {
+                (Some(delta), Some(model))
+                    if i > 0 && chained && starts_with_special(model, delta) =>
+                {
                     let tokens = model.tokenize(delta, Special::Parse);
                     self.counted.tokens.extend(tokens);
                     self.counted.ends.push((Some(text.len()), self.counted.tokens.len()));
                 }
-                extends => {
-                    self.counted.tokens = model.tokenize_prompt(&text);
+                (extends, _) => {
+                    self.counted.tokens = vocab.tokenize_prompt(&text)?;
                     let end = (i == 0 || (extends.is_some() && chained)).then_some(text.len());
                     self.counted.ends.push((end, self.counted.tokens.len()));
                 }
@@ -83,28 +89,27 @@ impl Context {
     }
 
     /// The prompt's tokens: every segment, then the header of the assistant turn to generate.
-    pub fn prompt(&mut self, model: &Model) -> Result<Vec<Token>, PoolError> {
-        self.count(model)?;
-        let text =
-            model.render(&Self::messages(&self.segments), GenerationPrompt::Add).map_err(engine)?;
+    pub(crate) fn prompt(&mut self, vocab: &Vocab) -> Result<Vec<Token>, PoolError> {
+        self.count(vocab)?;
+        let text = vocab.render(&Self::messages(&self.segments), GenerationPrompt::Add)?;
         let chained = self.counted.ends.last().is_none_or(|(end, _)| end.is_some());
-        match text.strip_prefix(self.counted.text.as_str()) {
-            Some(delta)
+        match (text.strip_prefix(self.counted.text.as_str()), vocab.local()) {
+            (Some(delta), Some(model))
                 if chained && !self.segments.is_empty() && starts_with_special(model, delta) =>
             {
                 let mut tokens = self.counted.tokens.clone();
                 tokens.extend(model.tokenize(delta, Special::Parse));
                 Ok(tokens)
             }
-            _ => Ok(model.tokenize_prompt(&text)),
+            _ => vocab.tokenize_prompt(&text),
         }
     }
 
     /// Each segment's tokens: counts are differences between renders of successive prefixes,
     /// so tokens that merge across a boundary are counted once (summing separately tokenized
     /// segments would not be). Only segments not counted since the last edit cost a render.
-    pub fn counts(&mut self, model: &Model) -> Result<(Vec<SegmentCount>, u32), PoolError> {
-        self.count(model)?;
+    pub(crate) fn counts(&mut self, vocab: &Vocab) -> Result<(Vec<SegmentCount>, u32), PoolError> {
+        self.count(vocab)?;
         let mut before = 0usize;
         let counts = self
             .segments
@@ -116,7 +121,7 @@ impl Context {
                 SegmentCount { id: segment.id.clone(), tokens }
             })
             .collect();
-        let total = self.prompt(model)?.len() as u32;
+        let total = self.prompt(vocab)?.len() as u32;
         Ok((counts, total))
     }
 
@@ -198,7 +203,7 @@ fn find<'a>(segments: &'a mut [Segment], id: &str) -> Result<&'a mut Segment, Po
         .ok_or_else(|| PoolError::new(ErrorKind::UnknownSegment, format!("no segment `{id}`")))
 }
 
-fn engine(e: EngineError) -> PoolError {
+pub(crate) fn engine(e: EngineError) -> PoolError {
     crate::engine_error(e)
 }
 

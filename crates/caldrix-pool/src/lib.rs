@@ -7,6 +7,7 @@ mod remote;
 mod schedule;
 mod server;
 mod store;
+mod vocab;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -120,6 +121,10 @@ impl Pool {
     pub fn load(&self, mut member: MemberConfig) -> Result<(), PoolError> {
         member.budget_bytes = self.config.context_budget;
         check_serving_flags(&member)?;
+        if member.fit_max_batch {
+            // A ceiling: one decode holds a token of each generation.
+            member.max_batch = member.max_batch.min(member.batch.unwrap_or(member::DEFAULT_BATCH));
+        }
         if self.member(&member.alias).is_ok() {
             return Err(PoolError::new(
                 ErrorKind::LoadRefused,
@@ -152,9 +157,19 @@ impl Pool {
         };
         // The model and budget before the weights are read; the windows once a row's size is
         // measured, before their cells are reserved.
-        fit.check(member.max_batch, 0)?;
-        let max_batch = member.max_batch;
-        let loaded = Member::start(member, |windows| fit.check(max_batch, windows))?;
+        fit.check(1, 0)?;
+        let (max_batch, ceiling) = (member.max_batch, member.fit_max_batch);
+        let loaded = Member::start(member, |window| {
+            if ceiling { Ok(fit.most(max_batch, window)) } else { fit.check(max_batch, window) }
+        })?;
+        if ceiling && loaded.max_batch < Some(max_batch) {
+            tracing::info!(
+                %alias,
+                max_batch = loaded.max_batch,
+                asked = max_batch,
+                "the windows of more generations would pass the memory limit"
+            );
+        }
         tracing::info!(%alias, "member loaded");
         self.lanes.lock().map_err(poisoned)?.insert(alias.clone(), (lane, threads));
         self.members.lock().map_err(poisoned)?.insert(alias, Arc::new(loaded));
@@ -180,7 +195,8 @@ impl Pool {
             .ok_or_else(|| unknown_member(alias))
     }
 
-    pub(crate) fn member_infos(&self) -> Result<Vec<MemberInfo>, PoolError> {
+    /// What the protocol's `members` answers.
+    pub fn member_infos(&self) -> Result<Vec<MemberInfo>, PoolError> {
         let lanes = self.lanes.lock().map_err(poisoned)?;
         Ok(self
             .members
@@ -193,10 +209,11 @@ impl Pool {
                 alias: m.alias.clone(),
                 reference: m.reference.clone(),
                 json_constraint: m.json_constraint,
-                model: m.model.path().display().to_string(),
-                architecture: m.model.architecture().to_owned(),
+                model: m.vocab.file(),
+                architecture: m.vocab.architecture(),
                 context_window: m.window,
                 footprint_bytes: m.footprint_bytes,
+                max_batch: m.max_batch,
                 queue_depth: m.queue_depth(),
                 remote: m.remote.clone(),
             })
@@ -332,7 +349,7 @@ fn check_serving_flags(member: &MemberConfig) -> Result<(), PoolError> {
         ));
     }
     let batch = member.batch.unwrap_or(member::DEFAULT_BATCH);
-    if n > batch {
+    if n > batch && !member.fit_max_batch {
         return refused(format!(
             "max_batch {n} is more than batch {batch}: one decode holds a token of each generation"
         ));
@@ -353,11 +370,13 @@ struct Fit<'a> {
 }
 
 impl Fit<'_> {
-    /// `windows`: the bytes of the extra windows of a `max_batch` member (0 until measured).
-    fn check(&self, max_batch: u32, windows: u64) -> Result<(), PoolError> {
+    /// `max_batch` generations, each holding a `window` of bytes past the first (0 until
+    /// measured): that count, or the refusal naming the figures.
+    fn check(&self, max_batch: u32, window: u64) -> Result<u32, PoolError> {
+        let windows = u64::from(max_batch.saturating_sub(1)).saturating_mul(window);
         let need = self.model + self.budget + windows;
         if self.resident + need <= self.limit {
-            return Ok(());
+            return Ok(max_batch);
         }
         let extra = if windows > 0 {
             format!(" + {} MiB for the windows of max_batch {max_batch}", windows >> 20)
@@ -377,6 +396,14 @@ impl Fit<'_> {
                 self.limit >> 20
             ),
         ))
+    }
+}
+
+impl Fit<'_> {
+    /// The most generations, up to `ceiling` and at least 1, whose windows fit (the base,
+    /// one generation, was checked before the weights were read).
+    fn most(&self, ceiling: u32, window: u64) -> u32 {
+        (1..=ceiling.max(1)).rev().find(|&n| self.check(n, window).is_ok()).unwrap_or(1)
     }
 }
 
@@ -425,14 +452,30 @@ mod tests {
             budget: 50 << 20,
             limit: 256 << 20,
         };
-        assert_eq!(fit.check(1, 0), Ok(()));
-        assert_eq!(fit.check(4, 56 << 20), Ok(()), "exactly the limit fits");
-        let e = fit.check(4, 57 << 20).unwrap_err();
+        assert_eq!(fit.check(1, 0), Ok(1));
+        assert_eq!(fit.check(4, 18 << 20), Ok(4), "54 of the 56 MiB left fit");
+        assert_eq!(fit.check(5, 14 << 20), Ok(5), "exactly the limit fits");
+        let e = fit.check(4, 19 << 20).unwrap_err();
         assert_eq!(e.kind, ErrorKind::LoadRefused);
         assert_eq!(
             e.message,
             "`m` needs 157 MiB (model 50 MiB + context budget 50 MiB + 57 MiB for the windows \
              of max_batch 4) but 100 MiB of the 256 MiB limit are taken by resident members"
         );
+    }
+
+    #[test]
+    fn a_ceiling_takes_the_most_generations_that_fit_and_at_least_one() {
+        let fit = Fit {
+            alias: "m",
+            resident: 100 << 20,
+            model: 50 << 20,
+            budget: 50 << 20,
+            limit: 256 << 20,
+        };
+        assert_eq!(fit.most(4, 18 << 20), 4, "all four fit");
+        assert_eq!(fit.most(4, 19 << 20), 3, "three windows of 19 MiB pass the 56 MiB left");
+        assert_eq!(fit.most(4, 57 << 20), 1, "not even a second window fits");
+        assert_eq!(fit.most(1, 1 << 40), 1);
     }
 }

@@ -17,6 +17,7 @@ use crate::PoolError;
 use crate::remote::{self, RemoteSpec};
 use crate::schedule::{self, Engine, Rates, SEQUENCES};
 use crate::store::Store;
+use crate::vocab::Vocab;
 
 /// The prefill batch when `--batch` is not given.
 pub(crate) const DEFAULT_BATCH: u32 = 512;
@@ -37,6 +38,9 @@ pub struct MemberConfig {
     pub gpu_layers: Option<u32>,
     /// Generations decoded together (1 to `caldrix_proto::MAX_BATCH`; `Pool::load` checks).
     pub max_batch: u32,
+    /// `max_batch` is a ceiling: the load takes the most generations up to it whose windows
+    /// fit the memory limit (at least 1) instead of refusing (aerix's default batching).
+    pub fit_max_batch: bool,
     /// Each generation's `fast_forward` and `draft`: they change speed; output only at near
     /// ties, where a batched decode's other summing order may pick the other token.
     pub fast_forward: bool,
@@ -63,6 +67,7 @@ impl MemberConfig {
             batch: None,
             gpu_layers: None,
             max_batch: 1,
+            fit_max_batch: false,
             fast_forward: false,
             draft: false,
             budget_bytes: 0,
@@ -144,11 +149,14 @@ pub struct Member {
     pub alias: String,
     pub reference: String,
     pub json_constraint: bool,
-    pub model: Arc<Model>,
+    /// What renders and counts its contexts.
+    pub(crate) vocab: Vocab,
     pub window: u32,
     /// What the member counts against the memory limit: its weights, the context budget, and
     /// the windows of its generations past the first.
     pub footprint_bytes: u64,
+    /// Generations decoded together, as loaded (a remote member's engine batches itself).
+    pub max_batch: Option<u32>,
     /// A remote member's engine.
     pub remote: Option<RemoteInfo>,
     backend: Backend,
@@ -172,12 +180,12 @@ impl std::fmt::Debug for Member {
 
 impl Member {
     /// Loads the model and starts the engine thread; returns once the session is open.
-    /// `fits` hears the bytes of the KV windows beyond the first (a member decoding
-    /// `max_batch` generations at once holds a window for each), once a row's size is
-    /// measured and before the cells are reserved; its refusal is the load's.
+    /// `fits` hears the bytes of one KV window once a row's size is measured, before the
+    /// cells are reserved, and answers how many generations the member decodes together (a
+    /// member decoding N at once holds a window for each); its refusal is the load's.
     pub fn start(
-        config: MemberConfig,
-        fits: impl FnOnce(u64) -> Result<(), PoolError>,
+        mut config: MemberConfig,
+        fits: impl FnOnce(u64) -> Result<u32, PoolError>,
     ) -> Result<Member, PoolError> {
         let refused = |e: EngineError| PoolError::new(ErrorKind::LoadRefused, e.to_string());
         let params = ModelParams { gpu_layers: config.gpu_layers.unwrap_or(0), vocab_only: false };
@@ -195,10 +203,11 @@ impl Member {
         } else {
             0
         };
+        config.max_batch = fits(u64::from(window) * bytes_per_row)?;
         let windows =
             u64::from(config.max_batch.saturating_sub(1)) * u64::from(window) * bytes_per_row;
-        fits(windows)?;
         let footprint_bytes = model.size_bytes() + config.budget_bytes + windows;
+        let max_batch = Some(config.max_batch);
         let (jobs, rx) = mpsc::channel::<Job>();
         let (ready_tx, ready_rx) = mpsc::channel();
         let queue = Arc::new(AtomicU32::new(0));
@@ -226,9 +235,10 @@ impl Member {
             alias,
             reference,
             json_constraint,
-            model,
+            vocab: Vocab::Local(model),
             window,
             footprint_bytes,
+            max_batch,
             remote: None,
             backend: Backend::Local { jobs, thread: Some(thread) },
             queue,
@@ -236,20 +246,21 @@ impl Member {
         })
     }
 
-    /// A remote member: its tokenizer loaded (vocabulary and template only), the engine
-    /// probed and its tokenization checked against the tokenizer's (`remote.rs`). Takes no
-    /// memory of the pool's: its footprint is 0.
+    /// A remote member: its tokenizer loaded (vocabulary and template only) and checked
+    /// against the engine's, or the engine's own template and tokenizer (`remote.rs`). Takes
+    /// no memory of the pool's: its footprint is 0.
     pub fn start_remote(config: MemberConfig, spec: &RemoteSpec) -> Result<Member, PoolError> {
         let queue = Arc::new(AtomicU32::new(0));
         let started = remote::start(&config.alias, spec, Arc::clone(&queue))?;
-        let window = config.window.unwrap_or(4096.min(started.model.trained_context()));
+        let window = config.window.unwrap_or(started.window);
         Ok(Member {
             alias: config.alias,
             reference: config.reference,
             json_constraint: true,
-            model: started.model,
+            vocab: started.vocab,
             window,
             footprint_bytes: 0,
+            max_batch: None,
             remote: Some(started.info),
             backend: Backend::Remote(started.handle),
             queue,

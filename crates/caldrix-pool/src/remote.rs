@@ -1,8 +1,10 @@
 //! A remote member: generations run on an OpenAI-compatible engine (`caldrix-remote`), while
-//! rendering and token counts stay the pool's, through a local tokenizer of the same model
+//! rendering and token counts stay the pool's: through a local tokenizer of the same model
 //! (its vocabulary and chat template only: no weights, no session, no prefix store — the
-//! engine caches prefixes itself). The member's jobs run as tasks on a runtime of its own, on a
-//! thread of its own, so the engine's batching sees them all at once.
+//! engine caches prefixes itself), or, without one, through the engine's own template (served
+//! by llama-server's `/props`, compiled here) and its `/tokenize`. The member's jobs run as
+//! tasks on a runtime of its own, on a thread of its own, so the engine's batching sees them
+//! all at once; a remote tokenizer's requests run there too (`vocab.rs`).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -10,8 +12,8 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use caldrix_engine::{
-    Constraint, Generation, GenerationPrompt, Message, Model, ModelParams, OneOfScores, Sampling,
-    Special, StopReason, Timings, Token, TokenLogprob,
+    ChatTemplate, Constraint, Generation, GenerationPrompt, Message, Model, ModelParams,
+    OneOfScores, Sampling, Special, StopReason, Timings, Token, TokenLogprob,
 };
 use caldrix_proto::{ErrorKind, RemoteInfo};
 use caldrix_remote::{Endpoint, Engine, Event, Finish, Options, Remote, RemoteError, Request};
@@ -19,6 +21,10 @@ use tokio::sync::mpsc;
 
 use crate::PoolError;
 use crate::member::{Finished, Job, MemberEvent};
+use crate::vocab::{RemoteVocab, Vocab, count_text};
+
+/// The window of a remote member whose engine does not say its own, nor `ctx` is given.
+const DEFAULT_WINDOW: u32 = 4096;
 
 /// What a remote member is loaded from: `openai:URL#MODEL` and its two settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -113,13 +119,17 @@ impl Drop for Handle {
 }
 
 pub(crate) struct Started {
-    pub model: Arc<Model>,
+    pub vocab: Vocab,
+    /// The window when `ctx` is not given: the engine's, else the tokenizer's trained one,
+    /// at most 4,096 (a local member's default).
+    pub window: u32,
     pub info: RemoteInfo,
     pub handle: Handle,
 }
 
 /// Loads the tokenizer, probes the engine (unreachable, 401, a model it does not serve are
-/// refused by name) and checks that it tokenizes as the tokenizer does; then serves jobs.
+/// refused by name) and checks that it tokenizes as the tokenizer does, or takes the engine's
+/// own template and tokenizer; then serves jobs.
 pub(crate) fn start(
     alias: &str,
     spec: &RemoteSpec,
@@ -152,10 +162,11 @@ pub(crate) fn start(
         .spawn(move || {
             runtime.block_on(async move {
                 let probed = load(&mut remote, model.as_ref(), &reference).await;
-                let model = match probed {
-                    Ok(model) => {
-                        let _ = ready_tx.send(Ok((Arc::clone(&model), remote.engine().clone())));
-                        model
+                let vocab = match probed {
+                    Ok(loaded) => {
+                        let vocab = loaded.0.clone();
+                        let _ = ready_tx.send(Ok((loaded, remote.engine().clone())));
+                        vocab
                     }
                     Err(e) => {
                         let _ = ready_tx.send(Err(e));
@@ -164,20 +175,21 @@ pub(crate) fn start(
                 };
                 while let Some(job) = rx.recv().await {
                     queue.fetch_sub(1, Ordering::Relaxed);
-                    tokio::spawn(generate(remote.clone(), Arc::clone(&model), job));
+                    tokio::spawn(generate(remote.clone(), vocab.clone(), job));
                 }
             });
         })
         .map_err(|e| refused(format!("cannot start a thread: {e}")))?;
     let handle = Handle { jobs: Some(jobs), thread: Some(thread) };
-    let (model, engine) = match ready_rx.recv() {
+    let ((vocab, window), engine) = match ready_rx.recv() {
         Ok(Ok(ready)) => ready,
         Ok(Err(e)) => return Err(e),
         Err(_) => return Err(refused("the remote member's thread died".to_owned())),
     };
-    tracing::info!(%alias, %url, engine = engine_name(&engine), "remote member loaded");
+    let counted = if vocab.local().is_some() { "the tokenizer" } else { "the engine's tokenizer" };
+    tracing::info!(%alias, %url, engine = engine_name(&engine), counted, "remote member loaded");
     let info = RemoteInfo { url, model: spec.model.clone(), engine: engine_name(&engine) };
-    Ok(Started { model, info, handle })
+    Ok(Started { vocab, window, info, handle })
 }
 
 fn engine_name(engine: &Engine) -> String {
@@ -190,32 +202,22 @@ fn engine_name(engine: &Engine) -> String {
     }
 }
 
-/// The probe and the tokenizer check; the model that renders and counts.
+/// The probe, then what renders and counts: the tokenizer, checked against the engine's
+/// tokens when the engine tokenizes; else the engine's own template and tokenizer. And the
+/// window when none is given.
 async fn load(
     remote: &mut Remote,
     tokenizer: Option<&Arc<Model>>,
     reference: &str,
-) -> Result<Arc<Model>, PoolError> {
+) -> Result<(Vocab, u32), PoolError> {
     let refused = |m: String| PoolError::new(ErrorKind::LoadRefused, m);
     let probe = remote.probe().await.map_err(|e| refused(e.to_string()))?;
     let Some(model) = tokenizer else {
-        // Rendering needs the model's template and counting its vocabulary: without a local
-        // copy of both the pool would have to estimate, which it never does.
-        return Err(refused(if probe.tokenize {
-            format!(
-                "a remote member needs a tokenizer: {reference} tokenizes, but the pool renders \
-                 the chat template and counts tokens with a local copy of the model; give \
-                 tokenizer = a GGUF path or Hugging Face reference of the same model"
-            )
-        } else {
-            format!(
-                "a remote member needs a tokenizer: the engine at {reference} has no /tokenize \
-                 and no tokenizer = ... was given"
-            )
-        }));
+        let vocab = engine_vocab(remote, &probe, reference).await?;
+        return Ok((vocab, probe.window.unwrap_or(DEFAULT_WINDOW)));
     };
     if probe.tokenize {
-        let text = probe_text(model);
+        let text = probe_text(&Vocab::Local(Arc::clone(model)));
         let local: Vec<u32> = model.tokenize_prompt(&text).iter().map(|t| t.0).collect();
         let theirs = remote.tokenize(&text, true).await.map_err(|e| refused(e.to_string()))?;
         if local != theirs {
@@ -229,17 +231,78 @@ async fn load(
             )));
         }
     }
-    Ok(Arc::clone(model))
+    let window = probe.window.unwrap_or(DEFAULT_WINDOW.min(model.trained_context()));
+    Ok((Vocab::Local(Arc::clone(model)), window))
+}
+
+/// The engine's own template and tokenizer, when it serves both (llama-server: `/props` and
+/// `/tokenize`); refused naming what is missing otherwise, since the pool never estimates.
+async fn engine_vocab(
+    remote: &Remote,
+    probe: &caldrix_remote::Probe,
+    reference: &str,
+) -> Result<Vocab, PoolError> {
+    let refused = |m: String| PoolError::new(ErrorKind::LoadRefused, m);
+    let give = "give tokenizer = a GGUF path or Hugging Face reference of the same model";
+    if !probe.tokenize {
+        return Err(refused(format!(
+            "a remote member needs a tokenizer: the engine at {reference} has no /tokenize and \
+             no tokenizer = ... was given; {give}"
+        )));
+    }
+    let Some(source) = &probe.template else {
+        return Err(refused(format!(
+            "a remote member needs its chat template: the engine at {reference} tokenizes but \
+             does not serve its template (llama-server's /props does, under \
+             {} KiB); {give}",
+            caldrix_remote::MAX_TEMPLATE_BYTES >> 10
+        )));
+    };
+    let Some(vocab_size) = probe.vocab_size else {
+        return Err(refused(format!(
+            "the engine at {reference} does not say its vocabulary's size (/v1/models' \
+             meta.n_vocab), so its token ids cannot be checked; {give}"
+        )));
+    };
+    let template =
+        ChatTemplate::new(&source.source, source.bos_token.clone(), source.eos_token.clone())
+            .map_err(|e| refused(format!("the chat template {reference} serves: {e}")))?;
+    // What the model puts before a prompt: the engine's tokens of nothing, specials added.
+    let added = remote.tokenize("", true).await.map_err(|e| refused(e.to_string()))?;
+    let bos = match added[..] {
+        [] => None,
+        [id] if (id as usize) < vocab_size => Some(Token(id)),
+        _ => {
+            return Err(refused(format!(
+                "the engine at {reference} adds {added:?} before a prompt: more than one BOS \
+                 token, or one outside its vocabulary of {vocab_size}"
+            )));
+        }
+    };
+    let vocab = Vocab::Remote(Arc::new(RemoteVocab {
+        template,
+        remote: remote.clone(),
+        runtime: tokio::runtime::Handle::current(),
+        bos,
+        vocab_size,
+        reference: reference.to_owned(),
+    }));
+    // The template must render the shape every context has, before any client finds out.
+    let messages = [Message::new("system", "s"), Message::new("user", "u")];
+    vocab.render(&messages, GenerationPrompt::Add).map_err(|e| {
+        refused(format!("{reference} cannot serve aerix's contexts: {}", e.message))
+    })?;
+    Ok(vocab)
 }
 
 /// A rendered conversation (the template's markers, words, digits, accents, whitespace), or
 /// plain text when the model has no template.
-fn probe_text(model: &Model) -> String {
+fn probe_text(vocab: &Vocab) -> String {
     let messages = [
         Message::new("system", "You check tokenizers."),
         Message::new("user", "Hello, world! 1234 caf\u{e9} na\u{ef}ve \u{2014}  tabs\tand\nlines"),
     ];
-    model.render(&messages, GenerationPrompt::Add).unwrap_or_else(|_| {
+    vocab.render(&messages, GenerationPrompt::Add).unwrap_or_else(|_| {
         "Hello, world! 1234 caf\u{e9} na\u{ef}ve \u{2014}  tabs\tand\nlines".to_owned()
     })
 }
@@ -267,12 +330,12 @@ struct Heard {
 
 /// One generation on the engine, its events on the job's channel; the cancel flag drops the
 /// request (closing the connection stops the engine's generation).
-async fn generate(remote: Remote, model: Arc<Model>, job: Job) {
-    let result = run(&remote, &model, &job).await;
+async fn generate(remote: Remote, vocab: Vocab, job: Job) {
+    let result = run(&remote, &vocab, &job).await;
     let _ = job.events.send(MemberEvent::Done(result));
 }
 
-async fn run(remote: &Remote, model: &Model, job: &Job) -> Result<Finished, PoolError> {
+async fn run(remote: &Remote, vocab: &Vocab, job: &Job) -> Result<Finished, PoolError> {
     let params = &job.params;
     let prompt: Vec<u32> = job.prompt.iter().map(|t| t.0).collect();
     let schema;
@@ -335,7 +398,9 @@ async fn run(remote: &Remote, model: &Model, job: &Job) -> Result<Finished, Pool
     let first = heard.first_text.unwrap_or(ended);
     let timings = Timings { prefill: first - started, decode: ended - first };
     let Some(finished) = outcome else {
-        let completion_tokens = model.tokenize(&heard.text, Special::Plain).len();
+        let heard_tokens = heard.tokens.len();
+        let completion_tokens =
+            count_text(vocab, remote, &heard.text).await.unwrap_or(heard_tokens);
         let generation = Generation {
             text: heard.text,
             tokens: Vec::new(),
@@ -379,31 +444,18 @@ async fn run(remote: &Remote, model: &Model, job: &Job) -> Result<Finished, Pool
         }
         _ => None,
     };
-    let vocab = model.vocab_size();
-    let token_of = |id: Option<u32>, text: Option<&str>| -> Result<Token, PoolError> {
-        match (id, text) {
-            (Some(id), _) if (id as usize) < vocab => Ok(Token(id)),
-            (Some(id), _) => {
-                Err(engine_failed(format!("sent token id {id}, outside the vocabulary of {vocab}")))
-            }
-            (None, Some(text)) => match model.tokenize(text, Special::Parse)[..] {
-                [token] => Ok(token),
-                _ => Err(engine_failed(format!("sent a token {text:?} without its id"))),
-            },
-            (None, None) => Err(engine_failed("sent a token with neither id nor text".into())),
-        }
-    };
     let mut logprobs = None;
     if let Some(k) = params.logprobs {
         let mut out = Vec::with_capacity(heard.tokens.len());
         for t in &heard.tokens {
-            let token = token_of(t.token, t.text.as_deref())?;
+            let token = token_of(vocab, remote, t.token, t.text.as_deref()).await?;
             let mut top = Vec::new();
             for a in t.top.iter().take(k) {
-                let alt = token_of(a.token, a.text.as_deref())?;
-                top.push((alt, bytes_of(model, alt, a.text.as_deref()), a.logprob as f32));
+                let alt = token_of(vocab, remote, a.token, a.text.as_deref()).await?;
+                let bytes = bytes_of(vocab, remote, alt, a.text.as_deref()).await;
+                top.push((alt, bytes, a.logprob as f32));
             }
-            let bytes = bytes_of(model, token, t.text.as_deref());
+            let bytes = bytes_of(vocab, remote, token, t.text.as_deref()).await;
             out.push(TokenLogprob { token, bytes, logprob: t.logprob as f32, top });
         }
         logprobs = Some(out);
@@ -416,7 +468,12 @@ async fn run(remote: &Remote, model: &Model, job: &Job) -> Result<Finished, Pool
     let completion_tokens = match finished.usage.completion_tokens {
         Some(n) => usize::try_from(n).unwrap_or(max).min(max),
         None if logprobs.is_some() => tokens.len(),
-        None => model.tokenize(&text, Special::Plain).len().min(max),
+        None => match count_text(vocab, remote, &text).await {
+            Some(n) => n.min(max),
+            None => {
+                return Err(engine_failed("reported no token count and did not tokenize".into()));
+            }
+        },
     };
     let recomputed_from =
         finished.usage.cached_tokens.map(|c| usize::try_from(c).unwrap_or(0).min(prompt.len()));
@@ -437,9 +494,51 @@ fn remote_url(remote: &Remote) -> String {
     remote.base_url().to_owned()
 }
 
-/// A token's text: the engine's, else the vocabulary's.
-fn bytes_of(model: &Model, token: Token, text: Option<&str>) -> Vec<u8> {
-    text.map_or_else(|| model.token_bytes(token), |t| t.as_bytes().to_vec())
+/// A token's text: the engine's, else the vocabulary's (the engine's `/detokenize` of it
+/// for a member without a tokenizer; empty when that fails).
+async fn bytes_of(vocab: &Vocab, remote: &Remote, token: Token, text: Option<&str>) -> Vec<u8> {
+    match (text, vocab) {
+        (Some(t), _) => t.as_bytes().to_vec(),
+        (None, Vocab::Local(model)) => model.token_bytes(token),
+        (None, Vocab::Remote(_)) => {
+            remote.detokenize(&[token.0]).await.map(String::into_bytes).unwrap_or_default()
+        }
+    }
+}
+
+/// A token the engine listed: its id, checked against the vocabulary; else its text, which
+/// must be one token of it.
+async fn token_of(
+    vocab: &Vocab,
+    remote: &Remote,
+    id: Option<u32>,
+    text: Option<&str>,
+) -> Result<Token, PoolError> {
+    let failed =
+        |what: String| PoolError::new(ErrorKind::Engine, format!("{} {what}", remote_url(remote)));
+    let size = match vocab {
+        Vocab::Local(model) => model.vocab_size(),
+        Vocab::Remote(r) => r.vocab_size,
+    };
+    match (id, text) {
+        (Some(id), _) if (id as usize) < size => Ok(Token(id)),
+        (Some(id), _) => {
+            Err(failed(format!("sent token id {id}, outside the vocabulary of {size}")))
+        }
+        (None, Some(text)) => {
+            let ids = match vocab {
+                Vocab::Local(model) => {
+                    model.tokenize(text, Special::Parse).iter().map(|t| t.0).collect()
+                }
+                Vocab::Remote(_) => remote.tokenize(text, false).await.unwrap_or_default(),
+            };
+            match ids[..] {
+                [id] if (id as usize) < size => Ok(Token(id)),
+                _ => Err(failed(format!("sent a token {text:?} without its id"))),
+            }
+        }
+        (None, None) => Err(failed("sent a token with neither id nor text".into())),
+    }
 }
 
 /// The OneOf's scores: the chosen option's is the sum of its tokens' logprobs as the engine

@@ -18,6 +18,7 @@ use tokio::sync::mpsc;
 
 use crate::context::Context;
 use crate::member::{Job, Keep, MemberEvent};
+use crate::vocab::Vocab;
 use crate::{MemberConfig, Pool, PoolError, poisoned};
 
 /// The handshake and every control request are answered within this.
@@ -252,7 +253,17 @@ impl Connection {
     }
 
     async fn generate(&mut self, g: proto::Generate) -> Result<(), ConnError> {
-        let prepared = prepare(&self.pool, &g);
+        // Rendering and tokenizing block (a remote member's tokenizer is a request to its
+        // engine): off the runtime's workers.
+        let (pool, request) = (Arc::clone(&self.pool), g.clone());
+        let prepared = tokio::task::spawn_blocking(move || prepare(&pool, &request))
+            .await
+            .unwrap_or_else(|_| {
+                Err(PoolError::new(
+                    ErrorKind::Internal,
+                    "the daemon failed while preparing this generation (a bug: see its log)",
+                ))
+            });
         let (member, job_params, prompt) = match prepared {
             Ok(p) => p,
             Err(e) => return self.send_error(&e).await,
@@ -385,14 +396,36 @@ async fn answer(
     })
 }
 
+/// Counts on context `id`, keeping what it counted for the next request. A local vocabulary
+/// counts under the contexts' lock (in-process, quick); a remote engine's tokenizer counts on a
+/// copy outside it, so that a slow engine holds up no other member's contexts, and the copy's
+/// counts are kept when the context did not change meanwhile.
+fn on_context<T>(
+    pool: &Pool,
+    id: proto::ContextId,
+    vocab: &Vocab,
+    count: impl FnOnce(&mut Context) -> Result<T, PoolError>,
+) -> Result<T, PoolError> {
+    if vocab.local().is_some() {
+        return count(pool.contexts.lock().map_err(poisoned)?.get_mut(id)?);
+    }
+    let mut copy = pool.contexts.lock().map_err(poisoned)?.get(id)?.clone();
+    let counted = count(&mut copy)?;
+    let mut contexts = pool.contexts.lock().map_err(poisoned)?;
+    if let Ok(context) = contexts.get_mut(id)
+        && context.segments == copy.segments
+    {
+        *context = copy;
+    }
+    Ok(counted)
+}
+
 type Prepared = (Arc<crate::member::Member>, GenerateParams, Vec<caldrix_engine::Token>);
 
 fn prepare(pool: &Pool, g: &proto::Generate) -> Result<Prepared, PoolError> {
     let name = pool.contexts.lock().map_err(poisoned)?.get(g.context)?.member.clone();
     let member = pool.member(&name)?;
-    // Under the lock: the context keeps its counted tokens for the next request.
-    let prompt =
-        pool.contexts.lock().map_err(poisoned)?.get_mut(g.context)?.prompt(&member.model)?;
+    let prompt = on_context(pool, g.context, &member.vocab, |c| c.prompt(&member.vocab))?;
     if prompt.len() >= member.window as usize {
         return Err(PoolError::new(
             ErrorKind::TooLong,
@@ -463,7 +496,7 @@ fn control(pool: &Pool, request: Request) -> Result<Reply, PoolError> {
         let name = pool.contexts.lock().map_err(poisoned)?.get(id)?.member.clone();
         let member = pool.member(&name)?;
         let (segments, total_tokens) =
-            pool.contexts.lock().map_err(poisoned)?.get_mut(id)?.counts(&member.model)?;
+            on_context(pool, id, &member.vocab, |c| c.counts(&member.vocab))?;
         Ok(Reply::Context { context: id, segments, total_tokens })
     };
     match request {
@@ -484,6 +517,7 @@ fn control(pool: &Pool, request: Request) -> Result<Reply, PoolError> {
                 batch: flags.batch,
                 gpu_layers: flags.gpu_layers,
                 max_batch: flags.max_batch.unwrap_or(1),
+                fit_max_batch: flags.fit_max_batch.unwrap_or(false),
                 fast_forward: flags.fast_forward.unwrap_or(false),
                 draft: flags.draft.unwrap_or(false),
                 budget_bytes: pool.config.context_budget,

@@ -118,10 +118,14 @@ pub struct ServingFlags {
     /// Generations of the member decoded together, 1 to `MAX_BATCH` (absent: 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_batch: Option<u32>,
-    /// Tokens a constraint forces appended in one batch (absent: on).
+    /// `max_batch` is a ceiling: the member takes the most generations up to it whose windows
+    /// fit the memory limit (at least 1) instead of being refused (absent: false).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fit_max_batch: Option<bool>,
+    /// Tokens a constraint forces appended in one batch (absent: off).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fast_forward: Option<bool>,
-    /// Prompt-lookup drafting (absent: on).
+    /// Prompt-lookup drafting (absent: off).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub draft: Option<bool>,
     /// A remote member (`openai:URL#MODEL`): the NAME of the environment variable (of the
@@ -129,7 +133,8 @@ pub struct ServingFlags {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_key_env: Option<String>,
     /// A remote member: a local reference (GGUF path or Hugging Face reference) of the same
-    /// model, loaded for its vocabulary and chat template only.
+    /// model, loaded for its vocabulary and chat template only. Absent: the engine's own
+    /// template and tokenizer, where it serves both.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokenizer: Option<String>,
 }
@@ -281,6 +286,10 @@ pub struct MemberInfo {
     /// scripted member, which runs none, and from an older pool.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub threads: Option<u32>,
+    /// Generations the member decodes together, as loaded; absent for a remote member (its
+    /// engine batches) and from an older pool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_batch: Option<u32>,
     /// A remote member's engine; absent for a local member.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remote: Option<RemoteInfo>,

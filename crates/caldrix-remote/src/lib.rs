@@ -45,7 +45,7 @@ pub use complete::{
     Constraint, Delta, Event, Finish, Finished, Request, Sampling, TokenLogprob, TopLogprob, Usage,
 };
 pub use error::{Bound, MESSAGE_CHARS, RemoteError};
-pub use probe::{Engine, Probe};
+pub use probe::{Engine, MAX_TEMPLATE_BYTES, Probe, TemplateSource};
 
 /// Which engine, and how to reach it: what a pool setting names.
 #[derive(Debug, Clone)]

@@ -30,7 +30,27 @@ pub struct Probe {
     /// tokenizer of the same model).
     pub tokenize: bool,
     pub detokenize: bool,
+    /// The model's chat template and special tokens, where the engine says them
+    /// (llama-server's `/props`).
+    pub template: Option<TemplateSource>,
+    /// The vocabulary's size and the window of one request, where the model's entry in
+    /// `/v1/models` says them (llama-server's `meta`: `n_vocab`, `n_ctx`).
+    pub vocab_size: Option<usize>,
+    pub window: Option<u32>,
 }
+
+/// A chat template as the engine serves it: the Jinja source and the texts of the BOS and EOS
+/// tokens it refers to. Untrusted text: the caller compiles it in a sandboxed renderer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TemplateSource {
+    pub source: String,
+    pub bos_token: String,
+    pub eos_token: String,
+}
+
+/// The longest chat template taken from an engine (real ones are a few KiB; Qwen's tool-use
+/// template is about 10).
+pub const MAX_TEMPLATE_BYTES: usize = 256 << 10;
 
 impl Remote {
     /// Asks the engine what it is: its models (the client's must be listed), its kind, and
@@ -57,7 +77,17 @@ impl Remote {
                 listed,
             });
         }
-        self.engine = self.which().await?;
+        let meta = models["data"]
+            .as_array()
+            .and_then(|ms| ms.iter().find(|m| m["id"].as_str() == Some(self.model.as_str())))
+            .map(|m| m["meta"].clone())
+            .unwrap_or(Value::Null);
+        let number = |key: &str| meta[key].as_u64().filter(|&n| n > 0);
+        let vocab_size = number("n_vocab").and_then(|n| usize::try_from(n).ok());
+        let window = number("n_ctx").and_then(|n| u32::try_from(n).ok());
+        let (engine, props) = self.which().await?;
+        self.engine = engine;
+        let template = props.as_ref().and_then(template_of);
         let tokens = match self.tokenize("a", false).await {
             Ok(tokens) => Some(tokens),
             Err(e @ (RemoteError::Unreachable { .. } | RemoteError::Unauthorized { .. })) => {
@@ -74,6 +104,24 @@ impl Remote {
             models: listed,
             tokenize: tokens.is_some(),
             detokenize,
+            template,
+            vocab_size,
+            window,
+        })
+    }
+
+    /// The text of token ids, from the engine's own vocabulary (`/detokenize`).
+    pub async fn detokenize(&self, tokens: &[u32]) -> Result<String, RemoteError> {
+        let body = match self.engine {
+            Engine::LlamaServer => json!({"tokens": tokens}),
+            _ => json!({"model": self.model, "tokens": tokens}),
+        };
+        let reply = self.json(Method::POST, "/detokenize", Some(&body)).await?;
+        let text = reply.get("content").or_else(|| reply.get("prompt")).and_then(Value::as_str);
+        text.map(str::to_owned).ok_or_else(|| RemoteError::Malformed {
+            url: self.url("/detokenize"),
+            what: "a detokenized text",
+            excerpt: excerpt(&reply.to_string()),
         })
     }
 
@@ -98,36 +146,63 @@ impl Remote {
         })
     }
 
-    async fn which(&self) -> Result<Engine, RemoteError> {
+    /// The engine, and llama-server's `/props` when it is that.
+    async fn which(&self) -> Result<(Engine, Option<Value>), RemoteError> {
         let get = |path: &'static str| self.json(Method::GET, path, None);
         if let Ok(props) = get("/props").await
             && (props.get("default_generation_settings").is_some()
                 || props.get("build_info").is_some())
         {
-            return Ok(Engine::LlamaServer);
+            return Ok((Engine::LlamaServer, Some(props)));
         }
         if get("/get_model_info").await.is_ok_and(|v| v.is_object()) {
-            return Ok(Engine::Sglang);
+            return Ok((Engine::Sglang, None));
         }
         if let Ok(version) = get("/version").await
             && let Some(version) = version.get("version")
         {
-            return Ok(Engine::Vllm { version: version.as_str().map(str::to_owned) });
+            return Ok((Engine::Vllm { version: version.as_str().map(str::to_owned) }, None));
         }
-        Ok(Engine::Generic)
+        Ok((Engine::Generic, None))
     }
 
     async fn detokenize_works(&self, tokens: &[u32]) -> bool {
-        let body = match self.engine {
-            Engine::LlamaServer => json!({"tokens": tokens}),
-            _ => json!({"model": self.model, "tokens": tokens}),
-        };
-        self.json(Method::POST, "/detokenize", Some(&body)).await.is_ok_and(|reply| {
-            reply.get("content").or_else(|| reply.get("prompt")).is_some_and(Value::is_string)
-        })
+        self.detokenize(tokens).await.is_ok()
     }
+}
+
+/// llama-server's template and special tokens; none when it says no template, or one past
+/// [`MAX_TEMPLATE_BYTES`].
+fn template_of(props: &Value) -> Option<TemplateSource> {
+    let text = |key: &str| props[key].as_str().map(str::to_owned);
+    let source =
+        text("chat_template").filter(|t| !t.is_empty() && t.len() <= MAX_TEMPLATE_BYTES)?;
+    Some(TemplateSource {
+        source,
+        bos_token: text("bos_token").unwrap_or_default(),
+        eos_token: text("eos_token").unwrap_or_default(),
+    })
 }
 
 fn listed(models: &Value) -> Option<Vec<String>> {
     models["data"].as_array()?.iter().map(|m| m["id"].as_str().map(str::to_owned)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_served_template_is_taken_within_its_bound() {
+        let props = json!({"chat_template": "{{ bos_token }}{% for m in messages %}{{ m.content }}{% endfor %}",
+                           "bos_token": "<s>", "eos_token": "</s>", "build_info": "b1"});
+        let t = template_of(&props).unwrap();
+        assert_eq!((t.bos_token.as_str(), t.eos_token.as_str()), ("<s>", "</s>"));
+        assert!(template_of(&json!({"chat_template": ""})).is_none(), "an empty one is none");
+        assert!(template_of(&json!({"build_info": "b1"})).is_none());
+        let huge = "x".repeat(MAX_TEMPLATE_BYTES + 1);
+        assert!(template_of(&json!({"chat_template": huge})).is_none(), "past the bound");
+        let t = template_of(&json!({"chat_template": "{{ messages }}"})).unwrap();
+        assert_eq!((t.bos_token.as_str(), t.eos_token.as_str()), ("", ""), "no tokens said");
+    }
 }

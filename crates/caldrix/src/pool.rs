@@ -18,9 +18,9 @@ pub fn default_socket() -> PathBuf {
 const USAGE: &str = "usage:
   caldrix pool [--socket PATH] [--frames cbor|json] [--max-connections N] [--idle-timeout SECS]
                [--context-budget BYTES] --load MODEL [--alias NAME] [--ctx N] [--threads N]
-               [--batch N] [--gpu-layers N] [--max-batch N] [--fast-forward] [--draft]
-               [--load MODEL ...]
-  a remote member: --load openai:URL#MODEL --tokenizer MODEL [--api-key-env VAR]
+               [--batch N] [--gpu-layers N] [--max-batch N [--fit-max-batch]]
+               [--fast-forward] [--draft] [--load MODEL ...]
+  a remote member: --load openai:URL#MODEL [--tokenizer MODEL] [--api-key-env VAR]
   caldrix pool stop [--socket PATH]
   caldrix pool status [--socket PATH] [--json]";
 
@@ -171,6 +171,7 @@ fn parse_serve(args: &[String]) -> anyhow::Result<ServeArgs> {
             ("--batch", Some(m)) => m.batch = Some(number(arg, it.next())?),
             ("--gpu-layers", Some(m)) => m.gpu_layers = Some(number(arg, it.next())?),
             ("--max-batch", Some(m)) => m.max_batch = max_batch(number(arg, it.next())?)?,
+            ("--fit-max-batch", Some(m)) => m.fit_max_batch = true,
             ("--fast-forward", Some(m)) => m.fast_forward = true,
             ("--draft", Some(m)) => m.draft = true,
             ("--api-key-env", Some(_)) => {
@@ -187,7 +188,8 @@ fn parse_serve(args: &[String]) -> anyhow::Result<ServeArgs> {
             }
             (
                 "--alias" | "--ctx" | "--threads" | "--batch" | "--gpu-layers" | "--max-batch"
-                | "--fast-forward" | "--draft" | "--api-key-env" | "--tokenizer",
+                | "--fit-max-batch" | "--fast-forward" | "--draft" | "--api-key-env"
+                | "--tokenizer",
                 None,
             ) => {
                 bail!("{arg} is a serving flag of a member: put it after that member's --load")

@@ -109,10 +109,15 @@ pub(super) async fn startup(
     };
     screen.startup.notes.extend(pool_notes.iter().map(|n| Note::classify(n)));
     let load_timeout = Duration::from_secs(settings.pool.start_timeout_secs);
-    let main = pool::bind(&mut client, &settings.main, "main", load_timeout).await?;
+    let batching = pool::Batching::main(&settings);
+    let main = pool::bind(&mut client, &settings.main, "main", batching, load_timeout).await?;
+    if let Some(note) = batching.note(&main) {
+        screen.startup.notes.push(Note::classify(&note));
+    }
     let decision = match &settings.decision {
         Some(member) => {
-            Some(pool::bind(&mut client, member, "decision", load_timeout).await?.alias)
+            let single = pool::Batching::Single;
+            Some(pool::bind(&mut client, member, "decision", single, load_timeout).await?.alias)
         }
         None => None,
     };

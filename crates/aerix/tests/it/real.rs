@@ -27,6 +27,20 @@ fn smollm2_routes_takes_parsing_turns_and_a_later_request_resumes_the_stored_pre
             .all(|s| !s["text"].as_str().unwrap_or("").starts_with("[parse error]"))
     );
     assert_ne!(end["outcome"], "failed", "{end}");
+    // The pool aerix started decodes a turn's pieces together: `delegation.parallel` (4) with
+    // `max_batch` unset, the windows of SmolLM2 fitting this machine's memory.
+    let status = std::process::Command::new(crate::caldrix())
+        .args(["pool", "status", "--json", "--socket", world.socket.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    let main = status["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["info"]["alias"] == "main")
+        .unwrap();
+    assert_eq!(main["info"]["max_batch"], 4, "{main}");
     let first_turns: Vec<_> = of_type(&events, "segment")
         .into_iter()
         .filter(|s| s["agent"] == "a1" && s["label"] == "turn" && s["op"] == "append")

@@ -36,6 +36,7 @@ fn sample_requests() -> Vec<Request> {
             model: "/m.gguf".into(),
             flags: ServingFlags {
                 max_batch: Some(4),
+                fit_max_batch: Some(true),
                 fast_forward: Some(false),
                 draft: Some(true),
                 ..Default::default()

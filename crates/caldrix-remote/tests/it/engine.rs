@@ -59,6 +59,40 @@ async fn the_engines_tokens_are_our_engines_tokens() {
     assert_eq!(remote.tokenize(text, false).await.unwrap(), ours);
 }
 
+/// What a pool member without a local tokenizer renders and counts with: llama-server's
+/// template and special tokens (`/props`), its vocabulary's size and window (`/v1/models`),
+/// and `/detokenize`, each the local model's.
+#[tokio::test]
+async fn the_probe_finds_the_engine_s_template_vocabulary_and_window() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let base_url = server().base_url();
+    let model = test_models::smollm2().display().to_string();
+    let mut remote =
+        Remote::new(&Endpoint { base_url, model, api_key_env: None }, Options::default()).unwrap();
+    let probe = remote.probe().await.unwrap();
+    let template = probe.template.expect("llama-server serves its chat template");
+    assert!(template.source.contains("<|im_start|>"), "SmolLM2's ChatML: {}", template.source);
+    // Compiled here, it renders a conversation as the local model's own template does.
+    let served =
+        caldrix_engine::ChatTemplate::new(&template.source, template.bos_token, template.eos_token)
+            .unwrap();
+    let messages = [
+        caldrix_engine::Message::new("system", "You are terse."),
+        caldrix_engine::Message::new("user", "Hi"),
+        caldrix_engine::Message::new("assistant", "Hello."),
+        caldrix_engine::Message::new("user", "Bye"),
+    ];
+    let add = caldrix_engine::GenerationPrompt::Add;
+    assert_eq!(served.render(&messages, add).unwrap(), local().render(&messages, add).unwrap());
+    assert_eq!(probe.vocab_size, Some(local().vocab_size()));
+    assert_eq!(probe.window, Some(2048), "the slot's window");
+    let ids = prompt("Say hi.");
+    let text = remote.detokenize(&ids[1..]).await.unwrap();
+    let tokens: Vec<_> = ids[1..].iter().map(|&i| caldrix_engine::Token(i)).collect();
+    let ours = local().detokenize(&tokens);
+    assert_eq!(text.as_bytes(), ours);
+}
+
 #[tokio::test]
 async fn a_completion_of_token_ids_streams_its_text_and_counts() {
     let _one = ONE_AT_A_TIME.lock().await;

@@ -396,3 +396,54 @@ fn pieces_sharing_a_prefix_compute_it_once() {
         }
     });
 }
+
+/// `fit_max_batch`: a ceiling, not a demand. In a pool whose memory limit leaves room for one
+/// more window of SmolLM2's rows, a member asking for 4 with the ceiling loads decoding 2
+/// together (its footprint counting that one window), while the same load without it is
+/// refused naming `max_batch`. The window's size is measured on the real model first.
+#[test]
+fn a_max_batch_ceiling_takes_the_generations_whose_windows_fit() {
+    let pool = |memory_limit| {
+        caldrix_pool::Pool::new(caldrix_pool::PoolConfig {
+            frames: CBOR,
+            max_connections: 1,
+            idle_timeout: None,
+            context_budget: 0,
+            memory_limit,
+            owner_uid: 0,
+        })
+    };
+    let model = smollm2();
+    let member = |max_batch, fit_max_batch| caldrix_pool::MemberConfig {
+        window: Some(1024),
+        threads: Some(1),
+        max_batch,
+        fit_max_batch,
+        ..caldrix_pool::MemberConfig::new("main", model.display().to_string(), model.clone())
+    };
+    let listed = |pool: &caldrix_pool::Pool| {
+        let infos = pool.member_infos().unwrap();
+        (infos[0].max_batch, infos[0].footprint_bytes)
+    };
+    let roomy = pool(1 << 40);
+    roomy.load(member(1, false)).unwrap();
+    let (one, base) = listed(&roomy);
+    assert_eq!(one, Some(1));
+    let roomy = pool(1 << 40);
+    roomy.load(member(2, false)).unwrap();
+    let window = listed(&roomy).1 - base;
+    assert!(window > 1 << 20, "a window of 1,024 rows is more than a MiB: {window}");
+
+    let tight = base + window + window / 2;
+    let fitted = pool(tight);
+    fitted.load(member(4, true)).unwrap();
+    assert_eq!(listed(&fitted), (Some(2), base + window), "one more window fits, not two");
+
+    let e = pool(tight).load(member(4, false)).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::LoadRefused);
+    assert!(e.message.contains("for the windows of max_batch 4"), "{e}");
+
+    let none = pool(base + window / 2);
+    none.load(member(4, true)).unwrap();
+    assert_eq!(listed(&none).0, Some(1), "at least one generation");
+}

@@ -165,7 +165,7 @@ fn cancel_and_a_refused_schema_leave_every_member_serving() {
 }
 
 /// `member_load` of a remote member is refused by name: an unreachable URL, a model the engine
-/// does not serve, no tokenizer, a tokenizer of another model.
+/// does not serve, a tokenizer of another model.
 #[test]
 fn a_remote_member_that_cannot_serve_is_refused_at_load_by_name() {
     let daemon = daemon("load");
@@ -181,7 +181,6 @@ fn a_remote_member_that_cannot_serve_is_refused_at_load_by_name() {
         let cases = [
             ("openai:http://127.0.0.1:9#m".to_owned(), with(Some(&smol)), "is unreachable"),
             (served, with(Some(&smol)), "does not serve the model \"nothing-by-this-name\""),
-            (reference(), with(None), "a remote member needs a tokenizer"),
             (reference(), with(Some(&gemma)), "is not the same model as the tokenizer"),
         ];
         for (i, (model, flags, said)) in cases.into_iter().enumerate() {
@@ -224,4 +223,153 @@ fn a_remote_member_never_counts_against_the_memory_fit() {
     let e = pool.load(member("local", &tokenizer, None)).unwrap_err();
     assert_eq!(e.kind, ErrorKind::LoadRefused);
     assert!(e.message.contains("but 0 MiB of the 1 MiB limit are taken"), "{e}");
+}
+
+/// Without `--tokenizer`, a member on llama-server renders with the template the engine serves
+/// (`/props`, compiled by the pool) and counts with its `/tokenize`: every segment's count and
+/// the prompt's are the local member's, through appends and edits; generations constrained,
+/// scored and with logprobs work as with a tokenizer; the window is the engine's slot.
+#[test]
+fn without_a_tokenizer_the_engine_s_template_and_tokenizer_count_exactly() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let reference = reference();
+    let extra = ["--load", reference.as_str(), "--alias", "bare"];
+    let daemon = Daemon::start("remote-bare", FrameFormat::Cbor, &extra, None);
+    runtime().block_on(async {
+        let mut client = daemon.client(FrameFormat::Cbor).await;
+        let members = client.members().await.unwrap();
+        let bare = members.iter().find(|m| m.alias == "bare").unwrap();
+        assert_eq!(bare.context_window, 2048, "the engine's window: {bare:?}");
+        assert_eq!(bare.architecture, "remote");
+        assert!(bare.model.starts_with(&server().base_url()), "{bare:?}");
+        let segments = vec![
+            seg("sys", Role::System, "You are a helpful assistant. Answer briefly."),
+            seg("u1", Role::User, "Name a large city in France, as JSON."),
+            seg("a1", Role::Assistant, "{\"city\": \"Lyon\"}"),
+            seg("u2", Role::User, "And one in Spain? caf\u{e9} \u{2014} 1234"),
+        ];
+        let local = client.create_context("main", segments.clone()).await.unwrap();
+        let remote = client.create_context("bare", segments).await.unwrap();
+        assert_eq!(remote.segments, local.segments, "per-segment counts are the local member's");
+        assert_eq!(remote.total_tokens, local.total_tokens);
+        let edits = vec![
+            caldrix_proto::Edit::Replace {
+                id: "u1".into(),
+                text: "Name a city.".into(),
+                pinned: None,
+            },
+            caldrix_proto::Edit::Append { segment: seg("u3", Role::User, "Thanks!") },
+        ];
+        let local = client.edit_context(local.context, edits.clone()).await.unwrap();
+        let remote = client.edit_context(remote.context, edits).await.unwrap();
+        assert_eq!(remote.segments, local.segments, "after an edit and an append");
+        assert_eq!(remote.total_tokens, local.total_tokens);
+
+        let json = Generate {
+            constraint: Constraint::Json { schema: SCHEMA.into() },
+            logprobs: Some(1),
+            ..generate(remote.context, 40, None)
+        };
+        let done = client.generate(json, |_| {}).await.unwrap();
+        assert_eq!(done.stop, StopReason::Complete, "{done:?}");
+        let value: serde_json::Value = serde_json::from_str(&done.text).unwrap();
+        assert!(value["city"].is_string(), "{value}");
+        assert_eq!(done.usage.prompt_tokens, local.total_tokens);
+        let logprobs = done.logprobs.unwrap();
+        let text: String = logprobs.iter().map(|t| t.text.as_str()).collect();
+        assert!(text.starts_with(done.text.trim_end()), "{text:?} against {:?}", done.text);
+
+        let options: Vec<String> = ["Madrid", "Seville"].map(String::from).to_vec();
+        let one_of = Generate {
+            constraint: Constraint::OneOf { options: options.clone() },
+            ..generate(remote.context, 8, None)
+        };
+        let done = client.generate(one_of, |_| {}).await.unwrap();
+        assert_eq!(options[done.one_of.unwrap().chosen as usize], done.text);
+        client.stop().await.unwrap();
+    });
+}
+
+/// An engine that cannot give the pool its counts is refused at load, naming what it lacks:
+/// no `/tokenize`, or a tokenizer without a template served, or no vocabulary size to check
+/// ids against (loopback fakes of such engines).
+#[test]
+fn an_engine_that_cannot_count_without_a_tokenizer_is_refused_by_name() {
+    let models = r#"{"data":[{"id":"m","object":"model"}]}"#;
+    let sized = r#"{"data":[{"id":"m","object":"model","meta":{"n_vocab":100,"n_ctx":512}}]}"#;
+    let cases: [(&str, Option<&str>, &str); 3] = [
+        (models, None, "has no /tokenize"),
+        (sized, Some(r#"{"build_info":"b1"}"#), "does not serve its template"),
+        (
+            models,
+            Some(r#"{"build_info":"b1","chat_template":"{{ messages[0].content }}"}"#),
+            "does not say its vocabulary's size",
+        ),
+    ];
+    let daemon = daemon("count");
+    runtime().block_on(async {
+        let mut client = daemon.client(FrameFormat::Cbor).await;
+        for (i, (models, props, said)) in cases.into_iter().enumerate() {
+            let url = fake_engine(models.to_owned(), props.map(str::to_owned));
+            let reference = format!("openai:{url}#m");
+            let e = client
+                .load_member(&format!("f{i}"), &reference, ServingFlags::default())
+                .await
+                .unwrap_err();
+            assert_eq!(e.kind(), Some(ErrorKind::LoadRefused), "{reference}: {e}");
+            assert!(e.to_string().contains(said), "{said}: {e}");
+        }
+        assert_eq!(client.members().await.unwrap().len(), 2, "nothing loaded");
+        client.stop().await.unwrap();
+    });
+}
+
+/// A loopback engine answering `/v1/models` with `models`, `/props` with `props` (when given,
+/// and then `/tokenize` with one token), and 404 to the rest; one request per connection.
+fn fake_engine(models: String, props: Option<String>) -> String {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            // The whole request (head and body) before answering: closing on unread bytes
+            // would reset the connection under the reply.
+            let (mut buf, mut chunk) = (Vec::new(), [0u8; 4096]);
+            let head = loop {
+                let n = stream.read(&mut chunk).unwrap_or(0);
+                buf.extend_from_slice(&chunk[..n]);
+                let text = String::from_utf8_lossy(&buf).into_owned();
+                if let Some(end) = text.find("\r\n\r\n") {
+                    let length: usize = text[..end]
+                        .lines()
+                        .find_map(|l| {
+                            l.to_ascii_lowercase()
+                                .strip_prefix("content-length:")
+                                .map(|v| v.trim().parse().unwrap_or(0))
+                        })
+                        .unwrap_or(0);
+                    if n == 0 || buf.len() >= end + 4 + length {
+                        break text;
+                    }
+                } else if n == 0 {
+                    break text;
+                }
+            };
+            let path = head.split_whitespace().nth(1).unwrap_or("").to_owned();
+            let (status, body) = match (path.as_str(), &props) {
+                ("/v1/models", _) => ("200 OK", models.clone()),
+                ("/props", Some(props)) => ("200 OK", props.clone()),
+                ("/tokenize", Some(_)) => ("200 OK", r#"{"tokens":[5]}"#.to_owned()),
+                _ => ("404 Not Found", r#"{"error":"not found"}"#.to_owned()),
+            };
+            let reply = format!(
+                "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
+                 Connection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = stream.write_all(reply.as_bytes());
+        }
+    });
+    url
 }
