@@ -58,10 +58,12 @@ impl Vocab {
     ) -> Result<String, PoolError> {
         match self {
             Vocab::Local(model) => model.render(messages, prompt).map_err(crate::context::engine),
+            // Mapped as a local template's errors are (a refusal is the request's).
             Vocab::Remote(r) => r.template.render(messages, prompt).map_err(|e| {
+                let e = crate::engine_error(e.into());
                 PoolError::new(
-                    ErrorKind::Engine,
-                    format!("the chat template of {}: {e}", r.reference),
+                    e.kind,
+                    format!("the chat template {} serves: {}", r.reference, e.message),
                 )
             }),
         }
