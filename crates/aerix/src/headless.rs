@@ -205,20 +205,20 @@ pub async fn run(settings: &Settings, env: &Env, options: Options) -> anyhow::Re
         None => return end.finish(&mut sink, Outcome::Cancelled, Ok(())),
     };
     let load_timeout = Duration::from_secs(settings.pool.start_timeout_secs);
-    let batching = pool::Batching::main(settings);
-    let bound = pool::bind(&mut client, &settings.main, "main", batching, load_timeout);
+    let serving = pool::Serving::main(&settings.main, settings.delegation.parallel);
+    let bound = pool::bind(&mut client, &settings.main, "main", serving, load_timeout);
     let main = match unless_cancelled(cancel, bound).await {
         Some(Ok(main)) => main,
         Some(Err(e)) => return end.finish(&mut sink, Outcome::Failed, Err(e)),
         None => return end.finish(&mut sink, Outcome::Cancelled, Ok(())),
     };
-    if let Some(note) = batching.note(&main) {
+    if let Some(note) = serving.batching.note(&main) {
         eprintln!("{note}");
         startup_notes.push(note);
     }
     let decision = match &settings.decision {
         Some(member) => {
-            let single = pool::Batching::Single;
+            let single = pool::Serving::other(member);
             let bound = pool::bind(&mut client, member, "decision", single, load_timeout);
             match unless_cancelled(cancel, bound).await {
                 Some(Ok(bound)) => Some(bound.alias),

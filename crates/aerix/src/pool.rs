@@ -27,6 +27,37 @@ pub struct Bound {
     pub max_batch: Option<u32>,
 }
 
+/// What a member is loaded with beyond its own settings: for the main member, aerix's defaults
+/// where the benches measured them faster (docs/benchmarks.md), each a deviation from the
+/// spec's plain single-stream loop and each turned off by setting it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Serving {
+    pub batching: Batching,
+    /// `--draft`: the member's `draft` setting, else on for a local main member (prompt-lookup
+    /// drafting measured faster on turns under the turn schema and on copied edits).
+    pub draft: Option<bool>,
+}
+
+impl Serving {
+    /// The main member's (`parallel`: `delegation.parallel`, the pieces a turn runs at once).
+    pub fn main(member: &Member, parallel: u32) -> Serving {
+        let local = !is_remote(member);
+        Serving {
+            batching: Batching::of(member, Some(parallel)),
+            draft: member.draft.or(local.then_some(true)),
+        }
+    }
+
+    /// Another member's (decision, reflection): its own settings only.
+    pub fn other(member: &Member) -> Serving {
+        Serving { batching: Batching::of(member, None), draft: member.draft }
+    }
+}
+
+fn is_remote(member: &Member) -> bool {
+    member.model.starts_with("openai:")
+}
+
 /// How many of a member's generations the pool decodes together.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Batching {
@@ -48,16 +79,12 @@ impl Batching {
         if let Some(n) = member.max_batch {
             return Batching::Set(n);
         }
-        let remote = member.model.starts_with("openai:");
         match parallel {
-            Some(n) if n > 1 && !remote => Batching::UpTo(n.min(caldrix_proto::MAX_BATCH)),
+            Some(n) if n > 1 && !is_remote(member) => {
+                Batching::UpTo(n.min(caldrix_proto::MAX_BATCH))
+            }
             _ => Batching::Single,
         }
-    }
-
-    /// The main member's batching under `settings`.
-    pub fn main(settings: &Settings) -> Batching {
-        Batching::of(&settings.main, Some(settings.delegation.parallel))
     }
 
     fn flags(self) -> (Option<u32>, Option<bool>) {
@@ -126,7 +153,10 @@ async fn autostart(
         .arg(settings.pool.max_connections.max(settings.delegation.parallel + 1).to_string())
         .arg("--load")
         .arg(&settings.main.model)
-        .args(member_flags(&settings.main, Batching::main(settings)))
+        .args(member_flags(
+            &settings.main,
+            Serving::main(&settings.main, settings.delegation.parallel),
+        ))
         // Its own process group: the pool outlives this run and ignores its terminal's signals.
         .process_group(0)
         .stdin(Stdio::null())
@@ -170,9 +200,9 @@ async fn autostart(
 }
 
 /// The serving flags of a member as `caldrix pool` takes them.
-fn member_flags(member: &Member, batching: Batching) -> Vec<String> {
+fn member_flags(member: &Member, serving: Serving) -> Vec<String> {
     let mut flags = Vec::new();
-    let (max_batch, fit) = batching.flags();
+    let (max_batch, fit) = serving.batching.flags();
     for (flag, value) in [
         ("--ctx", member.ctx),
         ("--threads", member.threads),
@@ -188,7 +218,7 @@ fn member_flags(member: &Member, batching: Batching) -> Vec<String> {
     for (flag, on) in [
         ("--fit-max-batch", fit),
         ("--fast-forward", member.fast_forward),
-        ("--draft", member.draft),
+        ("--draft", serving.draft),
     ] {
         if on == Some(true) {
             flags.push(flag.to_owned());
@@ -213,13 +243,13 @@ fn tail(path: &Path) -> Option<String> {
     Some(lines[last..].join(" | ")).filter(|s| !s.is_empty())
 }
 
-/// The member serving `member`'s model, loading it (as `alias`, batched as `batching` says)
+/// The member serving `member`'s model, loading it (as `alias`, served as `serving` says)
 /// when the pool has none.
 pub async fn bind(
     client: &mut Client,
     member: &Member,
     alias: &str,
-    batching: Batching,
+    serving: Serving,
     timeout: Duration,
 ) -> anyhow::Result<Bound> {
     let members = client.members().await.map_err(|e| named(e, "listing the pool's members"))?;
@@ -230,7 +260,7 @@ pub async fn bind(
     let taken = members.iter().any(|m| m.alias == alias);
     let alias =
         if taken { format!("{alias}-{}", short_hash(&member.model)) } else { alias.to_owned() };
-    let (max_batch, fit_max_batch) = batching.flags();
+    let (max_batch, fit_max_batch) = serving.batching.flags();
     let flags = ServingFlags {
         ctx: member.ctx,
         threads: member.threads,
@@ -239,7 +269,7 @@ pub async fn bind(
         max_batch,
         fit_max_batch,
         fast_forward: member.fast_forward,
-        draft: member.draft,
+        draft: serving.draft,
         api_key_env: member.api_key_env.clone(),
         tokenizer: member.tokenizer.clone(),
     };
@@ -287,7 +317,7 @@ mod tests {
     #[test]
     fn autostart_passes_the_batching_flags_and_only_the_ones_set() {
         let plain = Member::of("m.gguf".into());
-        assert!(member_flags(&plain, Batching::Single).is_empty(), "the pool's defaults");
+        assert!(member_flags(&plain, Serving::other(&plain)).is_empty(), "the pool's defaults");
         let batched = Member {
             threads: Some(2),
             max_batch: Some(4),
@@ -297,7 +327,8 @@ mod tests {
         };
         let set = Batching::of(&batched, Some(2));
         assert_eq!(set, Batching::Set(4), "a set max_batch wins over delegation.parallel");
-        assert_eq!(member_flags(&batched, set), ["--threads", "2", "--max-batch", "4", "--draft"]);
+        let flags = member_flags(&batched, Serving::other(&batched));
+        assert_eq!(flags, ["--threads", "2", "--max-batch", "4", "--draft"]);
         let remote = Member {
             api_key_env: Some("TEAM_KEY".into()),
             tokenizer: Some("smol.gguf".into()),
@@ -305,18 +336,28 @@ mod tests {
         };
         assert_eq!(Batching::of(&remote, Some(4)), Batching::Single, "the engine batches");
         assert_eq!(
-            member_flags(&remote, Batching::Single),
+            member_flags(&remote, Serving::other(&remote)),
             ["--api-key-env", "TEAM_KEY", "--tokenizer", "smol.gguf"],
             "the variable's name, never its value"
         );
     }
 
     #[test]
-    fn the_main_member_decodes_a_turn_s_pieces_together_up_to_what_fits() {
+    fn the_main_member_decodes_a_turn_s_pieces_together_up_to_what_fits_and_drafts() {
         let plain = Member::of("m.gguf".into());
         let default = Batching::of(&plain, Some(4));
         assert_eq!(default, Batching::UpTo(4));
-        assert_eq!(member_flags(&plain, default), ["--max-batch", "4", "--fit-max-batch"]);
+        let main = Serving::main(&plain, 4);
+        assert_eq!(main, Serving { batching: default, draft: Some(true) });
+        let flags = member_flags(&plain, main);
+        assert_eq!(flags, ["--max-batch", "4", "--fit-max-batch", "--draft"]);
+        let off = Member { max_batch: Some(1), draft: Some(false), ..plain.clone() };
+        let serving = Serving::main(&off, 4);
+        assert_eq!(serving, Serving { batching: Batching::Set(1), draft: Some(false) });
+        assert_eq!(member_flags(&off, serving), ["--max-batch", "1"], "each turned off by setting");
+        let remote = Member::of("openai:http://h:8080#m".into());
+        let serving = Serving::main(&remote, 4);
+        assert_eq!(serving, Serving { batching: Batching::Single, draft: None }, "the engine's");
         assert_eq!(Batching::of(&plain, Some(1)), Batching::Single);
         assert_eq!(Batching::of(&plain, None), Batching::Single, "a decision member");
         assert_eq!(Batching::of(&plain, Some(64)), Batching::UpTo(caldrix_proto::MAX_BATCH));

@@ -239,16 +239,20 @@ async fn with_reflector<T>(
     work: impl AsyncFnOnce(&mut PoolReflector<'_>) -> Result<T, TuneError>,
 ) -> anyhow::Result<Reflected<T>> {
     let timeout = Duration::from_secs(settings.pool.start_timeout_secs);
-    let (member, alias, batching) = match &settings.tune.member {
-        Some(member) => (member, "tune", pool::Batching::of(member, None)),
-        None => (&settings.main, "main", pool::Batching::main(settings)),
+    let (member, alias, serving) = match &settings.tune.member {
+        Some(member) => (member, "tune", pool::Serving::other(member)),
+        None => (
+            &settings.main,
+            "main",
+            pool::Serving::main(&settings.main, settings.delegation.parallel),
+        ),
     };
     let loaded_before = client
         .members()
         .await
         .map(|ms| ms.iter().any(|m| m.reference == member.model))
         .unwrap_or(false);
-    let bound = pool::bind(client, member, alias, batching, timeout).await?;
+    let bound = pool::bind(client, member, alias, serving, timeout).await?;
     let unload = settings.tune.member.is_some() && !loaded_before;
     let mut reflector = PoolReflector {
         client,

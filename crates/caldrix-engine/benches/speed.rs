@@ -3,6 +3,8 @@
 //!
 //! - forced tokens: turns under aerix's turn schema, decode tokens/s with fast-forward off and
 //!   on (drafting off both times), beside unconstrained decoding on the same prompts;
+//! - drafting on ordinary turns: the same turns with drafting on (fast-forward off), against
+//!   the run with both off, for what a draft costs where nothing is copied on purpose;
 //! - copied text: an `edit` call whose `old` string copies a span of a `read` result in the
 //!   context (the turn is begun up to `"old":"`, the model copies), decode tokens/s with
 //!   drafting off and on.
@@ -68,8 +70,9 @@ fn main() {
         let order = if round % 2 == 0 { [false, true] } else { [true, false] };
         // Pairs whose two outputs are the same text (they may differ past a near tie that
         // llama.cpp's batched kernels round the other way: docs/protocol.md).
-        let mut same = [0usize; 2];
+        let mut same = [0usize; 3];
         let mut forced = [(0usize, 0f64); 2];
+        let mut drafted = (0usize, 0f64);
         let mut free = (0usize, 0f64);
         for p in &turns {
             let mut out: [Option<Generation>; 2] = [None, None];
@@ -80,6 +83,12 @@ fn main() {
                 out[on as usize] = Some(g);
             }
             same[0] += usize::from(out[0].as_ref().unwrap().text == out[1].as_ref().unwrap().text);
+            // Drafting where nothing is copied on purpose: what a draft costs an ordinary turn
+            // (the drafting-off side is the fast-forward-off run above, the same generation).
+            let g = generate(&mut session, p, &json, 160, false, true);
+            drafted.0 += g.tokens.len();
+            drafted.1 += g.timings.decode.as_secs_f64();
+            same[2] += usize::from(g.text == out[0].as_ref().unwrap().text);
             let g = generate(&mut session, p, &Constraint::None, 160, false, false);
             free.0 += g.tokens.len();
             free.1 += g.timings.decode.as_secs_f64();
@@ -102,6 +111,8 @@ fn main() {
             "forced_on_tps": tps(forced[1]),
             "forced_tokens": forced[0].0,
             "free_tps": tps(free),
+            "turn_draft_tps": tps(drafted),
+            "turn_draft_same": format!("{} of {}", same[2], turns.len()),
             "copy_off_tps": tps(copied[0]),
             "copy_on_tps": tps(copied[1]),
             "copy_tokens": copied[0].0,
@@ -138,6 +149,13 @@ fn main() {
         "| the same prompts unconstrained (step by step) | {:.1} | – | constrained with fast-forward: {vs_free:.2}× | > 1× {} |",
         median("free_tps"),
         if vs_free > 1.0 { "met" } else { "not met" }
+    );
+    let turn_draft = ratio("turn_draft_tps", "forced_off_tps");
+    println!(
+        "| the same turns under the turn schema, drafting | {:.1} | {:.1} | {turn_draft:.2}× | ≥ 1× (no cost where nothing is copied) {} |",
+        median("forced_off_tps"),
+        median("turn_draft_tps"),
+        if turn_draft >= 1.0 { "met" } else { "not met" }
     );
     let copy = ratio("copy_on_tps", "copy_off_tps");
     println!(

@@ -109,14 +109,14 @@ pub(super) async fn startup(
     };
     screen.startup.notes.extend(pool_notes.iter().map(|n| Note::classify(n)));
     let load_timeout = Duration::from_secs(settings.pool.start_timeout_secs);
-    let batching = pool::Batching::main(&settings);
-    let main = pool::bind(&mut client, &settings.main, "main", batching, load_timeout).await?;
-    if let Some(note) = batching.note(&main) {
+    let serving = pool::Serving::main(&settings.main, settings.delegation.parallel);
+    let main = pool::bind(&mut client, &settings.main, "main", serving, load_timeout).await?;
+    if let Some(note) = serving.batching.note(&main) {
         screen.startup.notes.push(Note::classify(&note));
     }
     let decision = match &settings.decision {
         Some(member) => {
-            let single = pool::Batching::Single;
+            let single = pool::Serving::other(member);
             Some(pool::bind(&mut client, member, "decision", single, load_timeout).await?.alias)
         }
         None => None,
