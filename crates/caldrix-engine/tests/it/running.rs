@@ -44,8 +44,9 @@ fn same(a: &Generation, b: &Generation, what: &str) {
 const TIE: f32 = 0.5;
 
 /// `b` (computed in batches of other sizes) is `a` up to a near tie: identical, or the first
-/// token they differ at was, in `a`'s own distribution, within `TIE` of `a`'s choice (a wrong
-/// row or a leak between sequences shows as a confident choice overturned). Both need logprobs
+/// token they differ at was, in `a`'s own distribution (or in `b`'s, for a token outside `a`'s
+/// ten best), within `TIE` of `a`'s choice (a wrong row or a leak between sequences shows as a
+/// confident choice overturned). Both need logprobs
 /// with 10 alternatives. Greedy only: a seeded draw near a boundary of
 /// its distribution lands elsewhere after any rounding, so seeded runs are not compared.
 fn agree(a: &Generation, b: &Generation, what: &str) {
@@ -57,13 +58,20 @@ fn agree(a: &Generation, b: &Generation, what: &str) {
     let k = k.unwrap_or_else(|| panic!("{what}: same choices, another end: {a:?} {b:?}"));
     let chosen = &la[k];
     let alt = lb[k].token;
-    let alt_lp = chosen.top.iter().find(|t| t.0 == alt).map(|t| t.2);
     let tie = TIE;
+    // Under a constraint the mask may leave only tokens outside `a`'s ten best (`"calls"` or
+    // `"final"` after `{"thought":"..."`), the choice then being between two improbable
+    // tokens: `b`'s own log-probability of its choice (same tokens before, so the same
+    // distribution up to rounding) stands in for `a`'s, and must be within the margin on
+    // either side (a wrong row moves it far).
+    let near = match chosen.top.iter().find(|t| t.0 == alt) {
+        Some(t) => chosen.logprob - t.2 < tie,
+        None => (chosen.logprob - lb[k].logprob).abs() < tie,
+    };
     assert!(
-        alt_lp.is_some_and(|l| chosen.logprob - l < tie),
+        near,
         "{what}: token {k} differs at a confident choice: {chosen:?} against {alt:?}\n{:?}\n{:?}",
-        a.text,
-        b.text
+        a.text, b.text
     );
 }
 
@@ -105,11 +113,14 @@ fn identical_with_each_feature(model: &Model) {
                     let what = format!("{arch} {speed:?} {sampling:?} {constraint:?}");
                     agree(&plain, &fast, &what);
                     // Each token's log-probability is the model's own at its position, forced or
-                    // drafted alike (computed in a bigger batch: equal up to rounding).
+                    // drafted alike (computed in a bigger batch: equal up to the rounding of
+                    // llama.cpp's batched kernels, which moves one by up to about 0.2 on these
+                    // models, docs/protocol.md; 0.13 was seen on Gemma 3. A wrong row moves it
+                    // by far more).
                     if plain.tokens == fast.tokens {
                         let (a, b) = (plain.logprobs.as_ref(), fast.logprobs.as_ref());
                         for (x, y) in a.unwrap().iter().zip(b.unwrap()) {
-                            assert!((x.logprob - y.logprob).abs() < 0.1, "{what}: {x:?} {y:?}");
+                            assert!((x.logprob - y.logprob).abs() < 0.25, "{what}: {x:?} {y:?}");
                         }
                     }
                 }
