@@ -370,6 +370,12 @@ struct Fit<'a> {
 }
 
 impl Fit<'_> {
+    /// The most generations, up to `ceiling` and at least 1, whose windows fit (the base,
+    /// one generation, was checked before the weights were read).
+    fn most(&self, ceiling: u32, window: u64) -> u32 {
+        (1..=ceiling.max(1)).rev().find(|&n| self.check(n, window).is_ok()).unwrap_or(1)
+    }
+
     /// `max_batch` generations, each holding a `window` of bytes past the first (0 until
     /// measured): that count, or the refusal naming the figures.
     fn check(&self, max_batch: u32, window: u64) -> Result<u32, PoolError> {
@@ -396,14 +402,6 @@ impl Fit<'_> {
                 self.limit >> 20
             ),
         ))
-    }
-}
-
-impl Fit<'_> {
-    /// The most generations, up to `ceiling` and at least 1, whose windows fit (the base,
-    /// one generation, was checked before the weights were read).
-    fn most(&self, ceiling: u32, window: u64) -> u32 {
-        (1..=ceiling.max(1)).rev().find(|&n| self.check(n, window).is_ok()).unwrap_or(1)
     }
 }
 
@@ -443,15 +441,18 @@ mod tests {
         assert!(e.message.contains("max_batch 8 is more than batch 4"), "{e}");
     }
 
+    /// 56 MiB left for windows: 100 resident, 50 of model, 50 of budget, of 256.
+    const FIT: Fit<'static> = Fit {
+        alias: "m",
+        resident: 100 << 20,
+        model: 50 << 20,
+        budget: 50 << 20,
+        limit: 256 << 20,
+    };
+
     #[test]
     fn a_batched_member_s_windows_count_against_the_limit() {
-        let fit = Fit {
-            alias: "m",
-            resident: 100 << 20,
-            model: 50 << 20,
-            budget: 50 << 20,
-            limit: 256 << 20,
-        };
+        let fit = FIT;
         assert_eq!(fit.check(1, 0), Ok(1));
         assert_eq!(fit.check(4, 18 << 20), Ok(4), "54 of the 56 MiB left fit");
         assert_eq!(fit.check(5, 14 << 20), Ok(5), "exactly the limit fits");
@@ -466,15 +467,9 @@ mod tests {
 
     #[test]
     fn a_ceiling_takes_the_most_generations_that_fit_and_at_least_one() {
-        let fit = Fit {
-            alias: "m",
-            resident: 100 << 20,
-            model: 50 << 20,
-            budget: 50 << 20,
-            limit: 256 << 20,
-        };
+        let fit = FIT;
         assert_eq!(fit.most(4, 18 << 20), 4, "all four fit");
-        assert_eq!(fit.most(4, 19 << 20), 3, "three windows of 19 MiB pass the 56 MiB left");
+        assert_eq!(fit.most(4, 19 << 20), 3, "two windows of 19 MiB fit, three pass 56 MiB");
         assert_eq!(fit.most(4, 57 << 20), 1, "not even a second window fits");
         assert_eq!(fit.most(1, 1 << 40), 1);
     }

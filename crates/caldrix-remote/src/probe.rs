@@ -96,7 +96,7 @@ impl Remote {
             Err(_) => None,
         };
         let detokenize = match &tokens {
-            Some(tokens) => self.detokenize_works(tokens).await,
+            Some(tokens) => self.detokenize(tokens).await.is_ok(),
             None => false,
         };
         Ok(Probe {
@@ -164,10 +164,6 @@ impl Remote {
             return Ok((Engine::Vllm { version: version.as_str().map(str::to_owned) }, None));
         }
         Ok((Engine::Generic, None))
-    }
-
-    async fn detokenize_works(&self, tokens: &[u32]) -> bool {
-        self.detokenize(tokens).await.is_ok()
     }
 }
 
