@@ -55,6 +55,9 @@ pub struct Member {
     pub api_key_env: Option<String>,
     /// A remote member: a local reference of the same model, for its vocabulary and template.
     pub tokenizer: Option<String>,
+    /// A remote member: who applies the chat template (`pool` or `engine`; unset: the pool
+    /// when it has a template, else the engine).
+    pub render: Option<caldrix_proto::Render>,
 }
 
 impl Member {
@@ -71,6 +74,7 @@ impl Member {
             draft: None,
             api_key_env: None,
             tokenizer: None,
+            render: None,
         }
     }
 
@@ -223,6 +227,7 @@ struct FileMember {
     draft: Option<bool>,
     api_key_env: Option<String>,
     tokenizer: Option<String>,
+    render: Option<caldrix_proto::Render>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -538,6 +543,7 @@ fn apply_tune(
             draft: flags.draft,
             api_key_env: None,
             tokenizer: None,
+            render: None,
         };
         merge_member(&mut member, &file);
     }
@@ -565,6 +571,7 @@ fn merge_member(member: &mut Member, file: &FileMember) {
     if file.tokenizer.is_some() {
         member.tokenizer.clone_from(&file.tokenizer);
     }
+    member.render = file.render.or(member.render);
 }
 
 /// A remote member's reference and settings, refused by key when malformed: `openai:URL#MODEL`
@@ -576,8 +583,12 @@ fn check_remote(
     invalid: &dyn Fn(&str, &str, String) -> ConfigError,
 ) -> Result<(), ConfigError> {
     if !member.is_remote() {
-        for (key, value) in [("api_key_env", &member.api_key_env), ("tokenizer", &member.tokenizer)]
-        {
+        let render = member.render.map(|r| r.as_str().to_owned());
+        for (key, value) in [
+            ("api_key_env", &member.api_key_env),
+            ("tokenizer", &member.tokenizer),
+            ("render", &render),
+        ] {
             if value.is_some() {
                 return Err(invalid(
                     table,
@@ -621,6 +632,15 @@ fn check_remote(
     }
     if member.tokenizer.as_deref().is_some_and(str::is_empty) {
         return Err(invalid(table, "tokenizer", "must name a model".into()));
+    }
+    if member.tokenizer.is_some() && member.render == Some(caldrix_proto::Render::Engine) {
+        return Err(invalid(
+            table,
+            "render",
+            "\"engine\" has the engine render and count, a tokenizer has the pool do both: \
+             give one or the other"
+                .into(),
+        ));
     }
     Ok(())
 }
@@ -803,6 +823,14 @@ mod tests {
             (s.main.tokenizer.as_deref(), s.main.api_key_env.as_deref()),
             (Some("q.gguf"), Some("TEAM_KEY"))
         );
+        let s =
+            check("[members.main]\nmodel = \"openai:http://h:8000#qwen\"\nrender = \"engine\"\n")
+                .unwrap();
+        assert_eq!(s.main.render, Some(caldrix_proto::Render::Engine));
+        let e = check("[members.main]\nmodel = \"openai:http://h#m\"\nrender = \"server\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("render") && e.contains("engine"), "{e}");
         for (text, key, said) in [
             ("[members.main]\nmodel = \"openai:h#m\"\n", "members.main.model", "openai:http://"),
             ("[members.main]\nmodel = \"openai:http://h\"\n", "members.main.model", "#MODEL"),
@@ -820,6 +848,16 @@ mod tests {
                 "[members.decision]\nmodel = \"d.gguf\"\ntokenizer = \"t.gguf\"\n",
                 "members.decision.tokenizer",
                 "a setting of a remote member",
+            ),
+            (
+                "[members.decision]\nmodel = \"d.gguf\"\nrender = \"pool\"\n",
+                "members.decision.render",
+                "a setting of a remote member",
+            ),
+            (
+                "[members.main]\nmodel = \"openai:http://h#m\"\ntokenizer = \"t\"\nrender = \"engine\"\n",
+                "members.main.render",
+                "one or the other",
             ),
         ] {
             let e = check(text).unwrap_err().to_string();

@@ -224,9 +224,12 @@ fn member_flags(member: &Member, serving: Serving) -> Vec<String> {
             flags.push(flag.to_owned());
         }
     }
-    for (flag, value) in
-        [("--api-key-env", &member.api_key_env), ("--tokenizer", &member.tokenizer)]
-    {
+    let render = member.render.map(|r| r.as_str().to_owned());
+    for (flag, value) in [
+        ("--api-key-env", &member.api_key_env),
+        ("--tokenizer", &member.tokenizer),
+        ("--render", &render),
+    ] {
         if let Some(value) = value {
             flags.push(flag.to_owned());
             flags.push(value.clone());
@@ -272,6 +275,7 @@ pub async fn bind(
         draft: serving.draft,
         api_key_env: member.api_key_env.clone(),
         tokenizer: member.tokenizer.clone(),
+        render: member.render,
     };
     client
         .load_member_within(&alias, &member.model, flags, timeout)
@@ -334,6 +338,11 @@ mod tests {
             tokenizer: Some("smol.gguf".into()),
             ..Member::of("openai:http://h:8080#smol".into())
         };
+        let rendered = Member {
+            render: Some(caldrix_proto::Render::Engine),
+            ..Member::of("openai:http://h:8000#qwen".into())
+        };
+        assert_eq!(member_flags(&rendered, Serving::other(&rendered)), ["--render", "engine"]);
         assert_eq!(Batching::of(&remote, Some(4)), Batching::Single, "the engine batches");
         assert_eq!(
             member_flags(&remote, Serving::other(&remote)),

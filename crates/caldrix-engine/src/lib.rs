@@ -26,4 +26,4 @@ pub use replay::SCRIPTED_OTHER_OPTION_LOGPROB;
 pub use running::Running;
 pub use sampling::{RepeatPenalty, Sampling};
 pub use session::{Event, Seq, Session, Snapshot};
-pub use template::{ChatTemplate, GenerationPrompt, Message, TemplateError};
+pub use template::{ChatTemplate, GenerationPrompt, Message, TemplateError, join_runs};

@@ -163,7 +163,7 @@ impl ChatTemplate {
 }
 
 /// Consecutive messages of one role as one, their contents joined by a blank line.
-fn join_runs(messages: &[Message]) -> Vec<Message> {
+pub fn join_runs(messages: &[Message]) -> Vec<Message> {
     let mut joined: Vec<Message> = Vec::with_capacity(messages.len());
     for m in messages {
         match joined.last_mut() {

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use caldrix_engine::{EngineError, GenerationPrompt, Message, Model, Special, Token};
 
-use crate::vocab::Vocab;
+use crate::vocab::{RemoteVocab, Vocab};
 use caldrix_proto::{ContextId, Edit, ErrorKind, Segment, SegmentCount};
 
 use crate::PoolError;
@@ -49,6 +49,9 @@ impl Context {
     /// whole (one request; the incremental path would take three).
     fn count(&mut self, vocab: &Vocab) -> Result<(), PoolError> {
         let messages = Self::messages(&self.segments);
+        if let Some(engine) = vocab.engine_renders() {
+            return self.count_rendered_by(engine, &messages);
+        }
         for i in self.counted.ends.len()..messages.len() {
             let text = vocab.render(&messages[..=i], GenerationPrompt::Omit)?;
             let chained = self.counted.ends.last().is_none_or(|(end, _)| end.is_some());
@@ -72,6 +75,25 @@ impl Context {
         Ok(())
     }
 
+    /// [`Context::count`] where the engine renders: each prefix is the engine's tokens of the
+    /// conversation so far. No text is kept (its ends are 0), so a prefix extends the one
+    /// before when its tokens do.
+    fn count_rendered_by(
+        &mut self,
+        engine: &RemoteVocab,
+        messages: &[Message],
+    ) -> Result<(), PoolError> {
+        for i in self.counted.ends.len()..messages.len() {
+            let tokens = engine.chat_tokens(&messages[..=i], GenerationPrompt::Omit)?;
+            let chained = self.counted.ends.last().is_none_or(|(end, _)| end.is_some());
+            let extends = tokens.starts_with(&self.counted.tokens);
+            let end = (i == 0 || (extends && chained)).then_some(0);
+            self.counted.tokens = tokens;
+            self.counted.ends.push((end, self.counted.tokens.len()));
+        }
+        Ok(())
+    }
+
     /// Forgets the counts from segment `i` on.
     fn uncount_from(&mut self, i: usize) {
         let counted = &mut self.counted;
@@ -91,6 +113,9 @@ impl Context {
     /// The prompt's tokens: every segment, then the header of the assistant turn to generate.
     pub(crate) fn prompt(&mut self, vocab: &Vocab) -> Result<Vec<Token>, PoolError> {
         self.count(vocab)?;
+        if let Some(engine) = vocab.engine_renders() {
+            return engine.chat_tokens(&Self::messages(&self.segments), GenerationPrompt::Add);
+        }
         let text = vocab.render(&Self::messages(&self.segments), GenerationPrompt::Add)?;
         let chained = self.counted.ends.last().is_none_or(|(end, _)| end.is_some());
         match (text.strip_prefix(self.counted.text.as_str()), vocab.local()) {

@@ -19,7 +19,7 @@ use caldrix_proto::{ErrorKind, FrameFormat, Lane, MemberInfo};
 use tokio::sync::Notify;
 
 pub use member::{MemberConfig, Script, ScriptKind};
-pub use remote::{RemoteSpec, UNSCORED_OPTION_LOGPROB, parse_remote_ref};
+pub use remote::{RemoteSettings, RemoteSpec, UNSCORED_OPTION_LOGPROB, parse_remote_ref};
 
 use crate::context::Contexts;
 use crate::member::Member;
@@ -324,14 +324,13 @@ pub fn parse_model_ref(reference: &str) -> Result<(PathBuf, Option<Script>), Poo
 }
 
 /// What a member reference loads: a model path (for a remote member its tokenizer, empty
-/// when none was given), a script, or a remote engine (`openai:URL#MODEL`, with the two
+/// when none was given), a script, or a remote engine (`openai:URL#MODEL`, with the
 /// settings only a remote member takes).
 pub fn member_source(
     reference: &str,
-    api_key_env: Option<&str>,
-    tokenizer: Option<&str>,
+    remote: &RemoteSettings<'_>,
 ) -> Result<(PathBuf, Option<Script>, Option<RemoteSpec>), PoolError> {
-    if let Some(spec) = parse_remote_ref(reference, api_key_env, tokenizer)? {
+    if let Some(spec) = parse_remote_ref(reference, remote)? {
         return Ok((spec.tokenizer.clone().unwrap_or_default(), None, Some(spec)));
     }
     let (path, script) = parse_model_ref(reference)?;

@@ -137,6 +137,9 @@ impl Finished {
 
 pub struct Job {
     pub prompt: Vec<Token>,
+    /// The conversation itself, for a remote member whose engine renders it (its `prompt` is
+    /// then the engine's tokens of it, for counts).
+    pub chat: Option<Vec<caldrix_remote::ChatMessage>>,
     pub params: GenerateParams,
     pub keep: Keep,
     pub events: UnboundedSender<MemberEvent>,

@@ -15,18 +15,18 @@ use caldrix_engine::{
     ChatTemplate, Constraint, Generation, GenerationPrompt, Message, Model, ModelParams,
     OneOfScores, Sampling, Special, StopReason, Timings, Token, TokenLogprob,
 };
-use caldrix_proto::{ErrorKind, RemoteInfo};
+use caldrix_proto::{ErrorKind, RemoteInfo, Render};
 use caldrix_remote::{Endpoint, Engine, Event, Finish, Options, Remote, RemoteError, Request};
 use tokio::sync::mpsc;
 
 use crate::PoolError;
 use crate::member::{Finished, Job, MemberEvent};
-use crate::vocab::{RemoteVocab, Vocab, count_text};
+use crate::vocab::{RemoteRender, RemoteVocab, Vocab, count_text};
 
 /// The window of a remote member whose engine does not say its own, nor `ctx` is given.
 const DEFAULT_WINDOW: u32 = 4096;
 
-/// What a remote member is loaded from: `openai:URL#MODEL` and its two settings.
+/// What a remote member is loaded from: `openai:URL#MODEL` and its settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RemoteSpec {
     pub base_url: String,
@@ -35,6 +35,16 @@ pub struct RemoteSpec {
     pub api_key_env: Option<String>,
     /// The local model whose vocabulary and template render and count (resolved).
     pub tokenizer: Option<PathBuf>,
+    /// Who renders the contexts; `None`: the pool when it has a template, else the engine.
+    pub render: Option<Render>,
+}
+
+/// The settings only a remote member takes, as given (a setting file, flags, `member_load`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RemoteSettings<'a> {
+    pub api_key_env: Option<&'a str>,
+    pub tokenizer: Option<&'a str>,
+    pub render: Option<Render>,
 }
 
 /// The score a remote OneOf gives an option the engine's reply does not tell apart from the
@@ -51,19 +61,25 @@ const CANCEL_POLL: Duration = Duration::from_millis(20);
 /// (which then may not carry the remote settings).
 pub fn parse_remote_ref(
     reference: &str,
-    api_key_env: Option<&str>,
-    tokenizer: Option<&str>,
+    settings: &RemoteSettings<'_>,
 ) -> Result<Option<RemoteSpec>, PoolError> {
     let refused = |m: String| PoolError::new(ErrorKind::LoadRefused, m);
+    let RemoteSettings { api_key_env, tokenizer, render } = *settings;
     let Some(rest) = reference.strip_prefix("openai:") else {
-        if api_key_env.is_some() || tokenizer.is_some() {
+        if api_key_env.is_some() || tokenizer.is_some() || render.is_some() {
             return Err(refused(format!(
-                "`{reference}`: api_key_env and tokenizer are settings of a remote member \
-                 (openai:URL#MODEL)"
+                "`{reference}`: api_key_env, tokenizer and render are settings of a remote \
+                 member (openai:URL#MODEL)"
             )));
         }
         return Ok(None);
     };
+    if tokenizer.is_some() && render == Some(Render::Engine) {
+        return Err(refused(format!(
+            "`{reference}`: a tokenizer renders and counts in the pool, render = engine has \
+             the engine do both: give one or the other"
+        )));
+    }
     let shape = || refused(format!("`{reference}`: a remote member is openai:URL#MODEL"));
     let (base_url, model) = rest.split_once('#').ok_or_else(shape)?;
     if base_url.is_empty() || model.is_empty() {
@@ -92,6 +108,7 @@ pub fn parse_remote_ref(
         model: model.to_owned(),
         api_key_env: api_key_env.map(str::to_owned),
         tokenizer,
+        render,
     }))
 }
 
@@ -129,7 +146,7 @@ pub(crate) struct Started {
 
 /// Loads the tokenizer, probes the engine (unreachable, 401, a model it does not serve are
 /// refused by name) and checks that it tokenizes as the tokenizer does, or takes the engine's
-/// own template and tokenizer; then serves jobs.
+/// own template and tokenizer, or has the engine render; then serves jobs.
 pub(crate) fn start(
     alias: &str,
     spec: &RemoteSpec,
@@ -157,11 +174,12 @@ pub(crate) fn start(
     let (jobs, mut rx) = mpsc::unbounded_channel::<Job>();
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     let (url, reference) = (spec.base_url.clone(), format!("{}#{}", spec.base_url, spec.model));
+    let render = spec.render;
     let thread = std::thread::Builder::new()
         .name(format!("remote-{alias}"))
         .spawn(move || {
             runtime.block_on(async move {
-                let probed = load(&mut remote, model.as_ref(), &reference).await;
+                let probed = load(&mut remote, model.as_ref(), render, &reference).await;
                 let vocab = match probed {
                     Ok(loaded) => {
                         let vocab = loaded.0.clone();
@@ -186,9 +204,14 @@ pub(crate) fn start(
         Ok(Err(e)) => return Err(e),
         Err(_) => return Err(refused("the remote member's thread died".to_owned())),
     };
-    let counted = if vocab.local().is_some() { "the tokenizer" } else { "the engine's tokenizer" };
-    tracing::info!(%alias, %url, engine = engine_name(&engine), counted, "remote member loaded");
-    let info = RemoteInfo { url, model: spec.model.clone(), engine: engine_name(&engine) };
+    let (counted, render) = match &vocab {
+        Vocab::Local(_) => ("the tokenizer", Render::Pool),
+        _ if vocab.engine_renders().is_some() => ("the engine's chat tokenizer", Render::Engine),
+        Vocab::Remote(_) => ("the engine's tokenizer", Render::Pool),
+    };
+    let engine = engine_name(&engine);
+    tracing::info!(%alias, %url, %engine, counted, render = render.as_str(), "remote member loaded");
+    let info = RemoteInfo { url, model: spec.model.clone(), engine, render };
     Ok(Started { vocab, window, info, handle })
 }
 
@@ -203,18 +226,32 @@ fn engine_name(engine: &Engine) -> String {
 }
 
 /// The probe, then what renders and counts: the tokenizer, checked against the engine's
-/// tokens when the engine tokenizes; else the engine's own template and tokenizer. And the
-/// window when none is given.
+/// tokens when the engine tokenizes; else the engine's own template, compiled here, and its
+/// tokenizer; else the engine rendering and counting conversations itself. And the window when
+/// none is given.
 async fn load(
     remote: &mut Remote,
     tokenizer: Option<&Arc<Model>>,
+    render: Option<Render>,
     reference: &str,
 ) -> Result<(Vocab, u32), PoolError> {
     let refused = |m: String| PoolError::new(ErrorKind::LoadRefused, m);
     let probe = remote.probe().await.map_err(|e| refused(e.to_string()))?;
+    let window = probe.window;
     let Some(model) = tokenizer else {
-        let vocab = engine_vocab(remote, &probe, reference).await?;
-        return Ok((vocab, probe.window.unwrap_or(DEFAULT_WINDOW)));
+        let vocab = match render {
+            Some(Render::Engine) => engine_renders(remote, &probe, reference).await?,
+            Some(Render::Pool) => served_template(remote, &probe, reference).await?,
+            None => match served_template(remote, &probe, reference).await {
+                Ok(vocab) => vocab,
+                Err(e) if probe.tokenize_chat => {
+                    tracing::info!(%reference, reason = %e.message, "the engine renders");
+                    engine_renders(remote, &probe, reference).await?
+                }
+                Err(e) => return Err(e),
+            },
+        };
+        return Ok((vocab, window.unwrap_or(DEFAULT_WINDOW)));
     };
     if probe.tokenize {
         let text = probe_text(&Vocab::Local(Arc::clone(model)));
@@ -231,19 +268,22 @@ async fn load(
             )));
         }
     }
-    let window = probe.window.unwrap_or(DEFAULT_WINDOW.min(model.trained_context()));
+    let window = window.unwrap_or(DEFAULT_WINDOW.min(model.trained_context()));
     Ok((Vocab::Local(Arc::clone(model)), window))
 }
 
+const GIVE_TOKENIZER: &str =
+    "give tokenizer = a GGUF path or Hugging Face reference of the same model";
+
 /// The engine's own template and tokenizer, when it serves both (llama-server: `/props` and
 /// `/tokenize`); refused naming what is missing otherwise, since the pool never estimates.
-async fn engine_vocab(
+async fn served_template(
     remote: &Remote,
     probe: &caldrix_remote::Probe,
     reference: &str,
 ) -> Result<Vocab, PoolError> {
     let refused = |m: String| PoolError::new(ErrorKind::LoadRefused, m);
-    let give = "give tokenizer = a GGUF path or Hugging Face reference of the same model";
+    let give = GIVE_TOKENIZER;
     if !probe.tokenize {
         return Err(refused(format!(
             "a remote member needs a tokenizer: the engine at {reference} has no /tokenize and \
@@ -251,10 +291,15 @@ async fn engine_vocab(
         )));
     }
     let Some(source) = &probe.template else {
+        let engine = if probe.tokenize_chat {
+            "; or render = engine, as it can render and count conversations itself"
+        } else {
+            ""
+        };
         return Err(refused(format!(
             "a remote member needs its chat template: the engine at {reference} tokenizes but \
              does not serve its template (llama-server's /props does, under \
-             {} KiB); {give}",
+             {} KiB); {give}{engine}",
             caldrix_remote::MAX_TEMPLATE_BYTES >> 10
         )));
     };
@@ -280,11 +325,10 @@ async fn engine_vocab(
         }
     };
     let vocab = Vocab::Remote(Arc::new(RemoteVocab {
-        template,
+        render: RemoteRender::Pool { template: Box::new(template), bos },
         remote: remote.clone(),
         runtime: tokio::runtime::Handle::current(),
-        bos,
-        vocab_size,
+        vocab_size: Some(vocab_size),
         reference: reference.to_owned(),
     }));
     // The template must render the shape every context has, before any client finds out.
@@ -293,6 +337,41 @@ async fn engine_vocab(
         refused(format!("{reference} cannot serve aerix's contexts: {}", e.message))
     })?;
     Ok(vocab)
+}
+
+/// The engine renders conversations with its own template and counts them (vLLM's
+/// `/tokenize` of messages, llama-server's `/apply-template`); refused when it cannot, or when
+/// it cannot render what aerix's contexts hold (a system message, then two user messages).
+async fn engine_renders(
+    remote: &Remote,
+    probe: &caldrix_remote::Probe,
+    reference: &str,
+) -> Result<Vocab, PoolError> {
+    let refused = |m: String| PoolError::new(ErrorKind::LoadRefused, m);
+    if !probe.tokenize_chat {
+        return Err(refused(format!(
+            "the engine at {reference} cannot count a conversation (vLLM's /tokenize of \
+             messages, llama-server's /apply-template), so it cannot render for the pool; {}",
+            GIVE_TOKENIZER
+        )));
+    }
+    let shape = [Message::new("system", "s"), Message::new("user", "u"), Message::new("user", "v")];
+    let mut engine = RemoteVocab {
+        render: RemoteRender::Engine { joins_runs: false },
+        remote: remote.clone(),
+        runtime: tokio::runtime::Handle::current(),
+        vocab_size: probe.vocab_size,
+        reference: reference.to_owned(),
+    };
+    // A template that refuses a run of one role (Gemma's) gets runs joined, if it takes them so.
+    if let Err(apart) = remote.tokenize_chat(&engine.chat_messages(&shape), true).await {
+        engine.render = RemoteRender::Engine { joins_runs: true };
+        remote
+            .tokenize_chat(&engine.chat_messages(&shape), true)
+            .await
+            .map_err(|_| refused(format!("{reference} cannot serve aerix's contexts: {apart}")))?;
+    }
+    Ok(Vocab::Remote(Arc::new(engine)))
 }
 
 /// A rendered conversation (the template's markers, words, digits, accents, whitespace), or
@@ -361,8 +440,12 @@ async fn run(remote: &Remote, vocab: &Vocab, job: &Job) -> Result<Finished, Pool
             ..caldrix_remote::Sampling::default()
         },
     };
+    let prompt_of = match &job.chat {
+        Some(messages) => caldrix_remote::Prompt::Chat(messages),
+        None => caldrix_remote::Prompt::Tokens(&prompt),
+    };
     let request = Request {
-        prompt: &prompt,
+        prompt: prompt_of,
         max_tokens: params.max_new_tokens,
         sampling,
         logprobs,
@@ -452,10 +535,12 @@ async fn run(remote: &Remote, vocab: &Vocab, job: &Job) -> Result<Finished, Pool
             let mut top = Vec::new();
             for a in t.top.iter().take(k) {
                 let alt = token_of(vocab, remote, a.token, a.text.as_deref()).await?;
-                let bytes = bytes_of(vocab, remote, alt, a.text.as_deref()).await;
+                let bytes =
+                    bytes_of(vocab, remote, alt, (a.bytes.as_deref(), a.text.as_deref())).await;
                 top.push((alt, bytes, a.logprob as f32));
             }
-            let bytes = bytes_of(vocab, remote, token, t.text.as_deref()).await;
+            let bytes =
+                bytes_of(vocab, remote, token, (t.bytes.as_deref(), t.text.as_deref())).await;
             out.push(TokenLogprob { token, bytes, logprob: t.logprob as f32, top });
         }
         logprobs = Some(out);
@@ -494,13 +579,19 @@ fn remote_url(remote: &Remote) -> String {
     remote.base_url().to_owned()
 }
 
-/// A token's text: the engine's, else the vocabulary's (the engine's `/detokenize` of it
-/// for a member without a tokenizer; empty when that fails).
-async fn bytes_of(vocab: &Vocab, remote: &Remote, token: Token, text: Option<&str>) -> Vec<u8> {
-    match (text, vocab) {
-        (Some(t), _) => t.as_bytes().to_vec(),
-        (None, Vocab::Local(model)) => model.token_bytes(token),
-        (None, Vocab::Remote(_)) => {
+/// A token's bytes: the engine's, else its text, else the vocabulary's (the engine's
+/// `/detokenize` of it for a member without a tokenizer; empty when that fails).
+async fn bytes_of(
+    vocab: &Vocab,
+    remote: &Remote,
+    token: Token,
+    (bytes, text): (Option<&[u8]>, Option<&str>),
+) -> Vec<u8> {
+    match (bytes, text, vocab) {
+        (Some(b), _, _) => b.to_vec(),
+        (None, Some(t), _) => t.as_bytes().to_vec(),
+        (None, None, Vocab::Local(model)) => model.token_bytes(token),
+        (None, None, Vocab::Remote(_)) => {
             remote.detokenize(&[token.0]).await.map(String::into_bytes).unwrap_or_default()
         }
     }
@@ -516,10 +607,7 @@ async fn token_of(
 ) -> Result<Token, PoolError> {
     let failed =
         |what: String| PoolError::new(ErrorKind::Engine, format!("{} {what}", remote_url(remote)));
-    let size = match vocab {
-        Vocab::Local(model) => model.vocab_size(),
-        Vocab::Remote(r) => r.vocab_size,
-    };
+    let size = vocab.vocab_size().unwrap_or(u32::MAX as usize);
     match (id, text) {
         (Some(id), _) if (id as usize) < size => Ok(Token(id)),
         (Some(id), _) => {
@@ -562,7 +650,11 @@ fn score(
             }
             first
                 .iter()
-                .filter_map(|a| Some((a.text.as_deref()?, a.logprob)))
+                // Its text, else its bytes (vLLM asked for ids sends those alone).
+                .filter_map(|a| {
+                    let bytes = a.bytes.as_deref().map(std::str::from_utf8);
+                    Some((a.text.as_deref().or(bytes.and_then(Result::ok))?, a.logprob))
+                })
                 .filter(|(t, _)| !t.is_empty() && option.starts_with(t) && !text.starts_with(t))
                 .map(|(_, lp)| lp)
                 .reduce(f64::max)
@@ -593,28 +685,34 @@ mod tests {
     use caldrix_remote::TopLogprob;
 
     fn top(text: &str, logprob: f64) -> TopLogprob {
-        TopLogprob { token: None, text: Some(text.into()), logprob }
+        TopLogprob { token: None, text: Some(text.into()), bytes: None, logprob }
     }
 
     #[test]
     fn remote_references_are_parsed_or_refused_by_name() {
-        let spec = parse_remote_ref("openai:http://h:8080/v1#qwen", Some("TEAM_KEY"), None)
-            .unwrap()
-            .unwrap();
+        let key = RemoteSettings { api_key_env: Some("TEAM_KEY"), ..RemoteSettings::default() };
+        let spec = parse_remote_ref("openai:http://h:8080/v1#qwen", &key).unwrap().unwrap();
         assert_eq!((spec.base_url.as_str(), spec.model.as_str()), ("http://h:8080/v1", "qwen"));
         assert_eq!(spec.api_key_env.as_deref(), Some("TEAM_KEY"));
-        assert_eq!(parse_remote_ref("m.gguf", None, None).unwrap(), None);
+        assert_eq!(parse_remote_ref("m.gguf", &RemoteSettings::default()).unwrap(), None);
+        let engine = Some(Render::Engine);
         for (reference, key, said) in [
             ("openai:http://h", None, "openai:URL#MODEL"),
             ("openai:#m", None, "openai:URL#MODEL"),
             ("openai:http://h#", None, "openai:URL#MODEL"),
             ("openai:http://h#m", Some("sk-live-123 x"), "not an environment variable's name"),
             ("m.gguf", Some("KEY"), "settings of a remote member"),
+            ("m.gguf", None, "settings of a remote member"),
         ] {
-            let e = parse_remote_ref(reference, key, None).unwrap_err();
+            let render = if key.is_none() { engine } else { None };
+            let settings = RemoteSettings { api_key_env: key, tokenizer: None, render };
+            let e = parse_remote_ref(reference, &settings).unwrap_err();
             assert_eq!(e.kind, ErrorKind::LoadRefused);
             assert!(e.message.contains(said), "{reference}: {e}");
         }
+        let both = RemoteSettings { tokenizer: Some("t.gguf"), render: engine, api_key_env: None };
+        let e = parse_remote_ref("openai:http://h#m", &both).unwrap_err();
+        assert!(e.message.contains("give one or the other"), "{e}");
     }
 
     #[test]
@@ -643,12 +741,14 @@ mod tests {
             caldrix_remote::TokenLogprob {
                 token: None,
                 text: Some("pl".into()),
+                bytes: None,
                 logprob: -0.25,
                 top: vec![top("pl", -0.25), top("ed", -2.0), top("e", -1.5)],
             },
             caldrix_remote::TokenLogprob {
                 token: None,
                 text: Some("an".into()),
+                bytes: None,
                 logprob: -0.5,
                 top: Vec::new(),
             },

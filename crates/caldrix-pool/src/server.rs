@@ -264,7 +264,7 @@ impl Connection {
                     "the daemon failed while preparing this generation (a bug: see its log)",
                 ))
             });
-        let (member, job_params, prompt) = match prepared {
+        let (member, job_params, (prompt, chat)) = match prepared {
             Ok(p) => p,
             Err(e) => return self.send_error(&e).await,
         };
@@ -272,7 +272,8 @@ impl Connection {
         let running = self.pool.register_generation();
         let cancel = Arc::clone(&running.cancel);
         let keep = if g.append_as.is_some() { Keep::PromptAndOutput } else { Keep::Prompt };
-        let job = Job { prompt, params: job_params, keep, events: tx, cancel: Arc::clone(&cancel) };
+        let cancel_job = Arc::clone(&cancel);
+        let job = Job { prompt, chat, params: job_params, keep, events: tx, cancel: cancel_job };
         if member.submit(job).is_err() {
             let e = PoolError::new(ErrorKind::Engine, "the member's engine thread has stopped");
             return self.send_error(&e).await;
@@ -420,12 +421,20 @@ fn on_context<T>(
     Ok(counted)
 }
 
-type Prepared = (Arc<crate::member::Member>, GenerateParams, Vec<caldrix_engine::Token>);
+/// The member, the generation's parameters, and its prompt: tokens, and the conversation when
+/// the member's engine renders it.
+type Prepared = (
+    Arc<crate::member::Member>,
+    GenerateParams,
+    (Vec<caldrix_engine::Token>, Option<Vec<caldrix_remote::ChatMessage>>),
+);
 
 fn prepare(pool: &Pool, g: &proto::Generate) -> Result<Prepared, PoolError> {
     let name = pool.contexts.lock().map_err(poisoned)?.get(g.context)?.member.clone();
     let member = pool.member(&name)?;
-    let prompt = on_context(pool, g.context, &member.vocab, |c| c.prompt(&member.vocab))?;
+    let vocab = &member.vocab;
+    let (prompt, chat) =
+        on_context(pool, g.context, vocab, |c| Ok((c.prompt(vocab)?, vocab.chat(&c.segments))))?;
     if prompt.len() >= member.window as usize {
         return Err(PoolError::new(
             ErrorKind::TooLong,
@@ -476,7 +485,7 @@ fn prepare(pool: &Pool, g: &proto::Generate) -> Result<Prepared, PoolError> {
     };
     // Refused before the job is queued: nothing is computed for a bad request.
     params.check().map_err(crate::engine_error)?;
-    Ok((member, params, prompt))
+    Ok((member, params, (prompt, chat)))
 }
 
 fn append(pool: &Pool, context: proto::ContextId, id: &str, text: &str) -> Result<(), PoolError> {
@@ -501,11 +510,12 @@ fn control(pool: &Pool, request: Request) -> Result<Reply, PoolError> {
     };
     match request {
         Request::MemberLoad { alias, model, flags } => {
-            let (path, script, remote) = crate::member_source(
-                &model,
-                flags.api_key_env.as_deref(),
-                flags.tokenizer.as_deref(),
-            )?;
+            let settings = crate::RemoteSettings {
+                api_key_env: flags.api_key_env.as_deref(),
+                tokenizer: flags.tokenizer.as_deref(),
+                render: flags.render,
+            };
+            let (path, script, remote) = crate::member_source(&model, &settings)?;
             pool.load(MemberConfig {
                 alias,
                 reference: model,

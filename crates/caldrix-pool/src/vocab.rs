@@ -1,15 +1,17 @@
 //! What renders a member's contexts and counts their tokens: a local model's vocabulary and
 //! chat template (a loaded member, or a remote member's `tokenizer`), or a remote engine's
 //! own: its template as it serves it (llama-server's `/props`), compiled by the pool, and its
-//! `/tokenize`. Either way the counts are exact, never estimated.
+//! `/tokenize`; or, where the pool has no template, the engine renders the conversation
+//! itself and counts it (vLLM's `/tokenize` of messages). Either way the counts are exact,
+//! never estimated.
 
 use std::sync::Arc;
 use std::sync::mpsc;
 use std::time::Duration;
 
 use caldrix_engine::{ChatTemplate, GenerationPrompt, Message, Model, Special, Token};
-use caldrix_proto::ErrorKind;
-use caldrix_remote::{Remote, RemoteError};
+use caldrix_proto::{ErrorKind, Segment};
+use caldrix_remote::{ChatMessage, Remote, RemoteError};
 
 use crate::PoolError;
 
@@ -26,14 +28,29 @@ pub(crate) enum Vocab {
 /// A remote engine's tokenizer. Its calls run on the member's runtime (where the member's
 /// client lives); a pool thread waits for them. Never call it from that runtime.
 pub(crate) struct RemoteVocab {
-    pub template: ChatTemplate,
+    pub render: RemoteRender,
     pub remote: Remote,
     pub runtime: tokio::runtime::Handle,
-    /// The BOS token the model puts before a prompt, when it wants one.
-    pub bos: Option<Token>,
-    pub vocab_size: usize,
+    /// The vocabulary's size, where the engine says it: token ids it sends are checked
+    /// against it.
+    pub vocab_size: Option<usize>,
     /// `URL#MODEL`, for `members` and errors.
     pub reference: String,
+}
+
+pub(crate) enum RemoteRender {
+    /// The template the engine serves, compiled and rendered by the pool.
+    Pool {
+        template: Box<ChatTemplate>,
+        /// The BOS token the model puts before a prompt, when it wants one.
+        bos: Option<Token>,
+    },
+    /// The engine renders with its own template.
+    Engine {
+        /// Its template refuses two messages of one role in a row but takes them as one
+        /// (Gemma's alternation): such runs are sent joined, as a local template joins them.
+        joins_runs: bool,
+    },
 }
 
 impl std::fmt::Debug for RemoteVocab {
@@ -51,6 +68,30 @@ impl Vocab {
         }
     }
 
+    /// The remote member whose engine renders its contexts (chat requests), if this is one.
+    pub(crate) fn engine_renders(&self) -> Option<&RemoteVocab> {
+        match self {
+            Vocab::Remote(r) if matches!(r.render, RemoteRender::Engine { .. }) => Some(r),
+            _ => None,
+        }
+    }
+
+    /// The conversation a generation sends, for a member whose engine renders it.
+    pub(crate) fn chat(&self, segments: &[Segment]) -> Option<Vec<ChatMessage>> {
+        let r = self.engine_renders()?;
+        let messages: Vec<Message> =
+            segments.iter().map(|s| Message::new(s.role.as_str(), s.text.as_str())).collect();
+        Some(r.chat_messages(&messages))
+    }
+
+    /// The largest token id plus one, where it is known.
+    pub(crate) fn vocab_size(&self) -> Option<usize> {
+        match self {
+            Vocab::Local(model) => Some(model.vocab_size()),
+            Vocab::Remote(r) => r.vocab_size,
+        }
+    }
+
     pub(crate) fn render(
         &self,
         messages: &[Message],
@@ -59,13 +100,21 @@ impl Vocab {
         match self {
             Vocab::Local(model) => model.render(messages, prompt).map_err(crate::context::engine),
             // Mapped as a local template's errors are (a refusal is the request's).
-            Vocab::Remote(r) => r.template.render(messages, prompt).map_err(|e| {
-                let e = crate::engine_error(e.into());
-                PoolError::new(
-                    e.kind,
-                    format!("the chat template {} serves: {}", r.reference, e.message),
-                )
-            }),
+            Vocab::Remote(r) => match &r.render {
+                RemoteRender::Pool { template, .. } => {
+                    template.render(messages, prompt).map_err(|e| {
+                        let e = crate::engine_error(e.into());
+                        PoolError::new(
+                            e.kind,
+                            format!("the chat template {} serves: {}", r.reference, e.message),
+                        )
+                    })
+                }
+                RemoteRender::Engine { .. } => Err(PoolError::new(
+                    ErrorKind::Internal,
+                    format!("{} renders its own contexts: the pool has no template", r.reference),
+                )),
+            },
         }
     }
 
@@ -76,7 +125,7 @@ impl Vocab {
             Vocab::Local(model) => Ok(model.tokenize_prompt(rendered)),
             Vocab::Remote(r) => {
                 let mut tokens = r.tokenize(rendered)?;
-                if let Some(bos) = r.bos
+                if let RemoteRender::Pool { bos: Some(bos), .. } = r.render
                     && tokens.first() != Some(&bos)
                 {
                     tokens.insert(0, bos);
@@ -107,8 +156,40 @@ impl RemoteVocab {
     fn tokenize(&self, text: &str) -> Result<Vec<Token>, PoolError> {
         let (remote, text) = (self.remote.clone(), text.to_owned());
         let ids = self.wait(async move { remote.tokenize(&text, false).await })?;
-        let vocab = self.vocab_size;
-        if let Some(bad) = ids.iter().find(|&&id| id as usize >= vocab) {
+        self.checked(ids)
+    }
+
+    /// The engine's tokens of `messages` rendered by its own template (`add`: with the header
+    /// of the assistant's turn), exactly as its chat endpoint tokenizes them.
+    pub(crate) fn chat_tokens(
+        &self,
+        messages: &[Message],
+        prompt: GenerationPrompt,
+    ) -> Result<Vec<Token>, PoolError> {
+        let (remote, messages) = (self.remote.clone(), self.chat_messages(messages));
+        let add = prompt == GenerationPrompt::Add;
+        let ids = self.wait(async move { remote.tokenize_chat(&messages, add).await })?;
+        self.checked(ids)
+    }
+
+    /// The messages as the engine is sent them: runs of one role joined where its template
+    /// needs that.
+    pub(crate) fn chat_messages(&self, messages: &[Message]) -> Vec<ChatMessage> {
+        let joined;
+        let messages = match self.render {
+            RemoteRender::Engine { joins_runs: true } => {
+                joined = caldrix_engine::join_runs(messages);
+                &joined[..]
+            }
+            _ => messages,
+        };
+        messages.iter().map(|m| ChatMessage::new(m.role.as_str(), m.content.as_str())).collect()
+    }
+
+    fn checked(&self, ids: Vec<u32>) -> Result<Vec<Token>, PoolError> {
+        if let Some(vocab) = self.vocab_size
+            && let Some(bad) = ids.iter().find(|&&id| id as usize >= vocab)
+        {
             return Err(PoolError::new(
                 ErrorKind::Engine,
                 format!(

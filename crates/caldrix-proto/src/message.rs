@@ -137,6 +137,30 @@ pub struct ServingFlags {
     /// template and tokenizer, where it serves both.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokenizer: Option<String>,
+    /// A remote member: who applies the chat template. Absent: the pool when it has a
+    /// template (the tokenizer's, or the one the engine serves), else the engine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub render: Option<Render>,
+}
+
+/// Who renders a remote member's contexts through the chat template.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Render {
+    /// The pool renders and tokenizes, and sends the engine token ids (`/v1/completions`).
+    Pool,
+    /// The engine renders with its own template: the pool sends messages
+    /// (`/v1/chat/completions`) and counts with the engine's tokens of them.
+    Engine,
+}
+
+impl Render {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Render::Pool => "pool",
+            Render::Engine => "engine",
+        }
+    }
 }
 
 /// The most generations one member decodes together (`max_batch`, `--max-batch`): each holds a
@@ -306,6 +330,13 @@ pub struct RemoteInfo {
     /// The engine as its endpoints told: `llama-server`, `vllm` (with its version), `sglang`,
     /// or `openai-compatible`.
     pub engine: String,
+    /// Who renders its contexts (absent from daemons before it was said: the pool).
+    #[serde(default = "render_pool")]
+    pub render: Render,
+}
+
+fn render_pool() -> Render {
+    Render::Pool
 }
 
 fn yes() -> bool {

@@ -1,4 +1,5 @@
-//! A streamed `/v1/completions` of token ids: the request shaped for the engine (its sampling
+//! A streamed generation: `/v1/completions` of token ids, or `/v1/chat/completions` of messages
+//! when the engine renders the chat template; the request shaped for the engine (its sampling
 //! and constraint fields), the event stream read within the bounds, and the final finish and
 //! usage.
 
@@ -10,18 +11,28 @@ use serde_json::{Map, Value, json};
 use crate::error::{RemoteError, excerpt};
 use crate::http::{Purpose, about_constraint};
 use crate::sse::{Decoder, SseError};
-use crate::{Engine, Remote};
+use crate::{ChatMessage, Engine, Remote};
 
 /// One generation.
 #[derive(Debug, Clone)]
 pub struct Request<'a> {
-    /// The prompt's token ids, rendered by the caller (so counts and prefixes are exact).
-    pub prompt: &'a [u32],
+    pub prompt: Prompt<'a>,
     pub max_tokens: u32,
     pub sampling: Sampling,
     /// Each token's log-probability and its `n` best alternatives (OpenAI's `logprobs: n`).
     pub logprobs: Option<u8>,
     pub constraint: Constraint<'a>,
+}
+
+/// What the engine generates from.
+#[derive(Debug, Clone, Copy)]
+pub enum Prompt<'a> {
+    /// Token ids rendered by the caller (so counts and prefixes are exactly the caller's):
+    /// `/v1/completions`.
+    Tokens(&'a [u32]),
+    /// A conversation the engine renders through its own chat template:
+    /// `/v1/chat/completions`. The caller counts it with [`Remote::tokenize_chat`].
+    Chat(&'a [ChatMessage]),
 }
 
 /// Sampling; `None` leaves the engine's default. Temperature 0 is greedy.
@@ -64,11 +75,13 @@ pub struct Delta {
 }
 
 /// A generated token as the engine reports it: llama-server gives id and text, vLLM (asked for
-/// ids) the id alone.
+/// ids) the id alone; a chat reply also gives the token's bytes (a token may end inside a
+/// character, where its text is lossy).
 #[derive(Debug, Clone, PartialEq)]
 pub struct TokenLogprob {
     pub token: Option<u32>,
     pub text: Option<String>,
+    pub bytes: Option<Vec<u8>>,
     pub logprob: f64,
     pub top: Vec<TopLogprob>,
 }
@@ -77,6 +90,7 @@ pub struct TokenLogprob {
 pub struct TopLogprob {
     pub token: Option<u32>,
     pub text: Option<String>,
+    pub bytes: Option<Vec<u8>>,
     pub logprob: f64,
 }
 
@@ -110,6 +124,7 @@ pub struct Usage {
 }
 
 const COMPLETIONS: &str = "/v1/completions";
+const CHAT: &str = "/v1/chat/completions";
 
 impl Remote {
     /// Streams one generation, calling `on_event` with each [`Event`]; the final finish and
@@ -119,11 +134,15 @@ impl Remote {
         request: &Request<'_>,
         on_event: &mut (dyn FnMut(Event) + Send),
     ) -> Result<Finished, RemoteError> {
-        let url = self.url(COMPLETIONS);
-        let body = self.completion_body(request)?;
+        let path = match request.prompt {
+            Prompt::Tokens(_) => COMPLETIONS,
+            Prompt::Chat(_) => CHAT,
+        };
+        let url = self.url(path);
+        let body = self.completion_body(request, &url)?;
         let started = Instant::now();
         let mut response = self
-            .send(Method::POST, COMPLETIONS, Some(&body), Purpose::Generate, &mut |elapsed| {
+            .send(Method::POST, path, Some(&body), Purpose::Generate, &mut |elapsed| {
                 on_event(Event::Waiting { elapsed })
             })
             .await?;
@@ -161,20 +180,25 @@ impl Remote {
         stream.end(&url)
     }
 
-    /// The request's JSON, with this engine's field names.
-    fn completion_body(&self, request: &Request<'_>) -> Result<Value, RemoteError> {
+    /// The request's JSON, with this engine's field names (`url`: the endpoint, for errors).
+    fn completion_body(&self, request: &Request<'_>, url: &str) -> Result<Value, RemoteError> {
         let engine = &self.engine;
         let generic = *engine == Engine::Generic;
         let s = &request.sampling;
         let mut body = json!({
             "model": self.model,
-            "prompt": request.prompt,
             "max_tokens": request.max_tokens,
             "stream": true,
             "stream_options": {"include_usage": true},
             "temperature": s.temperature,
         });
-        let map = body.as_object_mut().ok_or_else(|| self.unsupported("a request body"))?;
+        let unsupported =
+            |what: &str| RemoteError::Unsupported { url: url.to_owned(), what: what.to_owned() };
+        let map = body.as_object_mut().ok_or_else(|| unsupported("a request body"))?;
+        match request.prompt {
+            Prompt::Tokens(tokens) => put(map, "prompt", Some(json!(tokens))),
+            Prompt::Chat(messages) => put(map, "messages", Some(crate::chat::messages(messages))),
+        }
         put(map, "top_p", s.top_p.map(Value::from));
         put(map, "seed", s.seed.map(Value::from));
         if !generic {
@@ -187,7 +211,13 @@ impl Remote {
             put(map, penalty, s.repeat_penalty.map(Value::from));
         }
         if let Some(n) = request.logprobs {
-            map.insert("logprobs".into(), n.into());
+            match request.prompt {
+                Prompt::Tokens(_) => put(map, "logprobs", Some(n.into())),
+                Prompt::Chat(_) => {
+                    put(map, "logprobs", Some(true.into()));
+                    put(map, "top_logprobs", Some(n.into()));
+                }
+            }
             if matches!(engine, Engine::Vllm { .. }) {
                 // The tokens as ids ("token_id:N"): what the pool's counts and logprobs need.
                 map.insert("return_tokens_as_token_ids".into(), true.into());
@@ -201,7 +231,7 @@ impl Remote {
             Constraint::Json(text) => {
                 let schema: Value =
                     serde_json::from_str(text).map_err(|e| RemoteError::BadConstraint {
-                        url: self.url(COMPLETIONS),
+                        url: url.to_owned(),
                         message: format!("the schema is not JSON: {e}"),
                     })?;
                 match engine {
@@ -223,7 +253,7 @@ impl Remote {
             Constraint::Choice(options) => {
                 if options.is_empty() {
                     return Err(RemoteError::BadConstraint {
-                        url: self.url(COMPLETIONS),
+                        url: url.to_owned(),
                         message: "a choice of no options".to_owned(),
                     });
                 }
@@ -237,7 +267,7 @@ impl Remote {
                     }
                     Engine::Sglang => put(map, "regex", Some(regex_choice(options).into())),
                     Engine::Generic => {
-                        return Err(self.unsupported(
+                        return Err(unsupported(
                             "a choice constraint: the engine is not known to offer one",
                         ));
                     }
@@ -245,10 +275,6 @@ impl Remote {
             }
         }
         Ok(body)
-    }
-
-    fn unsupported(&self, what: &str) -> RemoteError {
-        RemoteError::Unsupported { url: self.url(COMPLETIONS), what: what.to_owned() }
     }
 }
 
@@ -352,9 +378,12 @@ impl Stream {
         }
         let choices = value.get("choices").and_then(Value::as_array);
         if let Some(choice) = choices.and_then(|c| c.first()) {
-            let text = match &choice["text"] {
-                Value::Null => "",
-                t => t.as_str().ok_or_else(|| malformed("an event's text"))?,
+            // A completion's `text`, a chat chunk's `delta.content` (null in its first chunk).
+            let text = match (&choice["text"], &choice["delta"]["content"]) {
+                (Value::Null, Value::Null) => "",
+                (Value::Null, t) | (t, _) => {
+                    t.as_str().ok_or_else(|| malformed("an event's text"))?
+                }
             };
             let tokens =
                 logprobs(&choice["logprobs"]).ok_or_else(|| malformed("an event's logprobs"))?;
@@ -412,20 +441,15 @@ fn logprobs(value: &Value) -> Option<Vec<TokenLogprob>> {
                         .as_array()?
                         .iter()
                         .map(|a| {
-                            Some(TopLogprob {
-                                token: id(&a["id"]),
-                                text: text(&a["token"]),
-                                logprob: a["logprob"].as_f64()?,
-                            })
+                            let (token, text) = content_token(a);
+                            let logprob = a["logprob"].as_f64()?;
+                            Some(TopLogprob { token, text, bytes: bytes(&a["bytes"]), logprob })
                         })
                         .collect(),
                 }?;
-                Some(TokenLogprob {
-                    token: id(&t["id"]),
-                    text: text(&t["token"]),
-                    logprob: t["logprob"].as_f64()?,
-                    top,
-                })
+                let (token, text) = content_token(t);
+                let logprob = t["logprob"].as_f64()?;
+                Some(TokenLogprob { token, text, bytes: bytes(&t["bytes"]), logprob, top })
             })
             .collect();
     }
@@ -445,22 +469,30 @@ fn logprobs(value: &Value) -> Option<Vec<TokenLogprob>> {
                     .iter()
                     .map(|(name, lp)| {
                         let (token, text) = named(name);
-                        Some(TopLogprob { token, text, logprob: lp.as_f64()? })
+                        Some(TopLogprob { token, text, bytes: None, logprob: lp.as_f64()? })
                     })
                     .collect::<Option<_>>()?,
             };
             // The first token of some engines' streams has a null logprob: taken as 0.
-            Some(TokenLogprob { token, text, logprob: lp.as_f64().unwrap_or(0.0), top })
+            let logprob = lp.as_f64().unwrap_or(0.0);
+            Some(TokenLogprob { token, text, bytes: None, logprob, top })
         })
         .collect()
 }
 
-fn id(v: &Value) -> Option<u32> {
-    v.as_u64().and_then(|id| u32::try_from(id).ok())
+/// A `content` entry's token: llama-server's `id` and `token` text, else vLLM's `token`, which
+/// is `token_id:N` when ids were asked for.
+fn content_token(entry: &Value) -> (Option<u32>, Option<String>) {
+    let text = entry["token"].as_str();
+    match entry["id"].as_u64().and_then(|id| u32::try_from(id).ok()) {
+        Some(id) => (Some(id), text.map(str::to_owned)),
+        None => text.map(named).unwrap_or((None, None)),
+    }
 }
 
-fn text(v: &Value) -> Option<String> {
-    v.as_str().map(str::to_owned)
+/// A token's `bytes` (a list of byte values); `None` when absent or not that.
+fn bytes(v: &Value) -> Option<Vec<u8>> {
+    v.as_array()?.iter().map(|b| b.as_u64().and_then(|b| u8::try_from(b).ok())).collect()
 }
 
 /// vLLM's `token_id:N` (with `return_tokens_as_token_ids`), else the token's text.
@@ -485,7 +517,7 @@ mod tests {
         };
         let remote = Remote::new(&endpoint, crate::Options::default()).unwrap();
         let request = Request {
-            prompt: &[1],
+            prompt: Prompt::Tokens(&[1]),
             max_tokens: 1,
             sampling: Sampling::default(),
             logprobs: None,

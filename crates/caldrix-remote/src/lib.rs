@@ -3,7 +3,9 @@
 //! probes the engine ([`Remote::probe`]), tokenizes through the engine's own `/tokenize`
 //! ([`Remote::tokenize`]) and streams `/v1/completions` whose prompt is a list of token ids
 //! ([`Remote::complete`]), so the caller renders the chat template itself and its token counts
-//! and prefixes are exactly the engine's. `docs/remote.md` has what it sends to each engine.
+//! and prefixes are exactly the engine's; or, for an engine whose template the caller cannot
+//! render (vLLM serves none), streams `/v1/chat/completions` of messages and counts them with
+//! the engine's own chat tokenization ([`Remote::tokenize_chat`]). `docs/remote.md` has what it sends to each engine.
 //!
 //! **Transport.** reqwest without a TLS feature: plain `http://` only (an engine on loopback, or
 //! behind the team's own TLS-terminating proxy on a trusted network). `https://` is refused by
@@ -33,6 +35,7 @@
 //! **Cancel** = drop the future of [`Remote::complete`]: the connection is closed, which every
 //! engine takes as the end of that generation.
 
+mod chat;
 mod complete;
 mod error;
 mod http;
@@ -41,8 +44,10 @@ mod sse;
 
 use std::time::Duration;
 
+pub use chat::ChatMessage;
 pub use complete::{
-    Constraint, Delta, Event, Finish, Finished, Request, Sampling, TokenLogprob, TopLogprob, Usage,
+    Constraint, Delta, Event, Finish, Finished, Prompt, Request, Sampling, TokenLogprob,
+    TopLogprob, Usage,
 };
 pub use error::{Bound, MESSAGE_CHARS, RemoteError};
 pub use probe::{Engine, MAX_TEMPLATE_BYTES, Probe, TemplateSource};

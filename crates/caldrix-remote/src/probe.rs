@@ -3,8 +3,8 @@
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::Remote;
 use crate::error::{RemoteError, excerpt};
+use crate::{ChatMessage, Remote};
 
 /// The engine behind the URL, as far as its own endpoints tell.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,11 +30,15 @@ pub struct Probe {
     /// tokenizer of the same model).
     pub tokenize: bool,
     pub detokenize: bool,
+    /// The engine renders a conversation with its own template and tokenizes it
+    /// ([`Remote::tokenize_chat`]): what a member without a template of its own needs.
+    pub tokenize_chat: bool,
     /// The model's chat template and special tokens, where the engine says them
     /// (llama-server's `/props`).
     pub template: Option<TemplateSource>,
     /// The vocabulary's size and the window of one request, where the model's entry in
-    /// `/v1/models` says them (llama-server's `meta`: `n_vocab`, `n_ctx`).
+    /// `/v1/models` says them (llama-server's `meta`: `n_vocab`, `n_ctx`; vLLM's
+    /// `max_model_len`).
     pub vocab_size: Option<usize>,
     pub window: Option<u32>,
 }
@@ -77,14 +81,16 @@ impl Remote {
                 listed,
             });
         }
-        let meta = models["data"]
+        let entry = models["data"]
             .as_array()
             .and_then(|ms| ms.iter().find(|m| m["id"].as_str() == Some(self.model.as_str())))
-            .map(|m| m["meta"].clone())
+            .cloned()
             .unwrap_or(Value::Null);
-        let number = |key: &str| meta[key].as_u64().filter(|&n| n > 0);
-        let vocab_size = number("n_vocab").and_then(|n| usize::try_from(n).ok());
-        let window = number("n_ctx").and_then(|n| u32::try_from(n).ok());
+        let number = |v: &Value| v.as_u64().filter(|&n| n > 0);
+        let vocab_size = number(&entry["meta"]["n_vocab"]).and_then(|n| usize::try_from(n).ok());
+        let window = number(&entry["meta"]["n_ctx"])
+            .or_else(|| number(&entry["max_model_len"]))
+            .and_then(|n| u32::try_from(n).ok());
         let (engine, props) = self.which().await?;
         self.engine = engine;
         let template = props.as_ref().and_then(template_of);
@@ -99,11 +105,15 @@ impl Remote {
             Some(tokens) => self.detokenize(tokens).await.is_ok(),
             None => false,
         };
+        let conversation = [ChatMessage::new("user", "a")];
+        let tokenize_chat = tokens.is_some()
+            && self.tokenize_chat(&conversation, true).await.is_ok_and(|t| !t.is_empty());
         Ok(Probe {
             engine: self.engine.clone(),
             models: listed,
             tokenize: tokens.is_some(),
             detokenize,
+            tokenize_chat,
             template,
             vocab_size,
             window,
@@ -136,10 +146,7 @@ impl Remote {
             _ => json!({"model": self.model, "prompt": text, "add_special_tokens": add_special}),
         };
         let reply = self.json(Method::POST, "/tokenize", Some(&body)).await?;
-        let tokens = reply["tokens"].as_array().and_then(|ids| {
-            ids.iter().map(|id| id.as_u64().and_then(|id| u32::try_from(id).ok())).collect()
-        });
-        tokens.ok_or_else(|| RemoteError::Malformed {
+        token_list(&reply).ok_or_else(|| RemoteError::Malformed {
             url: self.url("/tokenize"),
             what: "a token list",
             excerpt: excerpt(&reply.to_string()),
@@ -178,6 +185,15 @@ fn template_of(props: &Value) -> Option<TemplateSource> {
         bos_token: text("bos_token").unwrap_or_default(),
         eos_token: text("eos_token").unwrap_or_default(),
     })
+}
+
+/// A `/tokenize` reply's `tokens`: ids, each within `u32`.
+pub(crate) fn token_list(reply: &Value) -> Option<Vec<u32>> {
+    reply["tokens"]
+        .as_array()?
+        .iter()
+        .map(|id| id.as_u64().and_then(|id| u32::try_from(id).ok()))
+        .collect()
 }
 
 fn listed(models: &Value) -> Option<Vec<String>> {

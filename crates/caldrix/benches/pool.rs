@@ -250,8 +250,11 @@ fn main() {
             None => model_path.display().to_string(),
         };
         let tokenizer = engine.as_ref().map(|_| model_path.display().to_string());
-        let (model, _, remote_spec) =
-            caldrix_pool::member_source(&reference, None, tokenizer.as_deref()).unwrap();
+        let (model, _, remote_spec) = caldrix_pool::member_source(
+            &reference,
+            &caldrix_pool::RemoteSettings { tokenizer: tokenizer.as_deref(), ..Default::default() },
+        )
+        .unwrap();
         pool.load(MemberConfig {
             window: Some(WINDOW),
             threads: Some(threads),

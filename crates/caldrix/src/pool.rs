@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use caldrix_client::Client;
 use caldrix_pool::{MemberConfig, Pool, PoolConfig};
-use caldrix_proto::FrameFormat;
+use caldrix_proto::{FrameFormat, Render};
 
 /// `$XDG_RUNTIME_DIR/caldrix/pool.sock`, else `/tmp/caldrix-<uid>/pool.sock`.
 pub fn default_socket() -> PathBuf {
@@ -21,6 +21,7 @@ const USAGE: &str = "usage:
                [--batch N] [--gpu-layers N] [--max-batch N [--fit-max-batch]]
                [--fast-forward] [--draft] [--load MODEL ...]
   a remote member: --load openai:URL#MODEL [--tokenizer MODEL] [--api-key-env VAR]
+                   [--render pool|engine]
   caldrix pool stop [--socket PATH]
   caldrix pool status [--socket PATH] [--json]";
 
@@ -142,7 +143,8 @@ fn parse_serve(args: &[String]) -> anyhow::Result<ServeArgs> {
         members: Vec::new(),
     };
     // Per member: the reference and the remote settings, resolved once all are read.
-    let mut sources: Vec<(String, Option<String>, Option<String>)> = Vec::new();
+    type Source = (String, Option<String>, Option<String>, Option<Render>);
+    let mut sources: Vec<Source> = Vec::new();
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         let member = out.members.last_mut();
@@ -160,7 +162,7 @@ fn parse_serve(args: &[String]) -> anyhow::Result<ServeArgs> {
             ("--context-budget", _) => out.context_budget = Some(bytes(arg, it.next())?),
             ("--load", _) => {
                 let reference = it.next().context("--load needs a model")?;
-                sources.push((reference.clone(), None, None));
+                sources.push((reference.clone(), None, None, None));
                 let n = out.members.len();
                 let alias = if n == 0 { "main".into() } else { format!("member{}", n + 1) };
                 out.members.push(MemberConfig::new(alias, reference.clone(), PathBuf::new()));
@@ -186,10 +188,20 @@ fn parse_serve(args: &[String]) -> anyhow::Result<ServeArgs> {
                     source.2 = Some(model.clone());
                 }
             }
+            ("--render", Some(_)) => {
+                let render = match it.next().map(String::as_str) {
+                    Some("pool") => Render::Pool,
+                    Some("engine") => Render::Engine,
+                    _ => bail!("--render needs pool or engine"),
+                };
+                if let Some(source) = sources.last_mut() {
+                    source.3 = Some(render);
+                }
+            }
             (
                 "--alias" | "--ctx" | "--threads" | "--batch" | "--gpu-layers" | "--max-batch"
                 | "--fit-max-batch" | "--fast-forward" | "--draft" | "--api-key-env"
-                | "--tokenizer",
+                | "--tokenizer" | "--render",
                 None,
             ) => {
                 bail!("{arg} is a serving flag of a member: put it after that member's --load")
@@ -200,9 +212,13 @@ fn parse_serve(args: &[String]) -> anyhow::Result<ServeArgs> {
     if out.max_connections == 0 {
         bail!("--max-connections must be at least 1");
     }
-    for (member, (reference, key, tokenizer)) in out.members.iter_mut().zip(sources) {
-        let (model, script, remote) =
-            caldrix_pool::member_source(&reference, key.as_deref(), tokenizer.as_deref())?;
+    for (member, (reference, key, tokenizer, render)) in out.members.iter_mut().zip(sources) {
+        let settings = caldrix_pool::RemoteSettings {
+            api_key_env: key.as_deref(),
+            tokenizer: tokenizer.as_deref(),
+            render,
+        };
+        let (model, script, remote) = caldrix_pool::member_source(&reference, &settings)?;
         (member.model, member.script, member.remote) = (model, script, remote);
     }
     Ok(out)
@@ -284,11 +300,13 @@ fn print_status(socket: &Path, status: &caldrix_proto::PoolStatus) {
         let s = &m.store;
         if let Some(remote) = &m.info.remote {
             println!(
-                "  {}: remote {} at {} ({}), tokenizer {}, window {}, queue {}, contexts {}",
+                "  {}: remote {} at {} ({}), rendered by the {}, tokenizer {}, window {}, queue {}, \
+                 contexts {}",
                 m.info.alias,
                 remote.model,
                 remote.url,
                 remote.engine,
+                remote.render.as_str(),
                 m.info.model,
                 m.info.context_window,
                 m.info.queue_depth,

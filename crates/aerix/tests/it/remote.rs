@@ -1,6 +1,9 @@
 //! A remote main member: `aerix -p` whose main member is `openai:URL#MODEL` on the real
 //! llama-server serving SmolLM2 (a real generation under the turn schema), and whose decision
-//! member is local (scripted: a real route on SmolLM2 adds nothing here but time).
+//! member is local (scripted: a real route on SmolLM2 adds nothing here but time). One server
+//! for the binary.
+
+use std::sync::OnceLock;
 
 use test_models::server::{Server, ServerConfig};
 
@@ -9,12 +12,19 @@ use crate::{World, of_type, smollm2, stderr, toml_str};
 /// The API key the pool sends; llama-server started without `--api-key` takes any.
 const KEY: &str = "sk-aerix-remote-test-0123456789";
 
+fn server() -> &'static Server {
+    static SERVER: OnceLock<Server> = OnceLock::new();
+    SERVER.get_or_init(|| {
+        let (binary, model) = (test_models::llama_server(), smollm2());
+        let config =
+            ServerConfig { binary: &binary, model: &model, threads: 2, slots: 1, window: 4096 };
+        Server::start_tied(&config).expect("llama-server starts on SmolLM2")
+    })
+}
+
 #[test]
 fn a_remote_main_member_takes_turns_under_the_turn_schema_beside_a_local_decision_member() {
-    let (binary, model) = (test_models::llama_server(), smollm2());
-    let config =
-        ServerConfig { binary: &binary, model: &model, threads: 2, slots: 1, window: 4096 };
-    let server = Server::start(&config).expect("llama-server starts on SmolLM2");
+    let (server, model) = (server(), smollm2());
     let world = World::new("remote", "", "");
     let decision = world.script("decision", &["answer".to_owned()], true);
     let smol = model.display().to_string();
@@ -59,4 +69,49 @@ fn a_remote_main_member_takes_turns_under_the_turn_schema_beside_a_local_decisio
         .unwrap();
     let status = String::from_utf8_lossy(&status.stdout);
     assert!(status.contains("\"llama-server\"") && !status.contains(KEY), "{status}");
+}
+
+/// The engine renders (`render = "engine"`, the route of vLLM, which serves no template): the
+/// turn goes to its chat endpoint as messages under the turn schema, counted with its own
+/// tokens of them.
+#[test]
+fn a_remote_main_member_whose_engine_renders_takes_a_turn() {
+    let world = World::new("remote-chat", "", "");
+    let decision = world.script("decision", &["answer".to_owned()], true);
+    world.write_settings_with(
+        &format!("openai:{}#{}", server().base_url(), smollm2().display()),
+        "ctx = 4096\nrender = \"engine\"\n",
+        &format!(
+            "[members.decision]\nmodel = {}\n[context]\nmax_new_tokens = 120\nrepeat_guard = false\n\
+             [delegation]\ndepth = 0\n",
+            toml_str(&decision)
+        ),
+    );
+    let out = world
+        .aerix_command(&["-p", "What does the add function in calc.sh do?", "--max-turns", "1"])
+        .output()
+        .unwrap();
+    let code = out.status.code();
+    assert!(matches!(code, Some(0) | Some(2)), "a named outcome: {code:?}\n{}", stderr(&out));
+    let events = world.events();
+    let turns: Vec<_> = of_type(&events, "segment")
+        .into_iter()
+        .filter(|s| s["agent"] == "a1" && s["label"] == "turn" && s["op"] == "append")
+        .collect();
+    assert!(!turns.is_empty(), "the remote member took a turn");
+    assert!(turns.iter().all(|t| t["prompt_tokens"].as_u64().unwrap() > 100), "{turns:?}");
+    assert!(
+        of_type(&events, "segment")
+            .iter()
+            .all(|s| !s["text"].as_str().unwrap_or("").starts_with("[parse error]")),
+        "every turn parses under the schema"
+    );
+    let status = std::process::Command::new(crate::caldrix())
+        .args(["pool", "status", "--json", "--socket", world.socket.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    let main =
+        status["members"].as_array().unwrap().iter().find(|m| m["info"]["remote"].is_object());
+    assert_eq!(main.unwrap()["info"]["remote"]["render"], "engine", "{status}");
 }

@@ -6,7 +6,9 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use caldrix_engine::{Model, ModelParams, Special};
-use caldrix_remote::{Constraint, Endpoint, Engine, Event, Options, Remote, Request, Sampling};
+use caldrix_remote::{
+    ChatMessage, Constraint, Endpoint, Engine, Event, Options, Prompt, Remote, Request, Sampling,
+};
 use serde_json::Value;
 use test_models::server::{Server, ServerConfig};
 
@@ -29,7 +31,8 @@ async fn remote() -> Remote {
     let mut remote =
         Remote::new(&Endpoint { base_url, model, api_key_env: None }, Options::default()).unwrap();
     let probe = remote.probe().await.unwrap();
-    assert_eq!((probe.engine, probe.tokenize, probe.detokenize), (Engine::LlamaServer, true, true));
+    let found = (probe.engine, probe.tokenize, probe.detokenize, probe.tokenize_chat);
+    assert_eq!(found, (Engine::LlamaServer, true, true, true));
     remote
 }
 
@@ -47,6 +50,7 @@ fn prompt(question: &str) -> Vec<u32> {
 }
 
 fn request<'a>(prompt: &'a [u32], max_tokens: u32, constraint: Constraint<'a>) -> Request<'a> {
+    let prompt = Prompt::Tokens(prompt);
     Request { prompt, max_tokens, sampling: Sampling::default(), logprobs: None, constraint }
 }
 
@@ -205,4 +209,76 @@ async fn dropping_a_generation_stops_the_engine() {
 async fn slots(base_url: &str) -> Vec<Value> {
     let reply = reqwest::get(format!("{base_url}/slots")).await.unwrap();
     serde_json::from_str(&reply.text().await.unwrap()).unwrap()
+}
+
+/// A conversation the engine renders (the route of engines that serve no template): its
+/// tokens are the local model's render of it, and what the engine's chat endpoint counts.
+#[tokio::test]
+async fn a_conversation_the_engine_renders_counts_as_ours_and_as_its_chat_endpoint_does() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let remote = remote().await;
+    let conversation = [
+        ChatMessage::new("system", "You are terse."),
+        ChatMessage::new("user", "Name a colour, caf\u{e9} \u{2014} one word."),
+    ];
+    let messages: Vec<_> =
+        conversation.iter().map(|m| caldrix_engine::Message::new(&m.role, &m.content)).collect();
+    for (add, prompt) in [
+        (true, caldrix_engine::GenerationPrompt::Add),
+        (false, caldrix_engine::GenerationPrompt::Omit),
+    ] {
+        let ours: Vec<u32> = local()
+            .tokenize_prompt(&local().render(&messages, prompt).unwrap())
+            .into_iter()
+            .map(|t| t.0)
+            .collect();
+        assert_eq!(remote.tokenize_chat(&conversation, add).await.unwrap(), ours, "{prompt:?}");
+    }
+    let counted = remote.tokenize_chat(&conversation, true).await.unwrap();
+    let req = Request {
+        prompt: Prompt::Chat(&conversation),
+        logprobs: Some(2),
+        ..request(&[], 6, Constraint::None)
+    };
+    let (mut deltas, mut tokens) = (String::new(), Vec::new());
+    let finished = remote
+        .complete(&req, &mut |e| {
+            if let Event::Text(d) = e {
+                deltas.push_str(&d.text);
+                tokens.extend(d.tokens);
+            }
+        })
+        .await
+        .unwrap();
+    assert!(!finished.text.is_empty());
+    assert_eq!(deltas, finished.text);
+    assert_eq!(finished.usage.prompt_tokens, Some(counted.len() as u64));
+    let bytes: Vec<u8> = tokens.iter().flat_map(|t| t.bytes.clone().unwrap()).collect();
+    assert_eq!(bytes, finished.text.as_bytes(), "each token's bytes, in order");
+    assert!(tokens.iter().all(|t| t.token.is_some() && (1..=2).contains(&t.top.len())));
+}
+
+#[tokio::test]
+async fn a_conversation_takes_the_json_and_choice_constraints() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let remote = remote().await;
+    let ask = |q: &str| [ChatMessage::new("user", q)];
+    let schema = r#"{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"],"additionalProperties":false}"#;
+    let conversation = ask("Give a number as JSON.");
+    let req = Request {
+        prompt: Prompt::Chat(&conversation),
+        ..request(&[], 32, Constraint::Json(schema))
+    };
+    let finished = remote.complete(&req, &mut |_| {}).await.unwrap();
+    let value: Value = serde_json::from_str(&finished.text).unwrap();
+    assert!(value["n"].is_i64() && value.as_object().unwrap().len() == 1, "{value}");
+    let options = ["yes".to_owned(), "no".to_owned()];
+    let conversation = ask("Is water wet? Answer yes or no.");
+    let req = Request {
+        prompt: Prompt::Chat(&conversation),
+        logprobs: Some(3),
+        ..request(&[], 8, Constraint::Choice(&options))
+    };
+    let finished = remote.complete(&req, &mut |_| {}).await.unwrap();
+    assert!(options.contains(&finished.text), "{:?}", finished.text);
 }

@@ -3,7 +3,8 @@
 use std::time::{Duration, Instant};
 
 use caldrix_remote::{
-    Bound, Constraint, Endpoint, Event, Finish, Limits, Options, RemoteError, Request, Sampling,
+    Bound, Constraint, Endpoint, Event, Finish, Limits, Options, Prompt, RemoteError, Request,
+    Sampling,
 };
 
 use crate::fake::{Act, finish_events, options, remote, reply, serve, stream_head, text_event};
@@ -12,7 +13,7 @@ const PROMPT: &[u32] = &[1, 2, 3];
 
 fn request() -> Request<'static> {
     Request {
-        prompt: PROMPT,
+        prompt: Prompt::Tokens(PROMPT),
         max_tokens: 8,
         sampling: Sampling::default(),
         logprobs: None,

@@ -6,3 +6,4 @@
 mod engine;
 mod failures;
 mod fake;
+mod vllm;

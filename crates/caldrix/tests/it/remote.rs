@@ -6,7 +6,8 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use caldrix_proto::{
-    Constraint, ErrorKind, FrameFormat, Generate, Reply, Request, Role, ServingFlags, StopReason,
+    Constraint, ErrorKind, FrameFormat, Generate, Render, Reply, Request, Role, ServingFlags,
+    StopReason,
 };
 use test_models::server::{Server, ServerConfig};
 
@@ -208,8 +209,8 @@ fn a_remote_member_never_counts_against_the_memory_fit() {
     });
     let tokenizer = smollm2().display().to_string();
     let member = |alias: &str, reference: &str, tokenizer: Option<&str>| {
-        let (model, script, remote) =
-            caldrix_pool::member_source(reference, None, tokenizer).unwrap();
+        let settings = caldrix_pool::RemoteSettings { tokenizer, ..Default::default() };
+        let (model, script, remote) = caldrix_pool::member_source(reference, &settings).unwrap();
         caldrix_pool::MemberConfig {
             script,
             remote,
@@ -232,16 +233,33 @@ fn a_remote_member_never_counts_against_the_memory_fit() {
 #[test]
 fn without_a_tokenizer_the_engine_s_template_and_tokenizer_count_exactly() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    counts_and_generations_match_the_local_member("bare", &[], Render::Pool);
+}
+
+/// `--render engine`: the engine renders with its own template (the route of engines that
+/// serve none, vLLM's) and counts conversations itself (llama-server's `/apply-template`, then
+/// `/tokenize`): counts are still the local member's through appends and edits (but for
+/// llama-server's continuing a final assistant message, below), generations go to its chat
+/// endpoint constrained, scored and with logprobs, and a cancel stops one.
+#[test]
+fn when_the_engine_renders_counts_and_generations_are_the_local_member_s() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    counts_and_generations_match_the_local_member("chat", &["--render", "engine"], Render::Engine);
+}
+
+fn counts_and_generations_match_the_local_member(alias: &str, flags: &[&str], render: Render) {
     let reference = reference();
-    let extra = ["--load", reference.as_str(), "--alias", "bare"];
-    let daemon = Daemon::start("remote-bare", FrameFormat::Cbor, &extra, None);
+    let mut extra = vec!["--load", reference.as_str(), "--alias", alias];
+    extra.extend(flags);
+    let daemon = Daemon::start(&format!("remote-{alias}"), FrameFormat::Cbor, &extra, None);
     runtime().block_on(async {
         let mut client = daemon.client(FrameFormat::Cbor).await;
         let members = client.members().await.unwrap();
-        let bare = members.iter().find(|m| m.alias == "bare").unwrap();
+        let bare = members.iter().find(|m| m.alias == alias).unwrap();
         assert_eq!(bare.context_window, 2048, "the engine's window: {bare:?}");
         assert_eq!(bare.architecture, "remote");
         assert!(bare.model.starts_with(&server().base_url()), "{bare:?}");
+        assert_eq!(bare.remote.as_ref().map(|r| r.render), Some(render));
         let segments = vec![
             seg("sys", Role::System, "You are a helpful assistant. Answer briefly."),
             seg("u1", Role::User, "Name a large city in France, as JSON."),
@@ -249,8 +267,8 @@ fn without_a_tokenizer_the_engine_s_template_and_tokenizer_count_exactly() {
             seg("u2", Role::User, "And one in Spain? caf\u{e9} \u{2014} 1234"),
         ];
         let local = client.create_context("main", segments.clone()).await.unwrap();
-        let remote = client.create_context("bare", segments).await.unwrap();
-        assert_eq!(remote.segments, local.segments, "per-segment counts are the local member's");
+        let remote = client.create_context(alias, segments).await.unwrap();
+        assert_same_counts(&remote.segments, &local.segments, render);
         assert_eq!(remote.total_tokens, local.total_tokens);
         let edits = vec![
             caldrix_proto::Edit::Replace {
@@ -262,8 +280,8 @@ fn without_a_tokenizer_the_engine_s_template_and_tokenizer_count_exactly() {
         ];
         let local = client.edit_context(local.context, edits.clone()).await.unwrap();
         let remote = client.edit_context(remote.context, edits).await.unwrap();
-        assert_eq!(remote.segments, local.segments, "after an edit and an append");
-        assert_eq!(remote.total_tokens, local.total_tokens);
+        assert_same_counts(&remote.segments, &local.segments, render);
+        assert_eq!(remote.total_tokens, local.total_tokens, "after an edit and an append");
 
         let json = Generate {
             constraint: Constraint::Json { schema: SCHEMA.into() },
@@ -285,7 +303,30 @@ fn without_a_tokenizer_the_engine_s_template_and_tokenizer_count_exactly() {
             ..generate(remote.context, 8, None)
         };
         let done = client.generate(one_of, |_| {}).await.unwrap();
-        assert_eq!(options[done.one_of.unwrap().chosen as usize], done.text);
+        let scores = done.one_of.unwrap();
+        assert_eq!(options[scores.chosen as usize], done.text);
+        assert!(scores.logprobs.iter().all(|l| l.is_finite() && *l <= 0.0), "{scores:?}");
+
+        // Cancelled mid-stream, then the member answers again.
+        let story = vec![seg("u1", Role::User, "Write a long story about a lighthouse.")];
+        let context = client.create_context(alias, story).await.unwrap().context;
+        client.send(&Request::Generate(generate(context, 400, None))).await.unwrap();
+        let mut sent = false;
+        let done = loop {
+            match client.recv(Duration::from_secs(60)).await.unwrap() {
+                Reply::Delta { .. } if !sent => {
+                    client.send(&Request::Cancel {}).await.unwrap();
+                    sent = true;
+                }
+                Reply::Delta { .. } | Reply::Progress { .. } => {}
+                Reply::Done(done) => break done,
+                other => panic!("{other:?}"),
+            }
+        };
+        assert_eq!(done.stop, StopReason::Cancelled, "{done:?}");
+        assert!(done.usage.completion_tokens < 400);
+        let again = client.generate(generate(context, 4, None), |_| {}).await.unwrap();
+        assert!(again.usage.completion_tokens > 0);
         client.stop().await.unwrap();
     });
 }
@@ -310,7 +351,13 @@ fn an_engine_that_cannot_count_without_a_tokenizer_is_refused_by_name() {
     runtime().block_on(async {
         let mut client = daemon.client(FrameFormat::Cbor).await;
         for (i, (models, props, said)) in cases.into_iter().enumerate() {
-            let url = fake_engine(models.to_owned(), props.map(str::to_owned));
+            let (models, props) = (models.to_owned(), props.map(str::to_owned));
+            let url = fake_engine(move |path, _| match (path, &props) {
+                ("/v1/models", _) => Some(models.clone()),
+                ("/props", Some(props)) => Some(props.clone()),
+                ("/tokenize", Some(_)) => Some(r#"{"tokens":[5]}"#.to_owned()),
+                _ => None,
+            });
             let reference = format!("openai:{url}#m");
             let e = client
                 .load_member(&format!("f{i}"), &reference, ServingFlags::default())
@@ -324,9 +371,82 @@ fn an_engine_that_cannot_count_without_a_tokenizer_is_refused_by_name() {
     });
 }
 
-/// A loopback engine answering `/v1/models` with `models`, `/props` with `props` (when given,
-/// and then `/tokenize` with one token), and 404 to the rest; one request per connection.
-fn fake_engine(models: String, props: Option<String>) -> String {
+/// Per-segment counts equal to the local member's. Where llama-server renders, a conversation
+/// that ends in an assistant message is that reply's start (it continues it: its end-of-turn
+/// tokens are not there yet), so the assistant segment `a1` counts those tokens fewer and the
+/// segment after it holds them: the two together are the local member's.
+fn assert_same_counts(
+    remote: &[caldrix_proto::SegmentCount],
+    local: &[caldrix_proto::SegmentCount],
+    render: Render,
+) {
+    if render == Render::Pool {
+        return assert_eq!(remote, local, "per-segment counts are the local member's");
+    }
+    let a1 = local.iter().position(|s| s.id == "a1").unwrap();
+    let (ours, theirs): (Vec<_>, Vec<_>) = (remote.iter().collect(), local.iter().collect());
+    assert_eq!(ours[..a1], theirs[..a1], "before the assistant segment");
+    assert_eq!(ours[a1 + 2..], theirs[a1 + 2..], "after the segment following it");
+    assert_eq!(ours[a1].tokens + ours[a1 + 1].tokens, theirs[a1].tokens + theirs[a1 + 1].tokens);
+    assert_eq!(theirs[a1].tokens - ours[a1].tokens, 2, "<|im_end|> and its newline");
+}
+
+/// An engine shaped as vLLM (it serves no template, and counts conversations through
+/// `/tokenize` of messages): without a tokenizer the engine renders. Its template refuses two
+/// messages of one role in a row (as Gemma's does), so the pool sends such runs joined, and
+/// counts what it sends.
+#[test]
+fn an_engine_that_serves_no_template_renders_and_counts_conversations_itself() {
+    // One token per message, one per word in it, one for the generation prompt.
+    let url = fake_engine(|path, body| {
+        let body: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
+        match path {
+            "/v1/models" => Some(r#"{"data":[{"id":"m","max_model_len":1024}]}"#.to_owned()),
+            "/version" => Some(r#"{"version":"0.11.2"}"#.to_owned()),
+            "/tokenize" if body["messages"].is_array() => {
+                let messages = body["messages"].as_array().unwrap();
+                let roles: Vec<_> = messages.iter().map(|m| m["role"].as_str()).collect();
+                if roles.windows(2).any(|w| w[0] == w[1]) {
+                    return None;
+                }
+                let words: usize = messages
+                    .iter()
+                    .map(|m| 1 + m["content"].as_str().unwrap_or("").split_whitespace().count())
+                    .sum();
+                let n = words + usize::from(body["add_generation_prompt"] == true);
+                Some(serde_json::json!({"tokens": vec![7; n]}).to_string())
+            }
+            "/tokenize" => Some(r#"{"tokens":[5]}"#.to_owned()),
+            _ => None,
+        }
+    });
+    let reference = format!("openai:{url}#m");
+    let extra = ["--load", reference.as_str(), "--alias", "vllm"];
+    let daemon = Daemon::start("remote-vllm", FrameFormat::Cbor, &extra, None);
+    runtime().block_on(async {
+        let mut client = daemon.client(FrameFormat::Cbor).await;
+        let members = client.members().await.unwrap();
+        let info = members.iter().find(|m| m.alias == "vllm").unwrap();
+        assert_eq!(info.context_window, 1024, "vLLM's max_model_len");
+        let remote = info.remote.as_ref().unwrap();
+        assert_eq!((remote.engine.as_str(), remote.render), ("vllm 0.11.2", Render::Engine));
+        let segments = vec![
+            seg("sys", Role::System, "Be brief."),
+            seg("instructions", Role::User, "# Instructions"),
+            seg("request", Role::User, "Fix the failing test."),
+        ];
+        let counted = client.create_context("vllm", segments).await.unwrap();
+        // system: 1 + 2; the two user segments as one message: 1 + 2 + 4.
+        let counts: Vec<u32> = counted.segments.iter().map(|s| s.tokens).collect();
+        assert_eq!(counts, [3, 3, 4]);
+        assert_eq!(counted.total_tokens, 11, "and the generation prompt");
+        client.stop().await.unwrap();
+    });
+}
+
+/// A loopback engine: `answer(path, body)` is the JSON body of a 200, or `None` for a 404;
+/// one request per connection.
+fn fake_engine(answer: impl Fn(&str, &str) -> Option<String> + Send + 'static) -> String {
     use std::io::{Read, Write};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
@@ -357,11 +477,10 @@ fn fake_engine(models: String, props: Option<String>) -> String {
                 }
             };
             let path = head.split_whitespace().nth(1).unwrap_or("").to_owned();
-            let (status, body) = match (path.as_str(), &props) {
-                ("/v1/models", _) => ("200 OK", models.clone()),
-                ("/props", Some(props)) => ("200 OK", props.clone()),
-                ("/tokenize", Some(_)) => ("200 OK", r#"{"tokens":[5]}"#.to_owned()),
-                _ => ("404 Not Found", r#"{"error":"not found"}"#.to_owned()),
+            let body = head.split_once("\r\n\r\n").map_or("", |(_, body)| body);
+            let (status, body) = match answer(&path, body) {
+                Some(body) => ("200 OK", body),
+                None => ("404 Not Found", r#"{"error":"not found"}"#.to_owned()),
             };
             let reply = format!(
                 "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
