@@ -193,6 +193,8 @@ fn main() {
         PathBuf::from(args.next().expect("usage: pool MODEL --budget BYTES [--threads N]"));
     let (mut budget, mut threads, mut batch, mut peer) = (256u64 << 20, 2u32, None, None);
     let mut remote: Option<PathBuf> = None;
+    // `--render engine`: the remote member has the engine render (no tokenizer).
+    let mut engine_renders = false;
     let mut workloads = vec!["linear", "interleaved"];
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -203,6 +205,13 @@ fn main() {
             "--batch" => batch = Some(args.next().and_then(|v| v.parse().ok()).expect("--batch N")),
             "--peer" => peer = Some(args.next().expect("--peer PYTHON")),
             "--remote" => remote = Some(args.next().expect("--remote LLAMA_SERVER").into()),
+            "--render" => {
+                engine_renders = match args.next().as_deref() {
+                    Some("engine") => true,
+                    Some("pool") => false,
+                    other => panic!("--render takes pool or engine, not {other:?}"),
+                }
+            }
             "--only" => {
                 workloads = match args.next().as_deref() {
                     Some("linear") => vec!["linear"],
@@ -249,12 +258,14 @@ fn main() {
             Some(engine) => format!("openai:{}#{}", engine.base_url(), model_path.display()),
             None => model_path.display().to_string(),
         };
-        let tokenizer = engine.as_ref().map(|_| model_path.display().to_string());
-        let (model, _, remote_spec) = caldrix_pool::member_source(
-            &reference,
-            &caldrix_pool::RemoteSettings { tokenizer: tokenizer.as_deref(), ..Default::default() },
-        )
-        .unwrap();
+        let tokenizer =
+            engine.as_ref().filter(|_| !engine_renders).map(|_| model_path.display().to_string());
+        let settings = caldrix_pool::RemoteSettings {
+            tokenizer: tokenizer.as_deref(),
+            render: engine_renders.then_some(caldrix_proto::Render::Engine),
+            ..Default::default()
+        };
+        let (model, _, remote_spec) = caldrix_pool::member_source(&reference, &settings).unwrap();
         pool.load(MemberConfig {
             window: Some(WINDOW),
             threads: Some(threads),
