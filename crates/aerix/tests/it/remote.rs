@@ -46,18 +46,7 @@ fn a_remote_main_member_takes_turns_under_the_turn_schema_beside_a_local_decisio
     assert!(matches!(code, Some(0) | Some(2)), "a named outcome: {code:?}\n{}", stderr(&out));
     let events = world.events();
     assert_eq!(of_type(&events, "route")[0]["member"], "decision");
-    let turns: Vec<_> = of_type(&events, "segment")
-        .into_iter()
-        .filter(|s| s["agent"] == "a1" && s["label"] == "turn" && s["op"] == "append")
-        .collect();
-    assert!(!turns.is_empty(), "the remote member took a turn");
-    assert!(turns.iter().all(|t| t["prompt_tokens"].as_u64().unwrap() > 100), "{turns:?}");
-    assert!(
-        of_type(&events, "segment")
-            .iter()
-            .all(|s| !s["text"].as_str().unwrap_or("").starts_with("[parse error]")),
-        "every turn parses under the schema"
-    );
+    assert_turns_parse(&events);
     let end = of_type(&events, "agent.end").into_iter().find(|e| e["agent"] == "a1").unwrap();
     assert_ne!(end["outcome"], "failed", "{end}");
     // The key is named in the settings, read by the pool, and written nowhere.
@@ -94,18 +83,7 @@ fn a_remote_main_member_whose_engine_renders_takes_a_turn() {
     let code = out.status.code();
     assert!(matches!(code, Some(0) | Some(2)), "a named outcome: {code:?}\n{}", stderr(&out));
     let events = world.events();
-    let turns: Vec<_> = of_type(&events, "segment")
-        .into_iter()
-        .filter(|s| s["agent"] == "a1" && s["label"] == "turn" && s["op"] == "append")
-        .collect();
-    assert!(!turns.is_empty(), "the remote member took a turn");
-    assert!(turns.iter().all(|t| t["prompt_tokens"].as_u64().unwrap() > 100), "{turns:?}");
-    assert!(
-        of_type(&events, "segment")
-            .iter()
-            .all(|s| !s["text"].as_str().unwrap_or("").starts_with("[parse error]")),
-        "every turn parses under the schema"
-    );
+    assert_turns_parse(&events);
     let status = std::process::Command::new(crate::caldrix())
         .args(["pool", "status", "--json", "--socket", world.socket.to_str().unwrap()])
         .output()
@@ -114,4 +92,21 @@ fn a_remote_main_member_whose_engine_renders_takes_a_turn() {
     let main =
         status["members"].as_array().unwrap().iter().find(|m| m["info"]["remote"].is_object());
     assert_eq!(main.unwrap()["info"]["remote"]["render"], "engine", "{status}");
+}
+
+/// The root agent took at least one turn on the remote member, over the whole prompt, and
+/// every turn parsed under the turn schema.
+fn assert_turns_parse(events: &[serde_json::Value]) {
+    let turns: Vec<_> = of_type(events, "segment")
+        .into_iter()
+        .filter(|s| s["agent"] == "a1" && s["label"] == "turn" && s["op"] == "append")
+        .collect();
+    assert!(!turns.is_empty(), "the remote member took a turn");
+    assert!(turns.iter().all(|t| t["prompt_tokens"].as_u64().unwrap() > 100), "{turns:?}");
+    assert!(
+        of_type(events, "segment")
+            .iter()
+            .all(|s| !s["text"].as_str().unwrap_or("").starts_with("[parse error]")),
+        "every turn parses under the schema"
+    );
 }

@@ -6,8 +6,8 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use caldrix_proto::{
-    Constraint, ErrorKind, FrameFormat, Generate, Render, Reply, Request, Role, ServingFlags,
-    StopReason,
+    Constraint, ContextId, ErrorKind, FrameFormat, Generate, Render, Reply, Request, Role,
+    ServingFlags, StopReason,
 };
 use test_models::server::{Server, ServerConfig};
 
@@ -131,25 +131,7 @@ fn cancel_and_a_refused_schema_leave_every_member_serving() {
         let mut client = daemon.client(FrameFormat::Cbor).await;
         let segments = vec![seg("u1", Role::User, "Write a long story about a lighthouse.")];
         let context = client.create_context("remote", segments.clone()).await.unwrap().context;
-        client.send(&Request::Generate(generate(context, 400, None))).await.unwrap();
-        let mut sent = false;
-        let done = loop {
-            match client.recv(Duration::from_secs(60)).await.unwrap() {
-                // Once: a cancel after the end would be an error of its own.
-                Reply::Delta { .. } if !sent => {
-                    client.send(&Request::Cancel {}).await.unwrap();
-                    sent = true;
-                }
-                Reply::Delta { .. } => {}
-                Reply::Progress { .. } => {}
-                Reply::Done(done) => break done,
-                other => panic!("{other:?}"),
-            }
-        };
-        assert_eq!(done.stop, StopReason::Cancelled, "{done:?}");
-        assert!(done.usage.completion_tokens < 400);
-        let again = client.generate(generate(context, 4, None), |_| {}).await.unwrap();
-        assert!(again.usage.completion_tokens > 0);
+        cancel_mid_stream_then_answer(&mut client, context).await;
 
         let refused = Generate {
             constraint: Constraint::Json { schema: r#"{"type":"no-such-type"}"#.into() },
@@ -307,26 +289,9 @@ fn counts_and_generations_match_the_local_member(alias: &str, flags: &[&str], re
         assert_eq!(options[scores.chosen as usize], done.text);
         assert!(scores.logprobs.iter().all(|l| l.is_finite() && *l <= 0.0), "{scores:?}");
 
-        // Cancelled mid-stream, then the member answers again.
         let story = vec![seg("u1", Role::User, "Write a long story about a lighthouse.")];
         let context = client.create_context(alias, story).await.unwrap().context;
-        client.send(&Request::Generate(generate(context, 400, None))).await.unwrap();
-        let mut sent = false;
-        let done = loop {
-            match client.recv(Duration::from_secs(60)).await.unwrap() {
-                Reply::Delta { .. } if !sent => {
-                    client.send(&Request::Cancel {}).await.unwrap();
-                    sent = true;
-                }
-                Reply::Delta { .. } | Reply::Progress { .. } => {}
-                Reply::Done(done) => break done,
-                other => panic!("{other:?}"),
-            }
-        };
-        assert_eq!(done.stop, StopReason::Cancelled, "{done:?}");
-        assert!(done.usage.completion_tokens < 400);
-        let again = client.generate(generate(context, 4, None), |_| {}).await.unwrap();
-        assert!(again.usage.completion_tokens > 0);
+        cancel_mid_stream_then_answer(&mut client, context).await;
         client.stop().await.unwrap();
     });
 }
@@ -442,6 +407,29 @@ fn an_engine_that_serves_no_template_renders_and_counts_conversations_itself() {
         assert_eq!(counted.total_tokens, 11, "and the generation prompt");
         client.stop().await.unwrap();
     });
+}
+
+/// A long generation on `context` cancelled at its first delta ends `cancelled`, and the
+/// member then answers the next one.
+async fn cancel_mid_stream_then_answer(client: &mut caldrix_client::Client, context: ContextId) {
+    client.send(&Request::Generate(generate(context, 400, None))).await.unwrap();
+    let mut sent = false;
+    let done = loop {
+        match client.recv(Duration::from_secs(60)).await.unwrap() {
+            // Once: a cancel after the end would be an error of its own.
+            Reply::Delta { .. } if !sent => {
+                client.send(&Request::Cancel {}).await.unwrap();
+                sent = true;
+            }
+            Reply::Delta { .. } | Reply::Progress { .. } => {}
+            Reply::Done(done) => break done,
+            other => panic!("{other:?}"),
+        }
+    };
+    assert_eq!(done.stop, StopReason::Cancelled, "{done:?}");
+    assert!(done.usage.completion_tokens < 400);
+    let again = client.generate(generate(context, 4, None), |_| {}).await.unwrap();
+    assert!(again.usage.completion_tokens > 0);
 }
 
 /// A loopback engine: `answer(path, body)` is the JSON body of a 200, or `None` for a 404;
