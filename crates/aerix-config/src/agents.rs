@@ -2,12 +2,13 @@
 //! existing subagents work unchanged. A file that cannot be used is one note naming it and is
 //! skipped; the others load.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde_yaml_ng::{Mapping, Value};
 
 use crate::Env;
+use crate::frontmatter::{NoFrontmatter, split_frontmatter};
+use crate::named::{ByName, Named};
 
 /// aerix's tools, in the order a definition's tool list is given back.
 pub const AERIX_TOOLS: [&str; 11] = [
@@ -88,38 +89,15 @@ impl Origin {
 
 /// The definitions by name; when several files define a name, the one of the directory first
 /// in `AgentDirs` order wins.
-#[derive(Clone, Debug, Default)]
-pub struct AgentDefinitions {
-    by_name: BTreeMap<String, AgentDefinition>,
-}
+pub type AgentDefinitions = ByName<AgentDefinition>;
 
-impl AgentDefinitions {
-    pub fn get(&self, name: &str) -> Option<&AgentDefinition> {
-        self.by_name.get(name)
+impl Named for AgentDefinition {
+    fn name(&self) -> &str {
+        &self.name
     }
 
-    /// Replaces a definition's body (a profile's overlay); `false` when none has that name.
-    pub fn set_body(&mut self, name: &str, body: String) -> bool {
-        match self.by_name.get_mut(name) {
-            Some(definition) => {
-                definition.body = body;
-                true
-            }
-            None => false,
-        }
-    }
-
-    /// Every definition, by name.
-    pub fn iter(&self) -> impl Iterator<Item = &AgentDefinition> {
-        self.by_name.values()
-    }
-
-    pub fn len(&self) -> usize {
-        self.by_name.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.by_name.is_empty()
+    fn body_mut(&mut self) -> &mut String {
+        &mut self.body
     }
 }
 
@@ -167,42 +145,9 @@ pub fn load_agents(dirs: &AgentDirs) -> LoadedAgents {
     let mut out = LoadedAgents::default();
     for (index, dir) in dirs.dirs.iter().enumerate() {
         let origin = if index < dirs.project { Origin::Project } else { Origin::User };
-        let mut files = Vec::new();
-        if let Err(e) = markdown_files(dir, &mut files) {
-            out.notes.push(format!("agents: {}: {e}; its definitions are skipped", dir.display()));
-            continue;
-        }
-        files.sort();
-        for path in files {
-            let text = match std::fs::read_to_string(&path) {
-                Ok(text) => text,
-                Err(e) => {
-                    out.notes.push(format!("agents: {}: {e}; skipped", path.display()));
-                    continue;
-                }
-            };
-            match parse_agent(&path, &text) {
-                Ok((mut definition, notes)) => {
-                    definition.origin = origin.clone();
-                    out.notes.extend(notes);
-                    if let Some(winner) = out.definitions.get(&definition.name) {
-                        // Only a second file of the same directory is worth a line: a
-                        // project's definition shadowing a user's one is the point.
-                        if winner.source.starts_with(dir) {
-                            out.notes.push(format!(
-                                "agents: {}: defines `{}` again; {} is used",
-                                path.display(),
-                                definition.name,
-                                winner.source.display()
-                            ));
-                        }
-                        continue;
-                    }
-                    out.definitions.by_name.insert(definition.name.clone(), definition);
-                }
-                Err(why) => out.notes.push(format!("agents: {}: {why}; skipped", path.display())),
-            }
-        }
+        // Only a second file of the same directory is worth a line: a project's definition
+        // shadowing a user's one is the point.
+        load_dir(&mut out, dir, &origin, Clash::SameDirectory);
     }
     out
 }
@@ -210,6 +155,18 @@ pub fn load_agents(dirs: &AgentDirs) -> LoadedAgents {
 /// A plugin's `agents/` directory: each definition named `plugin:name`, after the others (a
 /// name already loaded is a note, and the first is used).
 pub fn load_plugin_agents(out: &mut LoadedAgents, plugin: &str, dir: &Path) {
+    load_dir(out, dir, &Origin::Plugin(plugin.to_owned()), Clash::Always);
+}
+
+/// Which definitions that lose their name to an earlier one get a note.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Clash {
+    SameDirectory,
+    Always,
+}
+
+/// One directory's definitions, after those `out` holds (which keep their names).
+fn load_dir(out: &mut LoadedAgents, dir: &Path, origin: &Origin, clash: Clash) {
     let mut files = Vec::new();
     if let Err(e) = markdown_files(dir, &mut files) {
         out.notes.push(format!("agents: {}: {e}; its definitions are skipped", dir.display()));
@@ -220,23 +177,27 @@ pub fn load_plugin_agents(out: &mut LoadedAgents, plugin: &str, dir: &Path) {
         let parsed = std::fs::read_to_string(&path)
             .map_err(|e| e.to_string())
             .and_then(|text| parse_agent(&path, &text));
-        match parsed {
-            Ok((mut definition, notes)) => {
-                out.notes.extend(notes);
-                definition.name = format!("{plugin}:{}", definition.name);
-                definition.origin = Origin::Plugin(plugin.to_owned());
-                if let Some(winner) = out.definitions.get(&definition.name) {
-                    out.notes.push(format!(
-                        "agents: {}: defines `{}` again; {} is used",
-                        path.display(),
-                        definition.name,
-                        winner.source.display()
-                    ));
-                    continue;
-                }
-                out.definitions.by_name.insert(definition.name.clone(), definition);
+        let (mut definition, notes) = match parsed {
+            Ok(parsed) => parsed,
+            Err(why) => {
+                out.notes.push(format!("agents: {}: {why}; skipped", path.display()));
+                continue;
             }
-            Err(why) => out.notes.push(format!("agents: {}: {why}; skipped", path.display())),
+        };
+        out.notes.extend(notes);
+        if let Origin::Plugin(plugin) = origin {
+            definition.name = format!("{plugin}:{}", definition.name);
+        }
+        definition.origin = origin.clone();
+        if let Err((definition, winner)) = out.definitions.add(definition)
+            && (clash == Clash::Always || winner.source.starts_with(dir))
+        {
+            out.notes.push(format!(
+                "agents: {}: defines `{}` again; {} is used",
+                path.display(),
+                definition.name,
+                winner.source.display()
+            ));
         }
     }
 }
@@ -265,7 +226,12 @@ fn markdown_files(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
 /// One definition file: the definition and its notes, or why the file cannot be used.
 pub fn parse_agent(path: &Path, text: &str) -> Result<(AgentDefinition, Vec<String>), String> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let (yaml, body) = split_frontmatter(text)?;
+    let (yaml, body) = split_frontmatter(text).map_err(|none| match none {
+        NoFrontmatter::Missing => {
+            "no YAML frontmatter (the file must start with a `---` line)".to_owned()
+        }
+        NoFrontmatter::Unclosed => "the frontmatter has no closing `---` line".to_owned(),
+    })?;
     let value: Value =
         serde_yaml_ng::from_str(yaml).map_err(|e| format!("the frontmatter is not YAML: {e}"))?;
     let Value::Mapping(map) = value else {
@@ -313,26 +279,6 @@ pub fn parse_agent(path: &Path, text: &str) -> Result<(AgentDefinition, Vec<Stri
         origin: Origin::User,
     };
     Ok((definition, notes))
-}
-
-/// The YAML between a first line `---` and the next `---` line, and the body after it.
-fn split_frontmatter(text: &str) -> Result<(&str, &str), String> {
-    let missing = || "no YAML frontmatter (the file must start with a `---` line)".to_owned();
-    let first = text.lines().next().ok_or_else(missing)?;
-    if first.trim_end() != "---" {
-        return Err(missing());
-    }
-    let rest = &text[first.len()..];
-    let rest = rest.strip_prefix("\r\n").or_else(|| rest.strip_prefix('\n')).unwrap_or(rest);
-    let mut at = 0;
-    for line in rest.split_inclusive('\n') {
-        if line.trim_end() == "---" {
-            let body = &rest[at + line.len()..];
-            return Ok((&rest[..at], body.trim_start_matches(['\r', '\n'])));
-        }
-        at += line.len();
-    }
-    Err("the frontmatter has no closing `---` line".to_owned())
 }
 
 fn required_string(map: &Mapping, key: &str) -> Result<String, String> {

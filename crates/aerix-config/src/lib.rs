@@ -6,7 +6,9 @@
 
 mod agents;
 mod env;
+mod frontmatter;
 mod instructions;
+mod named;
 mod settings;
 
 use std::path::PathBuf;
@@ -16,10 +18,13 @@ pub use agents::{
     load_agents, load_plugin_agents, parse_agent,
 };
 pub use env::Env;
+pub use frontmatter::{NoFrontmatter, split_frontmatter};
 pub use instructions::{InstructionFile, instruction_files, project_root};
+pub use named::{ByName, Named};
 pub use settings::{
     ContextSettings, DEFAULT_MODEL, DEFAULT_TOOL_CAP, Delegation, HookSettings, Member,
     PluginSettings, PoolSettings, Settings, SettingsPaths, TuneSettings, defaults, load,
+    valid_profile_name,
 };
 
 #[derive(Debug, thiserror::Error)]

@@ -3,11 +3,13 @@
 //! come back, then a `segment` event is written.
 
 use aerix_session::{Event, SegmentOp};
-use caldrix_client::{Client, Counts};
+use aerix_turn::schemas::ContextIds;
+use caldrix_client::Counts;
 use caldrix_proto::{self as proto, ContextId, Role};
 
-use crate::schemas::ContextIds;
-use crate::{CoreError, Sink};
+use crate::connection::Connection;
+use crate::error::CoreError;
+use crate::sink::Sink;
 
 /// What a segment is, for the log and for the context tool.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,21 +40,6 @@ impl Label {
             Label::Job => "job",
             Label::Scratchpad => "scratchpad",
             Label::Summary => "summary",
-        }
-    }
-
-    pub fn parse(text: &str) -> Label {
-        match text {
-            "system" => Label::System,
-            "instructions" => Label::Instructions,
-            "hook" => Label::Hook,
-            "prompt" => Label::Prompt,
-            "turn" => Label::Turn,
-            "note" => Label::Note,
-            "job" => Label::Job,
-            "scratchpad" => Label::Scratchpad,
-            "summary" => Label::Summary,
-            _ => Label::Result,
         }
     }
 
@@ -89,19 +76,11 @@ pub fn role_name(role: Role) -> &'static str {
     }
 }
 
-pub fn parse_role(text: &str) -> Role {
-    match text {
-        "system" => Role::System,
-        "assistant" => Role::Assistant,
-        _ => Role::User,
-    }
-}
-
 impl Context {
     /// A new pool context holding `segments`; each is logged unless `log` is false (a resumed
     /// context whose segments the log already holds).
     pub async fn create(
-        client: &mut Client,
+        client: &mut dyn Connection,
         sink: &mut dyn Sink,
         agent: &str,
         member: &str,
@@ -134,6 +113,24 @@ impl Context {
         self.segments.iter().find(|s| s.id == id)
     }
 
+    /// `{prefix}{n}` for the first n from 1 that no segment holds.
+    pub fn fresh_id(&self, prefix: &str) -> String {
+        (1..).map(|n| format!("{prefix}{n}")).find(|id| self.get(id).is_none()).unwrap_or_default()
+    }
+
+    /// A user segment the runtime adds (a note, a job's output).
+    pub async fn add_note(
+        &mut self,
+        client: &mut dyn Connection,
+        sink: &mut dyn Sink,
+        label: Label,
+        text: String,
+    ) -> Result<(), CoreError> {
+        let id = self.fresh_id(if label == Label::Job { "job" } else { "n" });
+        let segment = Segment { id, role: Role::User, label, text, pinned: false, tokens: 0 };
+        self.append(client, sink, segment).await
+    }
+
     /// The ids a `context` call may name now, per op, as the tool checks them (`calls.rs`).
     /// Results of the same turn's earlier calls are appended before its `context` call runs
     /// and the tool takes their ids too; the schema does not offer them: a model learns an id
@@ -147,7 +144,7 @@ impl Context {
 
     pub async fn append(
         &mut self,
-        client: &mut Client,
+        client: &mut dyn Connection,
         sink: &mut dyn Sink,
         segment: Segment,
     ) -> Result<(), CoreError> {
@@ -157,7 +154,7 @@ impl Context {
     /// Appends several segments in one request (one round trip, one count of the new text).
     pub async fn append_all(
         &mut self,
-        client: &mut Client,
+        client: &mut dyn Connection,
         sink: &mut dyn Sink,
         segments: Vec<Segment>,
     ) -> Result<(), CoreError> {
@@ -178,7 +175,7 @@ impl Context {
     /// A segment the pool appended itself (a generated turn): read its count, log it.
     pub async fn appended_by_pool(
         &mut self,
-        client: &mut Client,
+        client: &mut dyn Connection,
         sink: &mut dyn Sink,
         segment: Segment,
         usage: &proto::Usage,
@@ -194,64 +191,49 @@ impl Context {
 
     pub async fn replace(
         &mut self,
-        client: &mut Client,
+        client: &mut dyn Connection,
         sink: &mut dyn Sink,
         id: &str,
         text: String,
         pinned: Option<bool>,
         label: Option<Label>,
     ) -> Result<(), CoreError> {
-        let edit = proto::Edit::Replace { id: id.to_owned(), text: text.clone(), pinned };
-        let counts = client.edit_context(self.id, vec![edit]).await?;
-        if let Some(segment) = self.segments.iter_mut().find(|s| s.id == id) {
-            segment.text = text.clone();
-            if let Some(pinned) = pinned {
-                segment.pinned = pinned;
-            }
-            if let Some(label) = label {
-                segment.label = label;
-            }
-        }
-        self.take_counts(&counts);
-        let tokens = self.get(id).map(|s| s.tokens);
-        sink.event(Event::Segment {
-            agent: self.agent.clone(),
-            op: SegmentOp::Replace,
-            id: id.to_owned(),
-            role: None,
-            label: label.map(|l| l.as_str().to_owned()),
-            text: Some(text),
-            tokens,
-            pinned,
-            recomputed_from: None,
-            prompt_tokens: None,
-        });
-        Ok(())
+        self.replace_each(client, sink, vec![(id.to_owned(), text)], pinned, label).await
     }
 
     /// Replaces the text of several segments in one request (a compaction pass: one round
     /// trip, one count).
     pub async fn replace_all(
         &mut self,
-        client: &mut Client,
+        client: &mut dyn Connection,
         sink: &mut dyn Sink,
         texts: Vec<(String, String)>,
+    ) -> Result<(), CoreError> {
+        self.replace_each(client, sink, texts, None, None).await
+    }
+
+    /// `texts` in one request, each segment given `pinned` and `label` when set.
+    async fn replace_each(
+        &mut self,
+        client: &mut dyn Connection,
+        sink: &mut dyn Sink,
+        texts: Vec<(String, String)>,
+        pinned: Option<bool>,
+        label: Option<Label>,
     ) -> Result<(), CoreError> {
         if texts.is_empty() {
             return Ok(());
         }
         let edits = texts
             .iter()
-            .map(|(id, text)| proto::Edit::Replace {
-                id: id.clone(),
-                text: text.clone(),
-                pinned: None,
-            })
+            .map(|(id, text)| proto::Edit::Replace { id: id.clone(), text: text.clone(), pinned })
             .collect();
         let counts = client.edit_context(self.id, edits).await?;
         for (id, text) in &texts {
             if let Some(segment) = self.segments.iter_mut().find(|s| &s.id == id) {
                 segment.text = text.clone();
+                segment.pinned = pinned.unwrap_or(segment.pinned);
+                segment.label = label.unwrap_or(segment.label);
             }
         }
         self.take_counts(&counts);
@@ -262,10 +244,10 @@ impl Context {
                 op: SegmentOp::Replace,
                 id,
                 role: None,
-                label: None,
+                label: label.map(|l| l.as_str().to_owned()),
                 text: Some(text),
                 tokens,
-                pinned: None,
+                pinned,
                 recomputed_from: None,
                 prompt_tokens: None,
             });
@@ -275,7 +257,7 @@ impl Context {
 
     pub async fn remove(
         &mut self,
-        client: &mut Client,
+        client: &mut dyn Connection,
         sink: &mut dyn Sink,
         id: &str,
     ) -> Result<(), CoreError> {
@@ -285,7 +267,7 @@ impl Context {
     /// Removes several segments in one request.
     pub async fn remove_all(
         &mut self,
-        client: &mut Client,
+        client: &mut dyn Connection,
         sink: &mut dyn Sink,
         ids: &[String],
     ) -> Result<(), CoreError> {

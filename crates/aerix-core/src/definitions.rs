@@ -39,21 +39,3 @@ impl Definitions for NoDefinitions {
 
 /// For a `Runtime` whose caller has no definitions.
 pub static NO_DEFINITIONS: NoDefinitions = NoDefinitions;
-
-/// The set `aerix-config` reads (Claude Code's tool names already mapped to aerix's).
-impl Definitions for aerix_config::AgentDefinitions {
-    fn get(&self, name: &str) -> Option<Definition> {
-        let d = aerix_config::AgentDefinitions::get(self, name)?;
-        Some(Definition {
-            name: d.name.clone(),
-            tools: d.tools.clone(),
-            model: d.model.clone(),
-            max_turns: d.max_turns,
-            body: d.body.clone(),
-        })
-    }
-
-    fn names(&self) -> Vec<String> {
-        self.iter().map(|d| d.name.clone()).collect()
-    }
-}

@@ -39,26 +39,8 @@ impl Skills for NoSkills {
 /// For a `Runtime` whose caller has no skills.
 pub static NO_SKILLS: NoSkills = NoSkills;
 
-impl Skills for aerix_skills::Skills {
-    fn names(&self) -> Vec<String> {
-        self.model_names()
-    }
-
-    fn listing(&self, max_chars: usize) -> Option<String> {
-        aerix_skills::Skills::listing(self, max_chars)
-    }
-
-    fn list(&self) -> String {
-        aerix_skills::Skills::list(self)
-    }
-
-    fn load(&self, name: &str, args: &str) -> Result<String, String> {
-        aerix_skills::Skills::load(self, name, args).map_err(|e| e.to_string())
-    }
-}
-
 /// `tools` without `skill` when the model may load no skill.
-pub(crate) fn offered(tools: Vec<String>, skills: &dyn Skills) -> Vec<String> {
+pub fn offer_skill(tools: Vec<String>, skills: &dyn Skills) -> Vec<String> {
     if !skills.names().is_empty() {
         return tools;
     }

@@ -201,8 +201,10 @@ pub struct Blocked {
     pub reason: String,
 }
 
-/// What firing an event came to.
+/// What firing an event came to. An answer dropped unread is a hook that does nothing (the
+/// screen once dropped `InstructionsLoaded`'s `continue: false` this way).
 #[derive(Clone, Debug, Default)]
+#[must_use = "a hook's answer (a block, `continue: false`, context) must be acted on"]
 pub struct Fired {
     /// Every handler that ran, in file order.
     pub runs: Vec<Run>,
@@ -558,8 +560,11 @@ mod tests {
             group(&["cat > end.json"]),
         ));
         let session = dir.session();
-        hooks.fire(&session, Fire::SessionStart(StartSource::Resume), &|| false);
-        hooks.fire(&session, Fire::UserPromptSubmit { prompt: "fix it" }, &|| false);
+        let started = hooks.fire(&session, Fire::SessionStart(StartSource::Resume), &|| false);
+        assert_eq!(started.runs.len(), 1);
+        let submitted =
+            hooks.fire(&session, Fire::UserPromptSubmit { prompt: "fix it" }, &|| false);
+        assert_eq!(submitted.runs.len(), 1);
         let fired = hooks.fire(&session, Fire::SessionEnd(EndReason::Other), &|| false);
         assert_eq!(fired.runs[0].ending, Ending::Exit(0));
         let read = |name: &str| -> serde_json::Value {
@@ -731,7 +736,7 @@ mod tests {
         let start = Fire::SubagentStart { agent: "a1.c3.v1", agent_type: "verifier" };
         assert_eq!(hooks.fire(&session, start, &|| false).runs.len(), 1);
         let spawn = Fire::AgentSpawn { agent: "a1.c3", parent: "a1", agent_type: "implementer" };
-        hooks.fire(&session, spawn, &|| false);
+        assert_eq!(hooks.fire(&session, spawn, &|| false).runs.len(), 1);
         let verify = Fire::Verify { agent: "a1.c3.v1", implementer: "a1.c3", attempt: 1 };
         assert_eq!(
             hooks.fire(&session, verify, &|| false).runs.len(),

@@ -3,13 +3,9 @@
 /// The model-agnostic base branch.
 pub const MAIN: &str = "main";
 
-/// A profile name: `[A-Za-z0-9_-][A-Za-z0-9._-]*`.
-pub fn valid_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    let first_ok =
-        chars.next().is_some_and(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'));
-    first_ok && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
-}
+/// A profile name: `[A-Za-z0-9_-][A-Za-z0-9._-]*`. The rule is the `profile` setting's, so
+/// `aerix-config` owns it (and needs no git to check a settings file).
+pub use aerix_config::valid_profile_name as valid_name;
 
 /// The model reference as one ref component: every byte outside `[A-Za-z0-9_-]` written
 /// `%XX` (upper-case hex), so `.` is `%2E` and `/` is `%2F`.
@@ -93,16 +89,6 @@ pub fn overlay_path(
 mod tests {
     use super::*;
     use crate::{OverlayKind, Source};
-
-    #[test]
-    fn profile_names_follow_the_rule() {
-        for good in ["a", "my-repo-0123abcd", "_x", "-x", "a.b_c-d", "A9"] {
-            assert!(valid_name(good), "{good}");
-        }
-        for bad in ["", ".a", "a/b", "a b", "é", "a\n", "a:b"] {
-            assert!(!valid_name(bad), "{bad:?}");
-        }
-    }
 
     #[test]
     fn models_encode_into_one_component() {

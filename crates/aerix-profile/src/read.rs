@@ -26,8 +26,8 @@ pub struct Attach<'a> {
     pub project_key: &'a str,
 }
 
-/// An attached session: its model base, the commit it reads and `session/<id>` points at,
-/// and what it read.
+/// An attached session: its model base, the commit it reads (where its first request points
+/// `session/<id>`), and what it read.
 #[derive(Clone, Debug)]
 pub struct Attached {
     pub branch: String,
@@ -120,7 +120,9 @@ pub(crate) fn short(commit: &str) -> &str {
 impl Profile {
     /// Attaches a session: the model base (made from `main` when new), the commit (the
     /// recorded one for a resumed session, unless refreshed or missing; else the base's head),
-    /// `session/<id>` at it, and the read of that commit.
+    /// and the read of that commit. `session/<id>` is not made here: the session's first
+    /// request makes it at that commit ([`Profile::session_at`]), so a session that never ran
+    /// one leaves no branch.
     pub fn attach(
         &self,
         attach: &Attach<'_>,
@@ -143,7 +145,6 @@ impl Profile {
             }
             _ => head,
         };
-        self.session_at(attach.session, &commit)?;
         let mut read = self.read_commit(&commit, release, self.name() == attach.project_key)?;
         lines.append(&mut read.lines);
         read.lines = lines;

@@ -222,15 +222,17 @@ impl Store {
         Ok(sessions)
     }
 
-    /// The project's latest session that can be resumed (for `--continue`): imported ones
-    /// cannot.
+    /// The project's session used last that can be resumed (for `--continue`): the latest
+    /// `updated` (a request opened or finished), then the latest id; imported ones cannot be
+    /// resumed. An index rebuilt from the logs knows no use, so it falls back to the id.
     pub fn latest(&self, project: &str) -> Result<Option<String>, SessionError> {
         Ok(self
             .list(project)?
             .into_iter()
             .filter(|e| e.tag.is_none() && self.log_path(project, &e.id).is_file())
-            .map(|e| e.id)
-            .next_back())
+            // RFC 3339 in UTC with milliseconds (`now_rfc3339`): text order is time order.
+            .max_by(|a, b| (&a.updated, &a.id).cmp(&(&b.updated, &b.id)))
+            .map(|e| e.id))
     }
 
     /// Deletes a session's log, its directory (spool, subagent transcripts), its Claude Code

@@ -1,4 +1,4 @@
-//! Timestamps and session ids without a calendar dependency.
+//! Timestamps and session ids (the calendar is chrono's).
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -46,23 +46,13 @@ pub fn is_session_id(id: &str) -> bool {
         && b[16..].iter().all(u8::is_ascii_hexdigit)
 }
 
-/// (`YYYY-MM-DD`, `HH:MM:SS`) of a Unix time, UTC (Howard Hinnant's days-to-civil).
+/// (`YYYY-MM-DD`, `HH:MM:SS`) of a Unix time, UTC.
 fn civil(secs: u64) -> (String, String) {
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (
-        format!("{year:04}-{month:02}-{day:02}"),
-        format!("{:02}:{:02}:{:02}", rem / 3600, rem % 3600 / 60, rem % 60),
-    )
+    let at = i64::try_from(secs)
+        .ok()
+        .and_then(|secs| chrono::DateTime::from_timestamp(secs, 0))
+        .unwrap_or_default();
+    (at.format("%Y-%m-%d").to_string(), at.format("%H:%M:%S").to_string())
 }
 
 #[cfg(test)]

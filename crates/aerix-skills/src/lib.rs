@@ -11,8 +11,9 @@ mod load;
 mod parse;
 pub mod plugins;
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
+
+use aerix_config::{ByName, Named};
 
 pub use expand::{Values, expand, split_words};
 pub use load::{Kind, Loaded, MAX_ENTRIES, MAX_SKILL_BYTES, SkillDir, SkillDirs, load};
@@ -52,45 +53,42 @@ pub enum SkillError {
     NotForUser(String),
 }
 
-/// The loaded skills by name, and the session they are expanded for.
+/// The loaded skills by name (`get`, `iter`, `set_body`, ... of the set it derefs to), and the
+/// session they are expanded for.
 #[derive(Clone, Debug, Default)]
 pub struct Skills {
-    by_name: BTreeMap<String, Skill>,
+    set: ByName<Skill>,
     session_id: String,
+}
+
+impl Named for Skill {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn body_mut(&mut self) -> &mut String {
+        &mut self.body
+    }
+}
+
+impl std::ops::Deref for Skills {
+    type Target = ByName<Skill>;
+
+    fn deref(&self) -> &ByName<Skill> {
+        &self.set
+    }
+}
+
+impl std::ops::DerefMut for Skills {
+    fn deref_mut(&mut self) -> &mut ByName<Skill> {
+        &mut self.set
+    }
 }
 
 impl Skills {
     /// The same set, expanding `${CLAUDE_SESSION_ID}` to `id`.
     pub fn with_session(self, id: &str) -> Skills {
         Skills { session_id: id.to_owned(), ..self }
-    }
-
-    pub fn get(&self, name: &str) -> Option<&Skill> {
-        self.by_name.get(name)
-    }
-
-    /// Replaces a loaded skill's body (a profile's overlay); `false` when none has that name.
-    pub fn set_body(&mut self, name: &str, body: String) -> bool {
-        match self.by_name.get_mut(name) {
-            Some(skill) => {
-                skill.body = body;
-                true
-            }
-            None => false,
-        }
-    }
-
-    /// Every skill, by name.
-    pub fn iter(&self) -> impl Iterator<Item = &Skill> {
-        self.by_name.values()
-    }
-
-    pub fn len(&self) -> usize {
-        self.by_name.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.by_name.is_empty()
     }
 
     /// The names the model may load (the `skill` call's enum); none: no `skill` tool.

@@ -118,16 +118,14 @@ pub fn load(dirs: &SkillDirs) -> Loaded {
 }
 
 fn add(out: &mut Loaded, skill: Skill) {
-    if let Some(winner) = out.skills.by_name.get(&skill.name) {
+    if let Err((skill, winner)) = out.skills.add(skill) {
         out.notes.push(format!(
             "skills: {}: `{}` is already loaded from {}; this one is skipped",
             skill.file.display(),
             skill.name,
             winner.file.display()
         ));
-        return;
     }
-    out.skills.by_name.insert(skill.name.clone(), skill);
 }
 
 /// A name a prompt's `/name` and the turn schema's enum can carry: letters, digits, `-`, `_`,

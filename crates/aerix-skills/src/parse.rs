@@ -2,6 +2,7 @@
 //! unknown keys ignored. A file is never refused for its frontmatter: bad YAML, or a key of the
 //! wrong type, loads the skill without those fields and gives one note.
 
+use aerix_config::{NoFrontmatter, split_frontmatter};
 use serde_yaml_ng::{Mapping, Value};
 
 /// Descriptions are cut to this many characters (in the listing and in `list`).
@@ -32,14 +33,15 @@ pub struct Parsed {
 pub fn parse(text: &str) -> Parsed {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let default = Fields { user_invocable: true, ..Fields::default() };
-    let Some((yaml, body)) = split(text) else {
-        let problem = text
-            .lines()
-            .next()
-            .filter(|l| l.trim_end() == "---")
-            .map(|_| "the frontmatter has no closing `---` line; read as no fields".to_owned());
-        let body = if problem.is_some() { "" } else { text };
-        return Parsed { fields: default, body: body.to_owned(), problem };
+    let (yaml, body) = match split_frontmatter(text) {
+        Ok(split) => split,
+        Err(NoFrontmatter::Missing) => {
+            return Parsed { fields: default, body: text.to_owned(), problem: None };
+        }
+        Err(NoFrontmatter::Unclosed) => {
+            let problem = "the frontmatter has no closing `---` line; read as no fields";
+            return Parsed { fields: default, body: String::new(), problem: Some(problem.into()) };
+        }
     };
     let mut fields = default;
     let map = match serde_yaml_ng::from_str::<Value>(yaml) {
@@ -66,25 +68,6 @@ pub fn parse(text: &str) -> Parsed {
     fields.user_invocable = boolean(&map, "user-invocable", &mut wrong).unwrap_or(true);
     let problem = (!wrong.is_empty()).then(|| format!("{} ignored", wrong.join(", ")));
     Parsed { fields, body: body.to_owned(), problem }
-}
-
-/// The YAML between a first line `---` and the next `---` line, and the body after it.
-fn split(text: &str) -> Option<(&str, &str)> {
-    let first = text.lines().next()?;
-    if first.trim_end() != "---" {
-        return None;
-    }
-    let rest = &text[first.len()..];
-    let rest = rest.strip_prefix("\r\n").or_else(|| rest.strip_prefix('\n')).unwrap_or(rest);
-    let mut at = 0;
-    for line in rest.split_inclusive('\n') {
-        if line.trim_end() == "---" {
-            let body = &rest[at + line.len()..];
-            return Some((&rest[..at], body.trim_start_matches(['\r', '\n'])));
-        }
-        at += line.len();
-    }
-    None
 }
 
 fn string(map: &Mapping, key: &str, wrong: &mut Vec<String>) -> Option<String> {

@@ -27,10 +27,7 @@ fn skill(name: &str, description: &str, model: bool) -> Skill {
 }
 
 fn set(skills: Vec<Skill>) -> Skills {
-    Skills {
-        by_name: skills.into_iter().map(|s| (s.name.clone(), s)).collect(),
-        session_id: "s1".into(),
-    }
+    Skills { set: skills.into_iter().collect(), session_id: "s1".into() }
 }
 
 #[test]

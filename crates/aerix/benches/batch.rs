@@ -422,12 +422,9 @@ fn main() {
     let (pieces, prefix) = pieces(&model, &world, &args.caldrix, args.threads);
 
     // The implementer's turn schema: every tool but `agent` (the pieces are at the depth limit).
-    let tools: Vec<String> = aerix_core::turn::ALL_TOOLS
-        .iter()
-        .filter(|t| **t != "agent")
-        .map(|t| (*t).to_owned())
-        .collect();
-    let schema = aerix_core::turn::schema(&tools);
+    let tools: Vec<String> =
+        aerix_turn::ALL_TOOLS.iter().filter(|t| **t != "agent").map(|t| (*t).to_owned()).collect();
+    let schema = aerix_turn::schema(&tools);
 
     let batches = pool_batches(&args.caldrix);
     let mut sides = vec![Side::Pool { max_batch: 1 }];

@@ -42,6 +42,27 @@ pub struct Attached {
     /// parse (the screen's profile row leaves the count out then).
     pub tuned: Option<u32>,
     pub lines: Vec<String>,
+    /// Where the session's first request makes `session/<id>` (none without a profile).
+    pub branch: Option<SessionBranch>,
+}
+
+/// `session/<id>` to be made at the commit the session read, by its first request.
+#[derive(Clone, Debug)]
+pub struct SessionBranch {
+    data: PathBuf,
+    profile: String,
+    session: String,
+    commit: String,
+}
+
+impl SessionBranch {
+    /// Makes (or moves) the branch; a line naming why when it cannot (the session goes on: it
+    /// read its prompts already).
+    pub fn make(&self) -> Option<String> {
+        let made = Profile::open(&self.data, &self.profile)
+            .and_then(|profile| profile.session_at(&self.session, &self.commit));
+        made.err().map(|e| format!("{e}; the session's branch is not made"))
+    }
 }
 
 pub struct Request<'a> {
@@ -114,7 +135,13 @@ pub fn attach(
         Ok(attached) => attached,
         Err(e) => {
             lines.push(format!("{e}; the embedded prompts are used"));
-            return Attached { prompts: Prompts::embedded(), profile: None, tuned: None, lines };
+            return Attached {
+                prompts: Prompts::embedded(),
+                profile: None,
+                tuned: None,
+                lines,
+                branch: None,
+            };
         }
     };
     let read = &attached.read;
@@ -160,11 +187,18 @@ pub fn attach(
         let tuned = read.states.values().filter(|s| matches!(s, BuiltinState::Tuned { .. }));
         u32::try_from(tuned.count()).unwrap_or(u32::MAX)
     });
+    let branch = SessionBranch {
+        data: request.data.to_owned(),
+        profile: read.profile.clone(),
+        session: request.session.to_owned(),
+        commit: read.commit.clone(),
+    };
     Attached {
         prompts: Prompts::from_texts(read.prompts.clone()),
         profile: Some((read.profile.clone(), attached.branch.clone(), read.commit.clone())),
         tuned,
         lines,
+        branch: Some(branch),
     }
 }
 

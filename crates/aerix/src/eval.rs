@@ -104,7 +104,7 @@ pub fn run(
 }
 
 /// The commit a request is replayed at: its recorded start commit, else (none recorded, or
-/// one the repository no longer has, as a `git stash create` snapshot after a gc) `HEAD`, with
+/// one the repository no longer has, as a start snapshot after a gc) `HEAD`, with
 /// one line naming it.
 fn replay_start(repo: &gitstore::Repo, request: &aerix_tune::Request, head: &str) -> String {
     let name = format!("session {} request {}", request.session, request.number);

@@ -59,7 +59,8 @@ impl SessionHooks {
     pub fn notify(&self, lines: &[String], kind: &str, cancel: &Cancel, sink: &mut dyn Sink) {
         for line in lines {
             let fire = Fire::Notification { message: line, title: TITLE, notification_type: kind };
-            self.fire(fire, cancel, sink);
+            // A Notification's answers do nothing (docs/configuration.md); its notes print.
+            let _ = self.fire(fire, cancel, sink);
         }
     }
 
@@ -102,7 +103,7 @@ fn subagent<'a>(agent: &'a str, agent_type: Option<&'a str>) -> Option<Subagent<
 fn updated_input(tool: &str, updated: &Value) -> Result<Value, String> {
     let input = aerix_claude::from_claude(tool, updated)?;
     let schema = aerix_tools::input_schema(tool)
-        .or_else(|| aerix_core::schemas::runtime_input_schema(tool))
+        .or_else(|| aerix_turn::schemas::runtime_input_schema(tool))
         .ok_or_else(|| format!("aerix has no tool `{tool}`"))?;
     aerix_claude::check_input(&input, &schema)?;
     Ok(input)
@@ -133,7 +134,8 @@ impl AgentHooks<'_> {
                     title: TITLE,
                     notification_type: "hook_note",
                 };
-                self.run(agent, fire);
+                // A Notification's answers do nothing; its notes print.
+                let _ = self.run(agent, fire);
             }
         }
         fired

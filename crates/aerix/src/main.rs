@@ -4,6 +4,8 @@
 //! screen (`interactive.rs`).
 
 mod attach;
+mod bridge;
+mod editor;
 mod eval;
 mod exit;
 mod extensions;
@@ -16,6 +18,7 @@ mod profile;
 mod sessions;
 mod signals;
 mod sink;
+mod startup;
 mod tune;
 
 use std::path::{Path, PathBuf};

@@ -9,7 +9,6 @@ use aerix_profile::{
     Change, MAIN, OverlayKind, Profile, ProfileError, UPSTREAM_DIR, UPSTREAM_FILE, Upstream,
     Written, overlay_path, sha256_hex,
 };
-use anyhow::Context as _;
 
 use crate::attach::{own_name, release, source};
 use crate::exit::Exit;
@@ -160,7 +159,9 @@ fn edit(at: &Where<'_>, profile: &Profile, branch: &str, path: &str) -> anyhow::
             _ => (body.clone(), false),
         },
     };
-    let after = run_editor(at.env, path, &before)?;
+    let file_name = path.rsplit('/').next().unwrap_or("prompt.md");
+    let after = crate::editor::edit(file_name, &before)
+        .map_err(|e| anyhow::anyhow!("{e:#}; nothing written"))?;
     if after == before {
         println!("{path} unchanged; nothing written");
         return Ok(Exit::Done);
@@ -256,32 +257,4 @@ fn artifact(at: &Where<'_>, path: &str) -> anyhow::Result<Artifact> {
         at.name,
         format_args!("{path}: no loaded skill or agent definition has this overlay path"),
     ))
-}
-
-/// `$VISUAL`, else `$EDITOR`, on a temporary file holding `text`; the file's text after.
-fn run_editor(env: &Env, path: &str, text: &str) -> anyhow::Result<String> {
-    let _ = env;
-    let editor = ["VISUAL", "EDITOR"]
-        .iter()
-        .find_map(|k| std::env::var(k).ok().filter(|v| !v.trim().is_empty()))
-        .ok_or_else(|| Exit::Usage.with("profile edit: set $VISUAL or $EDITOR"))?;
-    let file_name = path.rsplit('/').next().unwrap_or("prompt.md");
-    let dir = tempfile::Builder::new()
-        .prefix("aerix-edit-")
-        .tempdir()
-        .context("a temporary directory")?;
-    let file = dir.path().join(file_name);
-    std::fs::write(&file, text).with_context(|| format!("writing {}", file.display()))?;
-    // As git runs it: the value is a shell command, the file its last argument.
-    let status = std::process::Command::new("sh")
-        .arg("-c")
-        .arg(format!("{editor} \"$1\""))
-        .arg("aerix-edit")
-        .arg(&file)
-        .status()
-        .with_context(|| format!("running the editor `{editor}`"))?;
-    if !status.success() {
-        return Err(anyhow::anyhow!("the editor `{editor}` exited with {status}; nothing written"));
-    }
-    std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))
 }

@@ -183,30 +183,16 @@ impl Wiki {
         from: Option<&str>,
         to: &str,
     ) -> Result<Option<Vec<WikiChange>>, StoreError> {
-        let path = self.git.path();
-        let git = |source| StoreError::Git(BareError::Git { path: path.to_owned(), source });
-        let repo = git2::Repository::open_bare(path).map_err(git)?;
-        let commit = |id: &str| git2::Oid::from_str(id).and_then(|id| repo.find_commit(id));
-        let old = match from.map(commit) {
-            None => None,
-            Some(Ok(from)) => Some(from.tree().map_err(git)?),
-            Some(Err(_)) => return Ok(None),
-        };
-        let new = commit(to).and_then(|c| c.tree()).map_err(git)?;
-        let diff = repo.diff_tree_to_tree(old.as_ref(), Some(&new), None).map_err(git)?;
+        let Some(paths) = self.git.changed_paths(from, to)? else { return Ok(None) };
         let mut out = Vec::new();
-        for delta in diff.deltas() {
-            for file in [delta.old_file(), delta.new_file()] {
-                let Some(p) = file.path().and_then(|p| p.to_str()) else { continue };
-                if let Some(rest) = p.strip_suffix(&format!("/{PROJECT_META}"))
-                    && let Some((ws, project)) = rest.split_once('/')
-                    && let (Ok(ws), Ok(project)) =
-                        (WorkspaceName::new(ws), ProjectName::new(project))
-                {
-                    out.push(WikiChange::Project(ws, project));
-                } else if let Some(location) = Location::from_git_path(p) {
-                    out.push(WikiChange::Page(location));
-                }
+        for p in &paths {
+            if let Some(rest) = p.strip_suffix(&format!("/{PROJECT_META}"))
+                && let Some((ws, project)) = rest.split_once('/')
+                && let (Ok(ws), Ok(project)) = (WorkspaceName::new(ws), ProjectName::new(project))
+            {
+                out.push(WikiChange::Project(ws, project));
+            } else if let Some(location) = Location::from_git_path(p) {
+                out.push(WikiChange::Page(location));
             }
         }
         out.sort();

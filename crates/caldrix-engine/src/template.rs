@@ -290,27 +290,12 @@ impl JsonStyle {
 
 /// `strftime_now(format)`, which some templates call for today's date (UTC here).
 fn strftime_now(format: String) -> Result<Value, JinjaError> {
-    const MONTHS: [&str; 12] = [
-        "January",
-        "February",
-        "March",
-        "April",
-        "May",
-        "June",
-        "July",
-        "August",
-        "September",
-        "October",
-        "November",
-        "December",
-    ];
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    let (year, month, day) = civil_from_days((secs / 86_400) as i64);
-    let (hour, minute, second) = (secs % 86_400 / 3600, secs % 3600 / 60, secs % 60);
-    let month_name = MONTHS[(month - 1) as usize];
+    strftime(&format, chrono::Utc::now()).map(Value::from)
+}
+
+/// `format` at `now`, Python's directives `%Y %m %d %B %b %H %M %S %%` (any other is an error,
+/// a lone `%` at the end is itself); the calendar is chrono's.
+fn strftime(format: &str, now: chrono::DateTime<chrono::Utc>) -> Result<String, JinjaError> {
     let mut out = String::new();
     let mut chars = format.chars();
     while let Some(c) = chars.next() {
@@ -319,14 +304,10 @@ fn strftime_now(format: String) -> Result<Value, JinjaError> {
             continue;
         }
         match chars.next() {
-            Some('Y') => out.push_str(&year.to_string()),
-            Some('m') => out.push_str(&format!("{month:02}")),
-            Some('d') => out.push_str(&format!("{day:02}")),
-            Some('B') => out.push_str(month_name),
-            Some('b') => out.push_str(&month_name[..3]),
-            Some('H') => out.push_str(&format!("{hour:02}")),
-            Some('M') => out.push_str(&format!("{minute:02}")),
-            Some('S') => out.push_str(&format!("{second:02}")),
+            Some('Y') => out.push_str(&chrono::Datelike::year(&now).to_string()),
+            Some(d @ ('m' | 'd' | 'B' | 'b' | 'H' | 'M' | 'S')) => {
+                out.push_str(&now.format(&format!("%{d}")).to_string());
+            }
             Some('%') => out.push('%'),
             Some(other) => {
                 return Err(JinjaError::new(
@@ -337,20 +318,7 @@ fn strftime_now(format: String) -> Result<Value, JinjaError> {
             None => out.push('%'),
         }
     }
-    Ok(Value::from(out))
-}
-
-/// Days since 1970-01-01 to (year, month, day), Howard Hinnant's algorithm.
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (yoe + era * 400 + i64::from(month <= 2), month, day)
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -428,8 +396,16 @@ mod tests {
     }
 
     #[test]
-    fn civil_dates() {
-        assert_eq!(civil_from_days(0), (1970, 1, 1));
-        assert_eq!(civil_from_days(20_787), (2026, 11, 30));
+    fn strftime_knows_python_s_common_directives_and_refuses_the_others() {
+        let at = |secs| chrono::DateTime::from_timestamp(secs, 0).unwrap();
+        let format = "%d %B %Y (%b %m) %H:%M:%S %%";
+        assert_eq!(strftime(format, at(0)).unwrap(), "01 January 1970 (Jan 01) 00:00:00 %");
+        assert_eq!(
+            strftime(format, at(1_796_012_112)).unwrap(),
+            "30 November 2026 (Nov 11) 04:15:12 %"
+        );
+        assert_eq!(strftime("100%", at(0)).unwrap(), "100%");
+        let err = strftime("%j", at(0)).unwrap_err().to_string();
+        assert!(err.contains("unsupported directive %j"), "{err}");
     }
 }

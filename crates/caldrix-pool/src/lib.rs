@@ -220,24 +220,38 @@ impl Pool {
             .collect())
     }
 
-    /// Asks `serve` to return, and cancels every generation queued or running.
+    /// Asks `serve` to return, and cancels every generation queued or running; `serve` lets
+    /// their connections send each its `done` first.
     pub fn stop(&self) {
-        self.stopping.store(true, Ordering::SeqCst);
+        // Under the lock, so a generation registering meanwhile either is here or sees
+        // `stopping`.
         if let Ok(running) = self.running.lock() {
+            self.stopping.store(true, Ordering::SeqCst);
             for cancel in running.values() {
                 cancel.store(true, Ordering::SeqCst);
             }
+        } else {
+            self.stopping.store(true, Ordering::SeqCst);
         }
         self.shutdown.notify_one();
+    }
+
+    /// Generations registered (queued or running) whose connection has not answered them yet.
+    pub(crate) fn generations(&self) -> usize {
+        self.running.lock().map_or(0, |running| running.len())
     }
 
     /// A new generation's cancel flag, registered so `stop` reaches it; already set once the
     /// pool is stopping. The registration ends when the returned guard drops.
     pub(crate) fn register_generation(self: &Arc<Self>) -> Running {
-        let cancel = Arc::new(AtomicBool::new(self.stopping.load(Ordering::SeqCst)));
         let key = self.next_generation.fetch_add(1, Ordering::Relaxed);
-        if let Ok(mut running) = self.running.lock() {
-            running.insert(key, Arc::clone(&cancel));
+        let cancel = Arc::new(AtomicBool::new(false));
+        match self.running.lock() {
+            Ok(mut running) => {
+                cancel.store(self.stopping.load(Ordering::SeqCst), Ordering::SeqCst);
+                running.insert(key, Arc::clone(&cancel));
+            }
+            Err(_) => cancel.store(self.stopping.load(Ordering::SeqCst), Ordering::SeqCst),
         }
         Running { pool: Arc::clone(self), key, cancel }
     }

@@ -155,8 +155,8 @@ pub struct Member {
     /// What renders and counts its contexts.
     pub(crate) vocab: Vocab,
     pub window: u32,
-    /// What the member counts against the memory limit: its weights, the context budget, and
-    /// the windows of its generations past the first.
+    /// What the member counts against the memory limit: its model file's size, the pool's
+    /// context budget, and the windows of its generations past the first.
     pub footprint_bytes: u64,
     /// Generations decoded together, as loaded (a remote member's engine batches itself).
     pub max_batch: Option<u32>,
@@ -209,7 +209,10 @@ impl Member {
         config.max_batch = fits(u64::from(window) * bytes_per_row)?;
         let windows =
             u64::from(config.max_batch.saturating_sub(1)) * u64::from(window) * bytes_per_row;
-        let footprint_bytes = model.size_bytes() + config.budget_bytes + windows;
+        // The file's size, as the memory fit charged it before the weights were read.
+        let file_bytes =
+            std::fs::metadata(&config.model).map_or_else(|_| model.size_bytes(), |m| m.len());
+        let footprint_bytes = file_bytes + config.budget_bytes + windows;
         let max_batch = Some(config.max_batch);
         let (jobs, rx) = mpsc::channel::<Job>();
         let (ready_tx, ready_rx) = mpsc::channel();

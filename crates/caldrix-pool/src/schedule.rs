@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc;
 use std::time::Instant;
 
-use caldrix_engine::{EngineError, Event, Generation, Running, Seq, Session, StopReason};
+use caldrix_engine::{EngineError, Event, Generation, Running, Seq, Session, StopReason, Timings};
 
 use crate::member::{Finished, Job, Keep, MemberConfig, MemberEvent};
 use crate::store::Store;
@@ -73,6 +73,24 @@ pub(crate) fn serve(
                 }
             };
             queue.fetch_sub(1, Ordering::Relaxed);
+            if job.cancel.load(Ordering::Relaxed) {
+                // Cancelled while queued (a `stop`): answered at once, nothing computed, so its
+                // connection has its `done` before the daemon exits.
+                let _ = job.events.send(MemberEvent::done(Ok(Finished::local(
+                    Generation {
+                        text: String::new(),
+                        tokens: Vec::new(),
+                        stop: StopReason::Cancelled,
+                        logprobs: None,
+                        one_of: None,
+                        prompt_tokens: job.prompt.len(),
+                        reused_tokens: 0,
+                        timings: Timings::default(),
+                    },
+                    0,
+                ))));
+                continue;
+            }
             // Speed only: the output is the same either way.
             job.params.fast_forward = config.fast_forward;
             job.params.draft = config.draft;

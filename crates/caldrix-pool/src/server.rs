@@ -24,6 +24,13 @@ use crate::{MemberConfig, Pool, PoolError, poisoned};
 /// The handshake and every control request are answered within this.
 const CONTROL_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// How long `stop` waits for the cancelled generations' `done` frames (the daemon is gone
+/// within 2 s of a `stop`).
+const STOP_GRACE: Duration = Duration::from_secs(1);
+
+/// The longest error message sent, in bytes (escapes and the cut mark included).
+const MAX_MESSAGE_BYTES: usize = 1000;
+
 impl Pool {
     /// Serves until `stop` (a `stop` request or `Pool::stop`) or the idle timeout.
     pub async fn serve(self: &Arc<Self>, listener: UnixListener) -> std::io::Result<()> {
@@ -61,7 +68,16 @@ impl Pool {
                         }
                     });
                 }
-                _ = self.shutdown.notified() => return Ok(()),
+                _ = self.shutdown.notified() => {
+                    // Every generation queued or running was cancelled: its connection sends its
+                    // `done` before the runtime ends the tasks (within moments: a cancelled
+                    // generation ends at its next step).
+                    let deadline = Instant::now() + STOP_GRACE;
+                    while self.generations() > 0 && Instant::now() < deadline {
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                    }
+                    return Ok(());
+                }
                 _ = tick.tick() => {
                     if self.active.load(Ordering::SeqCst) > 0 {
                         idle_since = Instant::now();
@@ -350,19 +366,26 @@ impl Connection {
 
 /// An error message as one line a person can read: a message may quote what the client sent
 /// (an unknown variant's name, a segment id), so control characters are escaped and a long
-/// quote is cut.
+/// quote is cut, to at most `MAX_MESSAGE_BYTES` in all.
 fn readable(message: &str) -> String {
-    const MAX: usize = 1000;
-    let mut out = String::with_capacity(message.len().min(MAX));
+    const CUT: &str = " ...";
+    let mut out = String::with_capacity(message.len().min(MAX_MESSAGE_BYTES));
+    // Where `out` may be cut: the end of its last character (or escape) that leaves room for
+    // the mark.
+    let mut fits = 0;
     for c in message.chars() {
-        if out.len() >= MAX {
-            out.push_str(" ...");
-            break;
-        }
         if c.is_control() {
             out.extend(c.escape_default());
         } else {
             out.push(c);
+        }
+        if out.len() <= MAX_MESSAGE_BYTES - CUT.len() {
+            fits = out.len();
+        }
+        if out.len() > MAX_MESSAGE_BYTES {
+            out.truncate(fits);
+            out.push_str(CUT);
+            break;
         }
     }
     out
@@ -469,6 +492,12 @@ fn prepare(pool: &Pool, g: &proto::Generate) -> Result<Prepared, PoolError> {
             })?)
         }
         proto::Constraint::OneOf { options } => Constraint::OneOf(options.clone()),
+        _ => {
+            return Err(PoolError::new(
+                ErrorKind::BadConstraint,
+                "this daemon does not know the constraint's kind",
+            ));
+        }
     };
     // Temperature 0 is greedy; the range of every value is checked below.
     let sampling = match g.sampling {
@@ -536,25 +565,23 @@ fn control(pool: &Pool, request: Request) -> Result<Reply, PoolError> {
         }
         Request::MemberUnload { alias } => pool.unload(&alias).map(|()| Reply::Ok),
         Request::MemberList {} => Ok(Reply::Members { members: pool.member_infos()? }),
+        // A new context is counted before it gets an id: one the template refuses is never made.
         Request::ContextCreate { member, segments } => {
-            pool.member(&member)?;
+            let vocab = &pool.member(&member)?.vocab;
             let mut context = Context::new(member);
             let edits: Vec<_> =
                 segments.into_iter().map(|segment| proto::Edit::Append { segment }).collect();
             context.apply(&edits)?;
+            let (segments, total_tokens) = context.counts(vocab)?;
             let id = pool.contexts.lock().map_err(poisoned)?.insert(context);
-            counts(id)
+            Ok(Reply::Context { context: id, segments, total_tokens })
         }
-        Request::ContextEdit { context, edits } => {
-            pool.contexts.lock().map_err(poisoned)?.get_mut(context)?.apply(&edits)?;
-            counts(context)
-        }
+        Request::ContextEdit { context, edits } => edit(pool, context, &edits),
         Request::ContextFork { context } => {
-            let mut contexts = pool.contexts.lock().map_err(poisoned)?;
-            let copy = contexts.get(context)?.clone();
-            let id = contexts.insert(copy);
-            drop(contexts);
-            counts(id)
+            let mut copy = pool.contexts.lock().map_err(poisoned)?.get(context)?.clone();
+            let (segments, total_tokens) = copy.counts(&pool.member(&copy.member)?.vocab)?;
+            let id = pool.contexts.lock().map_err(poisoned)?.insert(copy);
+            Ok(Reply::Context { context: id, segments, total_tokens })
         }
         Request::ContextDrop { context } => {
             pool.contexts.lock().map_err(poisoned)?.remove(context)?;
@@ -572,6 +599,50 @@ fn control(pool: &Pool, request: Request) -> Result<Reply, PoolError> {
         _ => Err(PoolError::new(ErrorKind::BadRequest, "unexpected request")),
     }
 }
+
+/// Applies `edits` to context `id` and counts the result. All or nothing: the context changes
+/// only when every edit applies and the member's template takes the conversation they make.
+fn edit(pool: &Pool, id: proto::ContextId, edits: &[proto::Edit]) -> Result<Reply, PoolError> {
+    let name = pool.contexts.lock().map_err(poisoned)?.get(id)?.member.clone();
+    let member = pool.member(&name)?;
+    let vocab = &member.vocab;
+    let edited = |context: &Context| {
+        let mut next = context.clone();
+        next.apply(edits)?;
+        let (segments, total_tokens) = next.counts(vocab)?;
+        Ok::<_, PoolError>((next, Reply::Context { context: id, segments, total_tokens }))
+    };
+    if vocab.local().is_some() {
+        // In-process counting: under the lock, as `on_context` does.
+        let mut contexts = pool.contexts.lock().map_err(poisoned)?;
+        let context = contexts.get_mut(id)?;
+        let (next, reply) = edited(context)?;
+        *context = next;
+        return Ok(reply);
+    }
+    // A remote engine counts outside the lock; the result is kept when no other edit came in
+    // meanwhile, else the edits are applied again to what that edit made.
+    for _ in 0..EDIT_ATTEMPTS {
+        let before = pool.contexts.lock().map_err(poisoned)?.get(id)?.clone();
+        let (next, reply) = edited(&before)?;
+        let mut contexts = pool.contexts.lock().map_err(poisoned)?;
+        let context = contexts.get_mut(id)?;
+        if context.segments == before.segments {
+            *context = next;
+            return Ok(reply);
+        }
+    }
+    Err(PoolError::new(
+        ErrorKind::Internal,
+        format!(
+            "context {id} changed under {EDIT_ATTEMPTS} edits from other connections: nothing applied"
+        ),
+    ))
+}
+
+/// How often an edit on a remote member's context is tried again when another connection
+/// edited the context while its engine counted.
+const EDIT_ATTEMPTS: usize = 8;
 
 fn status(pool: &Pool) -> Result<Reply, PoolError> {
     let infos = pool.member_infos()?;
@@ -635,8 +706,18 @@ mod tests {
     #[test]
     fn error_messages_are_one_readable_line() {
         assert_eq!(readable("unknown variant `a\nb\u{1c}`"), "unknown variant `a\\nb\\u{1c}`");
+        let exact = "x".repeat(MAX_MESSAGE_BYTES);
+        assert_eq!(readable(&exact), exact, "a message at the bound is whole");
         let long = readable(&"x".repeat(5000));
-        assert!(long.len() < 1010 && long.ends_with(" ..."), "{}", long.len());
+        assert_eq!(long.len(), MAX_MESSAGE_BYTES);
+        assert!(long.ends_with("x ..."), "{long}");
+        // Escapes count, and an escape is never cut in half.
+        let escaped = readable(&"\u{1}".repeat(400));
+        assert!(escaped.len() <= MAX_MESSAGE_BYTES && escaped.ends_with("\\u{1} ..."), "{escaped}");
+        let edge = readable(&format!("{}\u{1c}", "x".repeat(MAX_MESSAGE_BYTES - 3)));
+        assert!(edge.len() <= MAX_MESSAGE_BYTES && edge.ends_with("x ..."), "{edge}");
+        let wide = readable(&"é".repeat(800));
+        assert!(wide.len() <= MAX_MESSAGE_BYTES && wide.ends_with("é ..."), "{}", wide.len());
     }
 
     #[tokio::test]

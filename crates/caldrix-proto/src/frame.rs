@@ -85,7 +85,10 @@ pub fn split_frame(buf: &[u8]) -> Result<Option<(&[u8], usize)>, FrameError> {
     Ok(buf.get(4..end).map(|payload| (payload, end)))
 }
 
-/// Decodes one payload (without its length prefix) in the connection's format.
+/// Decodes one payload (without its length prefix) in the connection's format. Beyond what
+/// the types take, the payload must be exactly one message of the protocol's shape (see
+/// [`check_shape`]): decoders take an array for a struct's fields in order and a CBOR byte
+/// string for text, which the protocol never sends, and CBOR has no end of its own.
 pub fn decode<T: DeserializeOwned>(payload: &[u8], format: FrameFormat) -> Result<T, FrameError> {
     if let Some(got) = FrameFormat::sniff(payload)
         && got != format
@@ -94,8 +97,95 @@ pub fn decode<T: DeserializeOwned>(payload: &[u8], format: FrameFormat) -> Resul
     }
     let malformed = |message: String| FrameError::Malformed { format: format.name(), message };
     match format {
-        FrameFormat::Cbor => ciborium::from_reader(payload).map_err(|e| malformed(cbor_error(e))),
-        FrameFormat::Json => serde_json::from_slice(payload).map_err(|e| malformed(e.to_string())),
+        FrameFormat::Cbor => {
+            let mut rest = payload;
+            let value: ciborium::Value =
+                ciborium::from_reader(&mut rest).map_err(|e| malformed(cbor_error(e)))?;
+            if !rest.is_empty() {
+                return Err(malformed(format!(
+                    "the message ends at byte {} of the payload's {}: a payload holds one message",
+                    payload.len() - rest.len(),
+                    payload.len()
+                )));
+            }
+            cbor_shape(&value, Place::Message).map_err(malformed)?;
+            ciborium::from_reader(payload).map_err(|e| malformed(cbor_error(e)))
+        }
+        FrameFormat::Json => {
+            // serde_json refuses trailing characters itself.
+            let value: serde_json::Value =
+                serde_json::from_slice(payload).map_err(|e| malformed(e.to_string()))?;
+            json_shape(&value, Place::Message).map_err(malformed)?;
+            serde_json::from_slice(payload).map_err(|e| malformed(e.to_string()))
+        }
+    }
+}
+
+/// The keys whose value is an array in some message (`segments`, `edits`, OneOf `options`,
+/// and the replies' lists); every other key holds a map or a single value.
+const LIST_KEYS: [&str; 6] = ["segments", "edits", "options", "members", "logprobs", "top"];
+
+/// Where a value stands in a message.
+#[derive(Clone, Copy)]
+enum Place<'a> {
+    Message,
+    Key(&'a str),
+    Item,
+}
+
+impl std::fmt::Display for Place<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Place::Message => f.write_str("the message"),
+            Place::Key(key) => write!(f, "`{key}`"),
+            Place::Item => f.write_str("an item of a list"),
+        }
+    }
+}
+
+/// The protocol's shape, in either format: the message is a map; an array stands only as the
+/// value of a [`LIST_KEYS`] key and holds no array. So a map is never taken from an array.
+fn check_shape(place: Place<'_>, is_map: bool, is_array: bool) -> Result<(), String> {
+    match place {
+        Place::Message if !is_map => {
+            Err("the message is not a map: every message is a map with a `type` key".to_owned())
+        }
+        Place::Key(key) if is_array && !LIST_KEYS.contains(&key) => {
+            Err(format!("`{key}` is an array, where the protocol has a map or a single value"))
+        }
+        Place::Item if is_array => {
+            Err("a list holds an array, where the protocol has a map or a single value".to_owned())
+        }
+        _ => Ok(()),
+    }
+}
+
+fn json_shape(value: &serde_json::Value, place: Place<'_>) -> Result<(), String> {
+    use serde_json::Value as V;
+    check_shape(place, value.is_object(), value.is_array())?;
+    match value {
+        V::Object(map) => map.iter().try_for_each(|(k, v)| json_shape(v, Place::Key(k))),
+        V::Array(items) => items.iter().try_for_each(|v| json_shape(v, Place::Item)),
+        _ => Ok(()),
+    }
+}
+
+/// [`check_shape`], and what only CBOR has: the protocol's keys and strings are text strings
+/// (major type 3), and it uses no tags.
+fn cbor_shape(value: &ciborium::Value, place: Place<'_>) -> Result<(), String> {
+    use ciborium::Value as V;
+    check_shape(place, value.is_map(), value.is_array())?;
+    match value {
+        V::Map(entries) => entries.iter().try_for_each(|(k, v)| match k {
+            V::Text(key) => cbor_shape(v, Place::Key(key)),
+            _ => Err("a map key is not a text string: the protocol's keys are text".to_owned()),
+        }),
+        V::Array(items) => items.iter().try_for_each(|v| cbor_shape(v, Place::Item)),
+        V::Bytes(_) => {
+            Err(format!("{place} is a byte string, where the protocol has a text string"))
+        }
+        V::Tag(tag, _) => Err(format!("{place} carries CBOR tag {tag}: the protocol uses no tags")),
+        _ => Ok(()),
     }
 }
 

@@ -185,8 +185,11 @@ pub struct Generate {
     pub append_as: Option<String>,
 }
 
+/// Open on the wire: a later protocol may add kinds, so a match outside this crate has an arm
+/// for the ones it does not know.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(from = "ConstraintRepr", into = "ConstraintRepr")]
+#[non_exhaustive]
 pub enum Constraint {
     #[default]
     None,
@@ -372,8 +375,10 @@ pub struct Done {
     pub logprobs: Option<Vec<TokenLogprob>>,
 }
 
+/// Why a generation ended. Open on the wire like [`Constraint`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum StopReason {
     EndOfTurn,
     Complete,
@@ -407,7 +412,8 @@ pub struct TokenLogprob {
     pub token: u32,
     pub text: String,
     pub logprob: f32,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// Always sent, `[]` for `logprobs: 0` (absent from older daemons: read as `[]`).
+    #[serde(default)]
     pub top: Vec<TopLogprob>,
 }
 

@@ -191,45 +191,14 @@ impl Bare {
         let refname = format!("refs/heads/{branch}");
         let sig = Signature::now(author, &format!("{author}@ai-memory.local"))
             .map_err(|e| self.err(e))?;
-        let mut blobs = Vec::with_capacity(changes.len());
-        for change in changes {
-            if let Change::Put { path, bytes } = change {
-                blobs.push((path.as_str(), repo.blob(bytes).map_err(|e| self.err(e))?));
-            }
-        }
+        let blobs = self.write_blobs(&repo, changes)?;
         for attempt in 1..=MAX_COMMIT_ATTEMPTS {
             let parent = self.tip(&repo, branch)?;
             let parent_commit = match parent {
                 Some(id) => Some(repo.find_commit(id).map_err(|e| self.err(e))?),
                 None => None,
             };
-            let base = match &parent_commit {
-                Some(c) => c.tree().map_err(|e| self.err(e))?,
-                None => {
-                    let empty =
-                        repo.treebuilder(None).and_then(|b| b.write()).map_err(|e| self.err(e))?;
-                    repo.find_tree(empty).map_err(|e| self.err(e))?
-                }
-            };
-            let mut update = git2::build::TreeUpdateBuilder::new();
-            let mut blob_iter = blobs.iter();
-            for change in changes {
-                match change {
-                    Change::Put { .. } => {
-                        if let Some((path, id)) = blob_iter.next() {
-                            update.upsert(*path, *id, FileMode::Blob);
-                        }
-                    }
-                    Change::Delete { path } => {
-                        if base.get_path(Path::new(path)).is_err() {
-                            return Err(BareError::NotFound(path.clone()));
-                        }
-                        update.remove(path.as_str());
-                    }
-                }
-            }
-            let tree_id = update.create_updated(&repo, &base).map_err(|e| self.err(e))?;
-            let tree = repo.find_tree(tree_id).map_err(|e| self.err(e))?;
+            let tree = self.updated_tree(&repo, parent_commit.as_ref(), changes, &blobs)?;
             let parents: Vec<&git2::Commit<'_>> = parent_commit.iter().collect();
             let id =
                 repo.commit(None, &sig, &sig, message, &tree, &parents).map_err(|e| self.err(e))?;
@@ -258,6 +227,53 @@ impl Bare {
         Err(BareError::Contended { attempts: MAX_COMMIT_ATTEMPTS })
     }
 
+    /// The blob of each `Put` of `changes`, in order.
+    fn write_blobs(&self, repo: &Repository, changes: &[Change]) -> Result<Vec<Oid>, BareError> {
+        let puts = changes.iter().filter_map(|change| match change {
+            Change::Put { bytes, .. } => Some(bytes),
+            Change::Delete { .. } => None,
+        });
+        puts.map(|bytes| repo.blob(bytes).map_err(|e| self.err(e))).collect()
+    }
+
+    /// `parent`'s tree (the empty tree for `None`) with `changes` applied, each `Put` as its
+    /// blob of `blobs`. A `Delete` of a path the tree lacks is `NotFound`.
+    fn updated_tree<'r>(
+        &self,
+        repo: &'r Repository,
+        parent: Option<&git2::Commit<'r>>,
+        changes: &[Change],
+        blobs: &[Oid],
+    ) -> Result<git2::Tree<'r>, BareError> {
+        let base = match parent {
+            Some(c) => c.tree().map_err(|e| self.err(e))?,
+            None => {
+                let empty =
+                    repo.treebuilder(None).and_then(|b| b.write()).map_err(|e| self.err(e))?;
+                repo.find_tree(empty).map_err(|e| self.err(e))?
+            }
+        };
+        let mut update = git2::build::TreeUpdateBuilder::new();
+        let mut blobs = blobs.iter();
+        for change in changes {
+            match change {
+                Change::Put { path, .. } => {
+                    if let Some(id) = blobs.next() {
+                        update.upsert(path.as_str(), *id, FileMode::Blob);
+                    }
+                }
+                Change::Delete { path } => {
+                    if base.get_path(Path::new(path)).is_err() {
+                        return Err(BareError::NotFound(path.clone()));
+                    }
+                    update.remove(path.as_str());
+                }
+            }
+        }
+        let id = update.create_updated(repo, &base).map_err(|e| self.err(e))?;
+        repo.find_tree(id).map_err(|e| self.err(e))
+    }
+
     /// One compare-and-swap commit: `changes` applied to `expected`'s tree (the empty tree for
     /// `None`, creating the branch), the branch moved only if it still points at `expected`.
     /// No retry: a moved branch is `Moved` and nothing is moved (the caller decides whether
@@ -276,31 +292,8 @@ impl Bare {
             Some(id) => Some(self.commit_of(&repo, id)?),
             None => None,
         };
-        let base = match &parent {
-            Some(c) => c.tree().map_err(|e| self.err(e))?,
-            None => {
-                let empty =
-                    repo.treebuilder(None).and_then(|b| b.write()).map_err(|e| self.err(e))?;
-                repo.find_tree(empty).map_err(|e| self.err(e))?
-            }
-        };
-        let mut update = git2::build::TreeUpdateBuilder::new();
-        for change in changes {
-            match change {
-                Change::Put { path, bytes } => {
-                    let id = repo.blob(bytes).map_err(|e| self.err(e))?;
-                    update.upsert(path.as_str(), id, FileMode::Blob);
-                }
-                Change::Delete { path } => {
-                    if base.get_path(Path::new(path)).is_err() {
-                        return Err(BareError::NotFound(path.clone()));
-                    }
-                    update.remove(path.as_str());
-                }
-            }
-        }
-        let tree_id = update.create_updated(&repo, &base).map_err(|e| self.err(e))?;
-        let tree = repo.find_tree(tree_id).map_err(|e| self.err(e))?;
+        let blobs = self.write_blobs(&repo, changes)?;
+        let tree = self.updated_tree(&repo, parent.as_ref(), changes, &blobs)?;
         let parents: Vec<&git2::Commit<'_>> = parent.iter().collect();
         let id =
             repo.commit(None, &sig, &sig, message, &tree, &parents).map_err(|e| self.err(e))?;
@@ -447,6 +440,35 @@ impl Bare {
         Ok(String::from_utf8_lossy(&out).into_owned())
     }
 
+    /// The paths a tree-to-tree diff from commit `from` (`None`: the empty tree) to commit `to`
+    /// touches: each change's old path, then its new one, in git's order. `None` when `from`
+    /// is not a commit of this repository.
+    pub fn changed_paths(
+        &self,
+        from: Option<&str>,
+        to: &str,
+    ) -> Result<Option<Vec<String>>, BareError> {
+        let repo = self.repo()?;
+        let commit = |id: &str| Oid::from_str(id).and_then(|id| repo.find_commit(id));
+        let old = match from.map(commit) {
+            None => None,
+            Some(Ok(from)) => Some(from.tree().map_err(|e| self.err(e))?),
+            Some(Err(_)) => return Ok(None),
+        };
+        let new = commit(to).and_then(|c| c.tree()).map_err(|e| self.err(e))?;
+        let diff =
+            repo.diff_tree_to_tree(old.as_ref(), Some(&new), None).map_err(|e| self.err(e))?;
+        let mut out = Vec::new();
+        for delta in diff.deltas() {
+            for file in [delta.old_file(), delta.new_file()] {
+                if let Some(path) = file.path().and_then(|p| p.to_str()) {
+                    out.push(path.to_owned());
+                }
+            }
+        }
+        Ok(Some(out))
+    }
+
     /// Commits reachable from `rev`, newest first, at most `limit`: every commit, or with
     /// `path` those that changed it.
     pub fn history(
@@ -512,7 +534,8 @@ impl Bare {
         Ok(out)
     }
 
-    /// Commits that changed `path` on `branch`, newest first, at most `limit`.
+    /// Commits that changed `path` on `branch`, newest first, at most `limit` (none when the
+    /// branch does not exist).
     pub fn log(
         &self,
         branch: &str,
@@ -520,31 +543,10 @@ impl Bare {
         limit: usize,
     ) -> Result<Vec<CommitInfo>, BareError> {
         let repo = self.repo()?;
-        let Some(tip) = self.tip(&repo, branch)? else { return Ok(Vec::new()) };
-        let mut walk = repo.revwalk().map_err(|e| self.err(e))?;
-        walk.push(tip).map_err(|e| self.err(e))?;
-        let id_at = |commit: &git2::Commit<'_>| {
-            commit.tree().ok().and_then(|t| t.get_path(Path::new(path)).ok()).map(|e| e.id())
-        };
-        let mut out = Vec::new();
-        for id in walk {
-            let id = id.map_err(|e| self.err(e))?;
-            let commit = repo.find_commit(id).map_err(|e| self.err(e))?;
-            let mine = id_at(&commit);
-            let before = commit.parent(0).ok().and_then(|p| id_at(&p));
-            if mine != before {
-                out.push(CommitInfo {
-                    id: id.to_string(),
-                    message: commit.message().unwrap_or_default().to_owned(),
-                    author: commit.author().name().unwrap_or_default().to_owned(),
-                    time: commit.time().seconds(),
-                });
-                if out.len() == limit {
-                    break;
-                }
-            }
+        match self.tip(&repo, branch)? {
+            Some(tip) => self.history(&tip.to_string(), Some(path), limit),
+            None => Ok(Vec::new()),
         }
-        Ok(out)
     }
 }
 
@@ -562,6 +564,26 @@ mod tests {
 
     fn put(path: &str, text: &str) -> Change {
         Change::Put { path: path.into(), bytes: text.as_bytes().to_vec() }
+    }
+
+    #[test]
+    fn changed_paths_and_the_log_of_a_path() {
+        let (_tmp, path) = temp("changed");
+        let bare = Bare::open_or_init(&path).unwrap();
+        assert_eq!(bare.log("main", "a", 10).unwrap(), [], "no branch yet");
+        let first = bare.commit("main", &[put("a", "1"), put("b", "1")], "one", "t").unwrap();
+        let second = bare
+            .commit("main", &[put("a", "2"), Change::Delete { path: "b".into() }], "two", "t")
+            .unwrap();
+        let paths = |from| bare.changed_paths(from, &second).unwrap().unwrap();
+        assert_eq!(paths(Some(first.as_str())), ["a", "a", "b", "b"]);
+        assert_eq!(paths(None), ["a", "a"]);
+        let stranger = "0123456789012345678901234567890123456789";
+        assert_eq!(bare.changed_paths(Some(stranger), &second).unwrap(), None);
+        let log: Vec<String> =
+            bare.log("main", "b", 10).unwrap().into_iter().map(|c| c.id).collect();
+        assert_eq!(log, [second.clone(), first.clone()]);
+        assert_eq!(bare.log("main", "a", 1).unwrap()[0].id, second);
     }
 
     #[test]

@@ -1,11 +1,13 @@
 //! The one door to git. Every call has a time bound; a call that passes it is killed and named.
 //!
 //! This crate runs the `git` command where exact porcelain semantics matter in the user's
-//! repository (`git stash create`, `git diff`, `git ls-files`); `bare` writes bare repositories
+//! repository (`git diff`, `git ls-files`, a snapshot written through a temporary index);
+//! `bare` writes bare repositories
 //! (the memory wiki) through libgit2, objects directly and the branch by compare-and-swap.
 
 pub mod bare;
 
+use std::ffi::OsStr;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -30,7 +32,21 @@ pub enum GitError {
     Timeout { dir: PathBuf, args: String, timeout: Duration },
     #[error("`git {args}` in {} failed ({status}): {stderr}", dir.display())]
     Failed { dir: PathBuf, args: String, status: String, stderr: String },
+    #[error("cannot make a temporary index for {}: {source}", dir.display())]
+    TempIndex {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
 }
+
+/// The identity a snapshot commit is written with (the user's may be unset).
+const SNAPSHOT_IDENT: [(&str, &str); 4] = [
+    ("GIT_AUTHOR_NAME", "aerix"),
+    ("GIT_AUTHOR_EMAIL", "aerix@localhost"),
+    ("GIT_COMMITTER_NAME", "aerix"),
+    ("GIT_COMMITTER_EMAIL", "aerix@localhost"),
+];
 
 /// A repository (or any directory) git commands run in.
 #[derive(Clone, Debug)]
@@ -49,8 +65,19 @@ impl Repo {
 
     /// Runs `git ARGS` and returns its stdout; a non-zero exit is an error with its stderr.
     pub fn run(&self, args: &[&str], timeout: Duration) -> Result<Vec<u8>, GitError> {
+        self.run_env(args, &[], timeout)
+    }
+
+    /// As [`Repo::run`], with `env` set for git (a temporary index, an identity).
+    fn run_env(
+        &self,
+        args: &[&str],
+        env: &[(&str, &OsStr)],
+        timeout: Duration,
+    ) -> Result<Vec<u8>, GitError> {
         let mut child = Command::new("git")
             .args(args)
+            .envs(env.iter().copied())
             .current_dir(&self.dir)
             // Never wait on a pager, an editor or a credential prompt.
             .env("GIT_TERMINAL_PROMPT", "0")
@@ -101,6 +128,30 @@ impl Repo {
         Ok(String::from_utf8_lossy(&self.run(args, timeout)?).trim_end().to_owned())
     }
 
+    fn text_env(&self, args: &[&str], env: &[(&str, &OsStr)]) -> Result<String, GitError> {
+        Ok(String::from_utf8_lossy(&self.run_env(args, env, GIT_TIMEOUT)?).trim_end().to_owned())
+    }
+
+    /// Runs `f` with a temporary index, a copy of the repository's own (else `HEAD`'s tree):
+    /// what `f` stages there never reaches the user's index. `f` gets the environment that
+    /// points git at it, and the temporary directory holding it.
+    fn with_temp_index<T>(
+        &self,
+        f: impl FnOnce(&[(&str, &OsStr)], &Path) -> Result<T, GitError>,
+    ) -> Result<T, GitError> {
+        let temp = |source| GitError::TempIndex { dir: self.dir.clone(), source };
+        let scratch = tempfile::Builder::new().prefix("gitstore-index-").tempdir().map_err(temp)?;
+        let index = scratch.path().join("index");
+        let own = self.dir.join(self.text(&["rev-parse", "--git-path", "index"], GIT_TIMEOUT)?);
+        let env = [("GIT_INDEX_FILE", index.as_os_str())];
+        if own.is_file() {
+            std::fs::copy(&own, &index).map_err(temp)?;
+        } else {
+            self.run_env(&["read-tree", "HEAD"], &env, GIT_TIMEOUT)?;
+        }
+        f(&env, scratch.path())
+    }
+
     /// The top directory of the work tree holding `dir`, or `None` outside a repository.
     pub fn toplevel(dir: &Path) -> Option<PathBuf> {
         Repo::at(dir).text(&["rev-parse", "--show-toplevel"], GIT_TIMEOUT).ok().map(PathBuf::from)
@@ -121,21 +172,69 @@ impl Repo {
         Ok(files)
     }
 
-    /// A snapshot of the working tree that touches nothing: `git stash create`'s commit, or
-    /// `HEAD` when the tree is clean. `None` in a repository without a commit.
+    /// A snapshot of the working tree that touches neither the index nor the tree: a commit
+    /// (parent `HEAD`) of the tracked files as they are and the untracked files that are not
+    /// ignored, written through a temporary index; `HEAD` itself when that is `HEAD`'s tree.
+    /// `None` in a repository without a commit.
     pub fn snapshot(&self) -> Result<Option<String>, GitError> {
         let head = match self.text(&["rev-parse", "--verify", "--quiet", "HEAD"], GIT_TIMEOUT) {
             Ok(head) if !head.is_empty() => head,
-            // No commit yet: nothing to diff against (`stash create` refuses too).
+            // No commit yet: nothing to diff against.
             _ => return Ok(None),
         };
-        let stash = self.text(&["stash", "create"], GIT_TIMEOUT)?;
-        Ok(Some(if stash.is_empty() { head } else { stash }))
+        let tree = self.with_temp_index(|env, _| {
+            self.run_env(&["add", "-A"], env, GIT_TIMEOUT)?;
+            self.text_env(&["write-tree"], env)
+        })?;
+        if tree == self.text(&["rev-parse", "HEAD^{tree}"], GIT_TIMEOUT)? {
+            return Ok(Some(head));
+        }
+        let ident: Vec<(&str, &OsStr)> =
+            SNAPSHOT_IDENT.iter().map(|(k, v)| (*k, OsStr::new(*v))).collect();
+        let message = "aerix: the working tree at a request's start";
+        let commit = self.text_env(&["commit-tree", &tree, "-p", &head, "-m", message], &ident)?;
+        Ok(Some(commit))
     }
 
-    /// The unified diff of the working tree against `base` (tracked files).
-    pub fn diff_against(&self, base: &str) -> Result<String, GitError> {
-        let out = self.run(&["diff", "--no-color", "--no-ext-diff", base, "--"], GIT_TIMEOUT)?;
+    /// The working tree now against `base` (a [`Repo::snapshot`]), as a unified diff, or as
+    /// `--numstat` lines: the files git tracks now and `kept`, the files that were untracked
+    /// when the snapshot was taken (so an edit to one shows, and its removal). A file that is
+    /// new and untracked is in neither (the caller names it). Touches neither the index nor the
+    /// tree.
+    pub fn diff_since(
+        &self,
+        base: &str,
+        kept: &[String],
+        numstat: bool,
+    ) -> Result<String, GitError> {
+        let tree = self.with_temp_index(|env, scratch| {
+            self.run_env(&["add", "-u"], env, GIT_TIMEOUT)?;
+            let present: Vec<&String> =
+                kept.iter().filter(|p| self.dir.join(p).symlink_metadata().is_ok()).collect();
+            if !present.is_empty() {
+                let list = scratch.join("kept");
+                let mut bytes = Vec::new();
+                for path in present {
+                    bytes.extend_from_slice(path.as_bytes());
+                    bytes.push(0);
+                }
+                std::fs::write(&list, bytes)
+                    .map_err(|source| GitError::TempIndex { dir: self.dir.clone(), source })?;
+                let from = format!("--pathspec-from-file={}", list.display());
+                let mut env = env.to_vec();
+                // The paths are file names, never patterns.
+                env.push(("GIT_LITERAL_PATHSPECS", OsStr::new("1")));
+                let args = ["add", "-f", "--pathspec-file-nul", from.as_str()];
+                self.run_env(&args, &env, GIT_TIMEOUT)?;
+            }
+            self.text_env(&["write-tree"], env)
+        })?;
+        let mut args = vec!["diff", "--no-color", "--no-ext-diff"];
+        if numstat {
+            args.push("--numstat");
+        }
+        args.extend([base, tree.as_str(), "--"]);
+        let out = self.run(&args, GIT_TIMEOUT)?;
         Ok(String::from_utf8_lossy(&out).into_owned())
     }
 
@@ -187,7 +286,7 @@ mod tests {
         let snapshot = repo.snapshot().unwrap().unwrap();
         assert_ne!(snapshot, head);
         std::fs::write(dir.join("a.txt"), "one\ntwo\nthree\n").unwrap();
-        let diff = repo.diff_against(&snapshot).unwrap();
+        let diff = repo.diff_since(&snapshot, &[], false).unwrap();
         assert!(diff.contains("+three") && !diff.contains("+two"), "{diff}");
         // The snapshot touched nothing: the working tree still has the user's edit.
         assert_eq!(std::fs::read_to_string(dir.join("a.txt")).unwrap(), "one\ntwo\nthree\n");
@@ -199,6 +298,50 @@ mod tests {
             Repo::toplevel(&dir).unwrap().canonicalize().unwrap(),
             dir.canonicalize().unwrap()
         );
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// A file untracked at the snapshot is in it: an edit to it is in the diff after, a new
+    /// file is not; the user's index and tree are as they were.
+    #[test]
+    fn a_snapshot_holds_untracked_files_and_touches_neither_index_nor_tree() {
+        let repo = repo("untracked");
+        let dir = repo.dir().to_owned();
+        std::fs::write(dir.join("a.txt"), "one\n").unwrap();
+        std::fs::write(dir.join(".gitignore"), "ignored.txt\n").unwrap();
+        repo.run(&["add", "."], GIT_TIMEOUT).unwrap();
+        repo.run(&["commit", "-qm", "first"], GIT_TIMEOUT).unwrap();
+        let head = repo.text(&["rev-parse", "HEAD"], GIT_TIMEOUT).unwrap();
+        std::fs::write(dir.join("ignored.txt"), "i").unwrap();
+        assert_eq!(repo.snapshot().unwrap().unwrap(), head, "an ignored file is not a change");
+        std::fs::write(dir.join("notes.txt"), "draft\n").unwrap();
+        std::fs::write(dir.join("gone.txt"), "old\n").unwrap();
+        std::fs::write(dir.join("a.txt"), "one\nstaged\n").unwrap();
+        repo.run(&["add", "a.txt"], GIT_TIMEOUT).unwrap();
+        let index = |repo: &Repo| repo.run(&["ls-files", "-s"], GIT_TIMEOUT).unwrap();
+        let (index_before, status_before) =
+            (index(&repo), repo.run(&["status", "--porcelain"], GIT_TIMEOUT).unwrap());
+        let snapshot = repo.snapshot().unwrap().unwrap();
+        assert_ne!(snapshot, head);
+        let parent = repo.text(&["rev-parse", &format!("{snapshot}^")], GIT_TIMEOUT).unwrap();
+        assert_eq!(parent, head);
+        let kept = repo.untracked().unwrap();
+        assert_eq!(kept, ["gone.txt", "notes.txt"]);
+        // The request edits the untracked file, removes another and adds one.
+        std::fs::write(dir.join("notes.txt"), "draft\nmore\n").unwrap();
+        std::fs::remove_file(dir.join("gone.txt")).unwrap();
+        std::fs::write(dir.join("new.txt"), "n\n").unwrap();
+        let diff = repo.diff_since(&snapshot, &kept, false).unwrap();
+        assert!(diff.contains("+more") && !diff.contains("+draft"), "{diff}");
+        assert!(diff.contains("deleted file mode") && diff.contains("gone.txt"), "{diff}");
+        assert!(!diff.contains("new.txt") && !diff.contains("staged"), "{diff}");
+        let numstat = repo.diff_since(&snapshot, &kept, true).unwrap();
+        assert_eq!(numstat, "0\t1\tgone.txt\n1\t0\tnotes.txt\n");
+        // Nothing of the user's moved: the index, the tree's status (but the request's edits).
+        assert_eq!(index(&repo), index_before);
+        let status =
+            String::from_utf8(repo.run(&["status", "--porcelain"], GIT_TIMEOUT).unwrap()).unwrap();
+        assert_eq!(status, "M  a.txt\n?? new.txt\n?? notes.txt\n", "{status_before:?}");
         std::fs::remove_dir_all(dir).unwrap();
     }
 

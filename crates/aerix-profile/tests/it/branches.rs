@@ -82,6 +82,8 @@ fn sessions_read_their_commit_resume_refresh_and_are_removed() {
     let base = first.read.commit.clone();
     assert_eq!(first.branch, "model/qwen3-0%2E6b");
     assert_eq!(first.session_branch, "session/s1");
+    assert_eq!(profile.head("session/s1").unwrap(), None, "made by the first request");
+    profile.session_at("s1", &base).unwrap();
     assert_eq!(profile.head("session/s1").unwrap().unwrap(), base, "made at the read commit");
     // A later commit on the model base does not change the session: resume reads its commit.
     let tuned = hand_commit(&profile, &first.branch, "system.md", "tuned\n");
@@ -91,11 +93,13 @@ fn sessions_read_their_commit_resume_refresh_and_are_removed() {
     assert!(resumed.read.lines.is_empty(), "{:?}", resumed.read.lines);
     // A new session starts on the new head.
     let second = profile.attach(&attach("s2", None, false), &release()).unwrap();
+    profile.session_at("s2", &second.read.commit).unwrap();
     assert_eq!(second.read.commit, tuned);
     assert_eq!(second.read.prompts["system.md"], "tuned\n");
     // --profile-refresh: the branch moves to the model base's head first.
     let refreshed = profile.attach(&attach("s1", Some(&base), true), &release()).unwrap();
     assert_eq!(refreshed.read.commit, tuned);
+    profile.session_at("s1", &refreshed.read.commit).unwrap();
     assert_eq!(profile.head("session/s1").unwrap().unwrap(), tuned);
     // A recorded commit that no longer exists: one line, the base's head.
     let gone = "0123456789abcdef0123456789abcdef01234567";

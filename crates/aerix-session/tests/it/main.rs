@@ -67,6 +67,25 @@ fn a_cut_last_line_is_skipped_and_the_next_run_appends_after_it() {
 }
 
 #[test]
+fn continue_takes_the_session_used_last_not_the_one_created_last() {
+    let dir = temp("used-last");
+    let store = Store::new(&dir);
+    let first = store.create("p", &dir, "m", "first request").unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let second = store.create("p", &dir, "m", "second request").unwrap();
+    store.finish("p", second.id(), Outcome::Done.as_str()).unwrap();
+    assert_eq!(store.latest("p").unwrap().as_deref(), Some(second.id()));
+    // The first session is resumed after the second was made: it is the one used last.
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    let resumed = store.open("p", first.id()).unwrap();
+    assert_eq!(store.latest("p").unwrap().as_deref(), Some(resumed.id()));
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    store.finish("p", second.id(), Outcome::Done.as_str()).unwrap();
+    assert_eq!(store.latest("p").unwrap().as_deref(), Some(second.id()));
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
 fn index_lists_latest_and_removes_with_the_spool() {
     let dir = temp("index");
     let store = Store::new(&dir);

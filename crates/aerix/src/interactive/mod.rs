@@ -21,9 +21,11 @@ use aerix_tui::{
 use anyhow::Context as _;
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
+use crate::attach::SessionBranch;
 use crate::exit::Exit;
 use crate::hooks::SessionHooks;
 use crate::pool;
+use crate::startup::Snapshot;
 
 mod close;
 mod request;
@@ -95,8 +97,10 @@ struct Session {
     early: Mutex<Vec<Event>>,
     /// The session's id.
     id: String,
-    /// The commit the session started on (its diff line is against it).
-    base: Option<(gitstore::Repo, String)>,
+    /// The working tree the session started on (its diff line is against it).
+    base: Option<Snapshot>,
+    /// The profile's `session/<id>`, made by the screen's first request.
+    branch: Option<SessionBranch>,
     resumed: bool,
 }
 
@@ -184,8 +188,8 @@ pub async fn run(settings: Settings, env: &Env, options: Options) -> anyhow::Res
                 Some(Action::Ask(allow)) => reply(&mut gate_reply, Answer::Ask(allow)),
                 Some(Action::EditPlan(text)) => {
                     let edited = tty.suspended(|| match &stderr {
-                        Some(stderr) => stderr.suspended(|| edit(&text)),
-                        None => edit(&text),
+                        Some(stderr) => stderr.suspended(|| crate::editor::edit("plan.md", &text)),
+                        None => crate::editor::edit("plan.md", &text),
                     })?;
                     let answer = match edited {
                         Ok(text) => screen.plan_edited(text),
@@ -271,7 +275,8 @@ pub async fn run(settings: Settings, env: &Env, options: Options) -> anyhow::Res
     if let Some(log) = &mut log_slot {
         let mut sink = LogSink { log: log.try_clone()? };
         let reason = if signalled.is_some() { EndReason::Cancelled } else { EndReason::Other };
-        session.hooks.fire(Fire::SessionEnd(reason), &signals.hurry, &mut sink);
+        // Its answers mean nothing: the screen has closed.
+        let _ = session.hooks.fire(Fire::SessionEnd(reason), &signals.hurry, &mut sink);
         // A new session that ran no request leaves nothing behind: no log, no index entry.
         if requests == 0 && !session.resumed {
             let _ = session.store.remove(&session.project, log.id());
@@ -336,36 +341,13 @@ fn model_name(reference: &str) -> String {
     reference.rsplit('/').next().unwrap_or(reference).to_owned()
 }
 
-/// `git diff --numstat` against the session's start commit.
+/// `git diff --numstat` against the session's start (files untracked then included).
 fn diff(session: &Session) -> Option<DiffStat> {
-    let (repo, base) = session.base.as_ref()?;
-    let out = repo.run(&["diff", "--numstat", base], Duration::from_secs(30)).ok()?;
-    Some(DiffStat::parse(&String::from_utf8_lossy(&out)))
+    Some(DiffStat::parse(&session.base.as_ref()?.numstat()?))
 }
 
 fn local_time() -> String {
     chrono::Local::now().format("%H:%M:%S").to_string()
-}
-
-/// Runs `$EDITOR` (else `vi`) on the plan's text; the saved text.
-fn edit(text: &str) -> anyhow::Result<String> {
-    let dir = tempfile::tempdir()?;
-    let path = dir.path().join("plan.md");
-    std::fs::write(&path, text)?;
-    let editor = std::env::var("VISUAL")
-        .or_else(|_| std::env::var("EDITOR"))
-        .unwrap_or_else(|_| "vi".into());
-    // `sh -c` so that an `$EDITOR` with arguments (`code --wait`) works.
-    let status = std::process::Command::new("sh")
-        .arg("-c")
-        .arg(format!("{editor} \"$1\""))
-        .arg("sh")
-        .arg(&path)
-        .current_dir(dir.path())
-        .status()
-        .with_context(|| format!("running {editor}"))?;
-    anyhow::ensure!(status.success(), "{editor} exited {status}");
-    Ok(std::fs::read_to_string(&path)?)
 }
 
 /// Whether plain `aerix` opens the screen: stdout and stdin are terminals and `NO_COLOR` is

@@ -5,17 +5,18 @@ use std::sync::mpsc as std_mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use aerix_core::{
-    AskGate, CoreError, Live, PlanDecision, PlanGate, Request, Runtime, Sink, run_request,
-};
-use aerix_hooks::Fire;
+use aerix_core::{AskGate, CoreError, Live, PlanDecision, PlanGate, Sink};
+use aerix_request::{Request, run_request};
 use aerix_session::{Event, Log, Outcome, read_log, rebuild};
 use aerix_tools::Cancel;
-use aerix_tui::{Feed, Gate, PlanAnswer};
+use aerix_tui::{Feed, Gate, Level, Note, PlanAnswer};
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::{Answer, Ended, Msg, Session};
+use crate::attach::SessionBranch;
+use crate::bridge;
 use crate::hooks::AgentHooks;
+use crate::startup::{self, Stop};
 
 /// One request on a thread of its own, driven by the process's tokio runtime.
 pub(super) fn spawn_request(
@@ -78,8 +79,14 @@ async fn request(
         profile_branch: session.profile.as_ref().map(|p| p.1.clone()),
         profile_commit: session.profile.as_ref().map(|p| p.2.clone()),
         // The diff line's base: one commit for both.
-        start_commit: session.base.as_ref().map(|b| b.1.clone()),
+        start_commit: session.base.as_ref().and_then(|b| b.base.clone()),
     });
+    // The session's first request makes its profile branch.
+    if nth == 0
+        && let Some(line) = session.branch.as_ref().and_then(SessionBranch::make)
+    {
+        let _ = tx.send(Msg::Feed(Feed::Note(Note { level: Level::Warning, text: line })));
+    }
     let early = std::mem::take(
         &mut *session.early.lock().unwrap_or_else(std::sync::PoisonError::into_inner),
     );
@@ -91,21 +98,26 @@ async fn request(
         Ok(None) => prompt.clone(),
         Err(e) => return failed(client, sink, Outcome::Failed, e.to_string()),
     };
-    let submitted =
-        session.hooks.fire(Fire::UserPromptSubmit { prompt: &expanded }, &cancel, &mut sink);
-    if let Some(block) = submitted.block.or(submitted.stop) {
-        let error = format!(
-            "the prompt was blocked by a UserPromptSubmit hook (`{}`): {}",
-            block.command, block.reason
-        );
-        return failed(client, sink, Outcome::Killed, error);
-    }
+    let prompt_context = match startup::prompt_submit(&session.hooks, &expanded, &cancel, &mut sink)
+    {
+        Ok(context) => context,
+        Err(Stop::Cancelled) => {
+            return Ended {
+                client,
+                log: sink.log,
+                outcome: Outcome::Cancelled,
+                answer: None,
+                error: None,
+            };
+        }
+        Err(Stop::Killed(reason)) => return failed(client, sink, Outcome::Killed, reason),
+    };
     let prompts = session.prompts.clone();
     let request = Request {
         prompt: expanded,
         instructions: session.instructions.clone(),
         hook_context: session.hook_context.clone(),
-        prompt_context: submitted.context,
+        prompt_context,
         main: session.main.alias.clone(),
         window: session.main.window,
         json: session.main.json,
@@ -120,12 +132,13 @@ async fn request(
         quiet: true,
     };
     let gates = ScreenGates { tx: tx.clone(), cancel: cancel.clone() };
+    let (agents, skills) = (bridge::Agents(&session.agents), bridge::SkillSet(&session.skills));
     let mut runtime =
-        Runtime::new(&mut client, &mut sink, settings, &prompts, &session.cwd, cancel.clone())
+        bridge::runtime(&mut client, &mut sink, settings, &prompts, &session.cwd, cancel.clone())
             .with_members(session.members.clone())
             .with_hooks(&agent_hooks)
-            .with_definitions(&*session.agents)
-            .with_skills(&*session.skills)
+            .with_definitions(&agents)
+            .with_skills(&skills)
             .with_gates(&gates, &gates);
     let result = run_request(&mut runtime, request).await;
     drop(runtime);

@@ -1,29 +1,63 @@
-//! The screen's startup: the startup block, row by row, as `aerix -p` starts.
+//! The screen's startup: the shared startup's steps (`crate::startup`), each shown as a row of
+//! the startup block where `aerix -p` prints a line.
 
+use std::future::Future;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use aerix_config::{Env, Settings};
-use aerix_hooks::{Fire, HookFiles, StartSource};
-use aerix_session::{Log, Store, read_log};
+use aerix_hooks::{EndReason, Fire};
+use aerix_session::Log;
 use aerix_tools::Cancel;
 use aerix_tui::terminal::{Input, Tty};
 use aerix_tui::{Action, Feed, Level, Note, PoolRow, ProfileRow, Screen};
-use anyhow::Context as _;
 use caldrix_proto::Lane;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 
 use super::close::Stderr;
 use super::request::BufferSink;
 use super::{Msg, Options, Session, model_name};
-use crate::attach;
-use crate::exit::Exit;
-use crate::extensions;
-use crate::headless::loaded_line;
-use crate::hooks::{Notes, SessionHooks};
-use crate::pool;
+use crate::hooks::Notes;
+use crate::startup::{self, Files, Front, Pool, ProfileAt, Profiled, Snapshot, Stop};
 
 pub(super) type Started = (Session, Option<Log>, caldrix_client::Client);
+
+/// The screen as the startup's front end: a note is a row of the startup block; a step waits
+/// while keys are read (Ctrl-D leaves).
+struct Rows<'a> {
+    screen: &'a mut Screen,
+    tty: &'a mut Tty,
+    rx: &'a mut UnboundedReceiver<Msg>,
+}
+
+impl Rows<'_> {
+    fn redraw(&mut self) {
+        let now = Instant::now();
+        let screen = &*self.screen;
+        let _ = self.tty.terminal.draw(|frame| aerix_tui::draw(frame, screen, now));
+    }
+}
+
+impl Front for Rows<'_> {
+    fn note(&mut self, note: &str) {
+        self.screen.startup.notes.push(Note::classify(note));
+    }
+
+    async fn step<T>(&mut self, step: impl Future<Output = T>) -> Option<T> {
+        self.redraw();
+        tokio::pin!(step);
+        loop {
+            tokio::select! {
+                out = &mut step => return Some(out),
+                msg = self.rx.recv() => if let Some(Msg::Input(Input::Key(key))) = msg
+                    && self.screen.key(key) == Some(Action::Exit) {
+                    return None;
+                },
+            }
+            self.redraw();
+        }
+    }
+}
 
 /// The startup block, row by row; `None` when the user left during it. Messages come on `rx`
 /// (keys) and go on `tx` (hook notes); fd 2 is sent to the session's file through `stderr`.
@@ -36,96 +70,34 @@ pub(super) async fn startup(
     (rx, tx): (&mut UnboundedReceiver<Msg>, &UnboundedSender<Msg>),
     stderr: &mut Option<Stderr>,
 ) -> anyhow::Result<Option<Started>> {
-    let redraw = |tty: &mut Tty, screen: &Screen| {
-        let now = Instant::now();
-        let _ = tty.terminal.draw(|frame| aerix_tui::draw(frame, screen, now));
-    };
-    let root = aerix_config::project_root(&options.cwd);
-    let instructions = aerix_config::instruction_files(&root, &options.cwd)?;
-    let data = env.data_home().context("no data directory: set HOME or XDG_DATA_HOME")?;
-    let store = Store::new(&data);
-    let project = aerix_session::project_key(&root);
     // Until the session is known, stray writes go to a file of this process's.
-    let early = store.project_dir(&project).join(format!("screen-{}.stderr", std::process::id()));
-    *stderr = Stderr::redirect(&early).ok();
-    let hook_files = HookFiles::standard(
-        env.config_home().as_deref(),
-        env.home.as_deref(),
-        &root,
-        settings.hooks.claude_settings,
-    );
-    let mut loaded = aerix_hooks::load(&hook_files.paths());
-    let mut agents =
-        aerix_config::load_agents(&aerix_config::AgentDirs::standard(env, &root, &options.cwd));
-    let extensions =
-        extensions::load(&settings, env, &root, &options.cwd, &mut agents, &mut loaded);
-    let mut notes = loaded.notes.clone();
-    notes.extend(agents.notes.iter().cloned());
-    notes.extend(extensions.notes.iter().cloned());
-    screen.startup.loaded =
-        loaded_line(&instructions, &loaded.files, &agents.definitions, &extensions)
-            .map(|line| line.trim_start_matches("loaded: ").to_owned());
-    screen.startup.notes.extend(notes.iter().map(|n| Note::classify(n)));
-
-    let resume_id = match (&options.resume, options.continue_latest) {
-        (Some(id), _) => Some(id.clone()),
-        (None, true) => Some(store.latest(&project)?.ok_or_else(|| {
-            anyhow::anyhow!(Exit::Usage.with("no session to continue in this project"))
-        })?),
-        (None, false) => None,
-    };
-    let log = match &resume_id {
-        Some(id) => {
-            store
-                .existing(&project, id)
-                .map_err(|e| anyhow::anyhow!(Exit::Usage.with(e.to_string())))?;
-            if let Some(tag) = store.entry(&project, id)?.and_then(|e| e.tag) {
-                return Err(Exit::Usage
-                    .with(format!("session {id} was imported ({tag}) and cannot be resumed"))
-                    .into());
-            }
-            screen.startup.session = Some(id.clone());
-            Some(store.open(&project, id)?)
-        }
-        None => None,
-    };
-    redraw(tty, screen);
-
-    // The pool: a key pressed meanwhile is kept (Ctrl-D leaves).
-    let mut pool_notes = Vec::new();
-    let mut client = {
-        let connecting = pool::connect(&settings, env, &mut pool_notes);
-        tokio::pin!(connecting);
-        loop {
-            tokio::select! {
-                client = &mut connecting => break client?,
-                msg = rx.recv() => if let Some(Msg::Input(Input::Key(key))) = msg
-                    && screen.key(key) == Some(Action::Exit) {
-                    return Ok(None);
-                },
-            }
-            redraw(tty, screen);
-        }
-    };
-    screen.startup.notes.extend(pool_notes.iter().map(|n| Note::classify(n)));
-    let load_timeout = Duration::from_secs(settings.pool.start_timeout_secs);
-    let serving = pool::Serving::main(&settings.main, settings.delegation.parallel);
-    let main = pool::bind(&mut client, &settings.main, "main", serving, load_timeout).await?;
-    if let Some(note) = serving.batching.note(&main) {
-        screen.startup.notes.push(Note::classify(&note));
+    if let Some(data) = env.data_home() {
+        let project = aerix_session::project_key(&aerix_config::project_root(&options.cwd));
+        let early = aerix_session::Store::new(&data)
+            .project_dir(&project)
+            .join(format!("screen-{}.stderr", std::process::id()));
+        *stderr = Stderr::redirect(&early).ok();
     }
-    let decision = match &settings.decision {
-        Some(member) => {
-            let single = pool::Serving::other(member);
-            Some(pool::bind(&mut client, member, "decision", single, load_timeout).await?.alias)
+    let mut rows = Rows { screen, tty, rx };
+    let mut files = Files::read(&settings, env, &options.cwd, &mut rows)?;
+    rows.screen.startup.loaded =
+        files.loaded.as_deref().map(|line| line.trim_start_matches("loaded: ").to_owned());
+
+    let resume_id = files.resume_id(options.resume.as_deref(), options.continue_latest)?;
+    let (log, recorded) = match &resume_id {
+        Some(id) => {
+            let resumed = files.resume(id, &mut rows)?;
+            rows.screen.startup.session = Some(id.clone());
+            (Some(resumed.log), resumed.recorded)
         }
-        None => None,
+        None => (None, None),
     };
-    let members: Vec<String> = client
-        .members()
-        .await
-        .map(|m| m.into_iter().map(|m| m.alias).collect())
-        .unwrap_or_default();
+
+    let Some(pool) = Pool::bind(&settings, env, &mut files, &mut rows).await else {
+        return Ok(None);
+    };
+    let Pool { client, main, decision, members } = pool?;
+    let screen = &mut *rows.screen;
     screen.launch.window = main.window;
     screen.launch.lane = main.lane.map(|l| l.name().to_owned());
     screen.startup.pool = Some(PoolRow {
@@ -137,43 +109,29 @@ pub(super) async fn startup(
         socket: settings.pool.socket.display().to_string(),
     });
 
-    // The session: a new one is created by its first request (its `session.start` holds it).
-    let session_id = log.as_ref().map(|l| l.id().to_owned());
-    let (log, session_id) = match (log, session_id) {
-        (Some(log), Some(id)) => (log, id),
-        _ => {
-            let log = store.create(&project, &options.cwd, &settings.main.model, "")?;
-            let id = log.id().to_owned();
-            (log, id)
-        }
+    // A new session's log is made now; its first request writes its `session.start`, and one
+    // that ran none is removed when the screen closes.
+    let log = match log {
+        Some(log) => log,
+        None => files.store.create(&files.project, &options.cwd, &settings.main.model, "")?,
     };
-    screen.startup.session = Some(session_id.clone());
+    let session_id = log.id().to_owned();
+    rows.screen.startup.session = Some(session_id.clone());
     if let Some(stderr) = stderr {
         stderr.settle(&log.path().with_extension("stderr"));
     }
 
-    // The profile, after the pool is bound (as `aerix -p` attaches it): its prompts, overlays
-    // and lines, read once for every request of the screen.
-    let recorded = match &resume_id {
-        Some(_) => read_log(log.path()).ok().and_then(|read| attach::recorded(&read.events)),
-        None => None,
+    // The profile, after the pool is bound (as `aerix -p` attaches it): read once for every
+    // request of the screen; its `session/<id>` is made by the first.
+    let at = ProfileAt {
+        flag: options.profile.as_deref(),
+        recorded: recorded.as_ref(),
+        refresh: options.profile_refresh,
+        session: &session_id,
+        cwd: &options.cwd,
     };
-    let mut skills = extensions.skills;
-    let mut definitions = agents.definitions;
-    let attached = attach::for_session(
-        options.profile.as_deref(),
-        recorded.as_ref(),
-        options.profile_refresh,
-        &settings,
-        env,
-        &data,
-        &project,
-        &session_id,
-        &options.cwd,
-        &mut skills,
-        &mut definitions,
-    );
-    screen.startup.profile = match &attached.profile {
+    let Profiled { attached, skills, definitions } = files.profile(&settings, env, &at, &mut rows);
+    rows.screen.startup.profile = match &attached.profile {
         Some((name, branch, commit)) => ProfileRow::Attached {
             name: name.clone(),
             branch: branch.clone(),
@@ -181,16 +139,6 @@ pub(super) async fn startup(
             tuned: attached.tuned,
         },
         None => ProfileRow::Embedded,
-    };
-    screen.startup.notes.extend(attached.lines.iter().map(|n| Note::classify(n)));
-    notes.extend(attached.lines.iter().cloned());
-    let hook_session = aerix_hooks::Session {
-        id: session_id.clone(),
-        transcript_path: aerix_claude::transcript_path(log.path()),
-        subagents_dir: aerix_claude::subagents_dir(log.path()),
-        cwd: options.cwd.clone(),
-        project_dir: root.clone(),
-        spool_dir: log.spool_dir(),
     };
     // A hook's note is a row of the screen, never a line on the terminal under it.
     let tx = tx.clone();
@@ -200,46 +148,54 @@ pub(super) async fn startup(
             eprintln!("{note}");
         }
     }));
-    let hooks = Arc::new(SessionHooks { hooks: loaded.hooks, session: hook_session, notes: show });
+    let hooks = std::mem::take(&mut files.hooks.hooks);
+    let hooks = Arc::new(startup::session_hooks(hooks, &log, &options.cwd, &files.root, show));
     let mut sink = BufferSink(Vec::new());
     let cancel = Cancel::default();
-    let source = if resume_id.is_some() { StartSource::Resume } else { StartSource::Startup };
-    let fired = hooks.fire(Fire::SessionStart(source), &cancel, &mut sink);
-    if let Some(stop) = fired.stop {
-        anyhow::bail!("a SessionStart hook (`{}`) ended the run: {}", stop.command, stop.reason);
-    }
-    for file in &instructions {
-        let fire = Fire::InstructionsLoaded {
-            file_path: &file.path,
-            memory_type: "Project",
-            load_reason: "session_start",
-        };
-        hooks.fire(fire, &cancel, &mut sink);
-    }
-    hooks.notify(&notes, "startup_note", &cancel, &mut sink);
-    let base = gitstore::Repo::toplevel(&root).and_then(|top| {
-        let repo = gitstore::Repo::at(&top);
-        repo.snapshot().ok().flatten().map(|base| (repo, base))
-    });
+    let resumed = resume_id.is_some();
+    let hook_context = match startup::session_start(
+        &hooks,
+        resumed,
+        &files.instructions,
+        &files.notes,
+        &cancel,
+        &mut sink,
+    ) {
+        Ok(context) => context,
+        Err(stop) => {
+            // The session ends here, as a headless run's does: `SessionEnd` fires (it fired
+            // `SessionStart`), and a new session that ran no request leaves nothing behind.
+            let reason = match stop {
+                Stop::Cancelled => EndReason::Cancelled,
+                Stop::Killed(_) => EndReason::Other,
+            };
+            let _ = hooks.fire(Fire::SessionEnd(reason), &cancel, &mut sink);
+            if !resumed {
+                let _ = files.store.remove(&files.project, &session_id);
+            }
+            return Err(stop.into_error());
+        }
+    };
     let session = Session {
         max_turns: options.max_turns.unwrap_or(settings.max_turns),
         settings: Arc::new(settings),
-        store,
-        project,
+        store: files.store,
+        project: files.project,
         cwd: options.cwd.clone(),
-        instructions,
+        base: Snapshot::take(&files.root),
+        instructions: files.instructions,
         agents: Arc::new(definitions),
-        skills: Arc::new(skills.with_session(&session_id)),
+        skills: Arc::new(skills),
         prompts: attached.prompts,
         profile: attached.profile,
+        branch: attached.branch,
         hooks,
-        hook_context: fired.context,
+        hook_context,
         early: Mutex::new(sink.0),
         main,
         decision,
         members,
-        base,
-        resumed: resume_id.is_some(),
+        resumed,
         id: session_id,
     };
     Ok(Some((session, Some(log), client)))

@@ -20,6 +20,7 @@ mod repeats;
 mod request;
 mod screen;
 mod skills;
+mod startup;
 mod tools;
 mod transcripts;
 mod tune;

@@ -316,3 +316,64 @@ fn fifty_concurrent_edits_of_different_files_all_land() {
     let upstream = aerix_profile::Upstream::parse(&files["upstream.json"]).unwrap();
     assert_eq!(upstream.hashes.len(), 50, "every edit's upstream recorded");
 }
+
+/// A resumed root's conversation is the log's; its system and instruction segments are this
+/// start's: the recorded commit's prompts (the model base's head with `--profile-refresh`) and
+/// the instruction files as they are now, each replaced in place when it changed.
+#[test]
+fn a_resumed_root_reads_refreshed_prompts_and_the_instruction_files_as_they_are() {
+    let mut replies = Vec::new();
+    for i in 0..3 {
+        replies.push("answer".to_owned());
+        replies.push(final_turn("Done.", &format!("answer {i}")));
+    }
+    let world = World::scripted("profile-resume", &replies, true);
+    let model =
+        format!("script:{}@{}", world.home.join("replies.json").display(), smollm2().display());
+    let (profile, branch) = open_profile(&world, "demo", &model);
+    world.write("AGENTS.md", "Indent with tabs.\n");
+    let out = world.aerix(&["-p", "Hi.", "--profile", "demo"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let id = session_start(&world.events(), 0)["session"].as_str().unwrap().to_owned();
+    let last = |events: &[Value], id: &str| {
+        of_type(events, "segment")
+            .into_iter()
+            .rfind(|s| s["agent"] == "a1" && s["id"] == id)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {id} segment"))
+    };
+
+    let tuned = format!("{}\nREFRESHED-MARKER\n", embedded("system.md"));
+    commit(&profile, &branch, "system.md", &tuned);
+    world.write("AGENTS.md", "Indent with spaces.\n");
+    // Resumed without a refresh: the recorded commit's prompts, the instruction file as it is.
+    let out = world.aerix(&["-p", "Again.", "--resume", &id]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let events = world.events();
+    let instructions = last(&events, "instructions");
+    assert_eq!(instructions["op"], "replace", "{instructions}");
+    let text = instructions["text"].as_str().unwrap();
+    assert!(text.contains("Indent with spaces.") && !text.contains("tabs"), "{text}");
+    let system = last(&events, "system");
+    assert_eq!(system["op"], "append", "unchanged: {system}");
+    assert!(!system["text"].as_str().unwrap().contains("REFRESHED-MARKER"));
+    // With --profile-refresh: the model base's head, replaced in place; the conversation is
+    // still the log's (the first request's prompt is in the root).
+    let out = world.aerix(&["-p", "Refresh.", "--resume", &id, "--profile-refresh"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let events = world.events();
+    let system = last(&events, "system");
+    assert_eq!(system["op"], "replace", "{system}");
+    assert!(system["text"].as_str().unwrap().contains("REFRESHED-MARKER"), "{system}");
+    let replaced = of_type(&events, "segment")
+        .into_iter()
+        .filter(|s| s["id"] == "instructions" && s["op"] == "replace")
+        .count();
+    assert_eq!(replaced, 1, "an unchanged file is not replaced again");
+    let prompts: Vec<&str> = of_type(&events, "segment")
+        .into_iter()
+        .filter(|s| s["agent"] == "a1" && s["label"] == "prompt")
+        .map(|s| s["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(prompts, ["Hi.", "Again.", "Refresh."]);
+}

@@ -202,3 +202,38 @@ fn resume_after_a_cut_last_line_rebuilds_the_context_and_plan() {
     let starts = of_type(&events, "session.start");
     assert_eq!((starts.len(), starts[1]["resumed"].as_bool()), (2, Some(true)));
 }
+
+/// A file that was untracked when the request started is in its snapshot: the request's edit
+/// to it is in the diff (not an `untracked:` line), a file it creates is `untracked:`, and the
+/// user's index is as it was.
+#[test]
+fn an_edit_to_a_file_untracked_at_the_start_is_in_the_diff() {
+    let replies = vec![
+        "investigate".to_owned(),
+        calls(
+            "Edit the notes, add a file.",
+            vec![
+                call("edit", json!({"path": "draft.md", "old": "one", "new": "two"})),
+                call("write", json!({"path": "NEW.md", "content": "new\n"})),
+            ],
+        ),
+        final_turn("Done.", "edited"),
+    ];
+    let world = World::scripted("request-untracked", &replies, true);
+    world.write("draft.md", "one\n");
+    let index = world.git(&["ls-files", "--stage"]);
+    let out = world.aerix(&["-p", "Edit the draft."]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}\n{}", stderr(&out));
+    assert!(text.contains("draft.md") && text.contains("-one\n+two"), "{text}");
+    assert!(!text.contains("untracked: draft.md"), "{text}");
+    assert!(text.trim_end().ends_with("untracked: NEW.md"), "{text}");
+    assert!(!text.contains("+new"), "a new file is named, not diffed: {text}");
+    assert_eq!(world.git(&["ls-files", "--stage"]), index, "the user's index is untouched");
+    assert_eq!(world.git(&["status", "--porcelain"]), "?? NEW.md\n?? draft.md\n");
+    // The start commit holds the untracked file as it was: a replay starts from it.
+    let start =
+        of_type(&world.events(), "session.start")[0]["start_commit"].as_str().unwrap().to_owned();
+    assert_eq!(world.git(&["show", &format!("{start}:draft.md")]), "one\n");
+    assert_eq!(world.git(&["rev-parse", &format!("{start}^")]), world.git(&["rev-parse", "HEAD"]));
+}

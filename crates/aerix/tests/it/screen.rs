@@ -10,7 +10,7 @@ use serde_json::json;
 use crate::{World, call, calls, final_turn, of_type};
 
 /// Waits until the pane is gone (Ctrl-D exited).
-fn exited(pane: &Pane) {
+pub fn exited(pane: &Pane) {
     let deadline = Instant::now() + STEP;
     while !pane.closed() {
         assert!(Instant::now() < deadline, "Ctrl-D did not exit:\n{}", pane.text());
@@ -19,21 +19,21 @@ fn exited(pane: &Pane) {
 }
 
 /// The first frame waits for the pool to start and load.
-const STARTUP: Duration = Duration::from_secs(120);
-const STEP: Duration = Duration::from_secs(20);
+pub const STARTUP: Duration = Duration::from_secs(120);
+pub const STEP: Duration = Duration::from_secs(20);
 
-struct Pane {
-    name: String,
+pub struct Pane {
+    pub name: String,
 }
 
 impl Pane {
     /// `aerix` in a 100 × 30 pane, in the world's repository and home.
-    fn open(world: &World, name: &str, editor: &str) -> Pane {
+    pub fn open(world: &World, name: &str, editor: &str) -> Pane {
         Pane::start(world, name, editor, &|aerix| format!("exec '{aerix}'"))
     }
 
     /// As `open`, the script's last line `run(aerix)` (the pane lives while it runs).
-    fn start(world: &World, name: &str, editor: &str, run: &dyn Fn(&str) -> String) -> Pane {
+    pub fn start(world: &World, name: &str, editor: &str, run: &dyn Fn(&str) -> String) -> Pane {
         let mut script = String::from("#!/bin/sh\n");
         let command = world.aerix_command(&[]);
         for (key, value) in command.get_envs() {
@@ -69,14 +69,14 @@ impl Pane {
         Pane { name }
     }
 
-    fn text(&self) -> String {
+    pub fn text(&self) -> String {
         let out =
             Command::new("tmux").args(["capture-pane", "-p", "-t", &self.name]).output().unwrap();
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
     /// Waits until the pane shows `what`; the pane's text then.
-    fn wait_for(&self, what: &str, timeout: Duration) -> String {
+    pub fn wait_for(&self, what: &str, timeout: Duration) -> String {
         let deadline = Instant::now() + timeout;
         loop {
             let text = self.text();
@@ -88,19 +88,19 @@ impl Pane {
         }
     }
 
-    fn keys(&self, keys: &[&str]) {
+    pub fn keys(&self, keys: &[&str]) {
         let mut args = vec!["send-keys", "-t", self.name.as_str()];
         args.extend_from_slice(keys);
         tmux(&args);
     }
 
-    fn type_line(&self, text: &str) {
+    pub fn type_line(&self, text: &str) {
         tmux(&["send-keys", "-t", &self.name, "-l", text]);
         self.keys(&["Enter"]);
     }
 
     /// The pid of the pane's shell's child (the `aerix` it runs).
-    fn child(&self) -> u32 {
+    pub fn child(&self) -> u32 {
         let out = Command::new("tmux")
             .args(["display", "-p", "-t", &self.name, "#{pane_pid}"])
             .output()
@@ -118,7 +118,7 @@ impl Pane {
         }
     }
 
-    fn closed(&self) -> bool {
+    pub fn closed(&self) -> bool {
         !Command::new("tmux").args(["has-session", "-t", &self.name]).status().unwrap().success()
     }
 }

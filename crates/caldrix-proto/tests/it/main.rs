@@ -191,3 +191,99 @@ fn cbor_errors_read_as_sentences() {
     let err = decode::<Request>(truncated, FrameFormat::Cbor).unwrap_err().to_string();
     assert!(err.contains("ends in the middle of a value"), "{err}");
 }
+
+fn cbor(value: &ciborium::Value) -> Vec<u8> {
+    let mut out = Vec::new();
+    ciborium::into_writer(value, &mut out).unwrap();
+    out
+}
+
+fn text(s: &str) -> ciborium::Value {
+    ciborium::Value::Text(s.into())
+}
+
+/// A payload is exactly one message of the protocol's shape: decoders would take an array for
+/// a struct's fields in order, a CBOR byte string for text, and stop before trailing bytes.
+#[test]
+fn only_one_message_of_the_documented_shape_decodes() {
+    use ciborium::Value as V;
+    let (json, cbor_format) = (FrameFormat::Json, FrameFormat::Cbor);
+    let refused = |payload: &[u8], format: FrameFormat, named: &str| {
+        let err = decode::<Request>(payload, format).unwrap_err();
+        assert!(matches!(err, FrameError::Malformed { .. }), "{err}");
+        assert!(err.to_string().contains(named), "{format:?}: {err}");
+    };
+    // An array for a message, a segment, a sampling map, a segment inside an edit.
+    let message = V::Array(vec![text("status")]);
+    refused(&cbor(&message), cbor_format, "the message is not a map");
+    refused(br#"["status"]"#, json, "the message is not a map");
+    refused(
+        br#"{"type":"context_create","member":"m","segments":[["s","user","hi",false]]}"#,
+        json,
+        "a list holds an array",
+    );
+    refused(
+        br#"{"type":"generate","context":1,"max_new_tokens":2,"sampling":[0.5,0.9,1]}"#,
+        json,
+        "`sampling` is an array",
+    );
+    refused(
+        br#"{"type":"context_edit","context":1,"edits":[{"op":"append","segment":["s","user","hi"]}]}"#,
+        json,
+        "`segment` is an array",
+    );
+    // CBOR's own: a byte string for text, a key that is not text, a tag, trailing bytes.
+    let map = |entries: Vec<(V, V)>| cbor(&V::Map(entries));
+    let bytes_type = map(vec![(text("type"), V::Bytes(b"status".to_vec()))]);
+    refused(&bytes_type, cbor_format, "`type` is a byte string");
+    let bytes_key = map(vec![(V::Bytes(b"type".to_vec()), text("status"))]);
+    refused(&bytes_key, cbor_format, "a map key is not a text string");
+    let tagged = map(vec![(text("type"), V::Tag(32, Box::new(text("status"))))]);
+    refused(&tagged, cbor_format, "carries CBOR tag 32");
+    let mut trailing = map(vec![(text("type"), text("status"))]);
+    assert_eq!(decode::<Request>(&trailing, cbor_format).unwrap(), Request::Status {});
+    trailing.push(0x00);
+    refused(&trailing, cbor_format, "the message ends at byte 13 of the payload's 14");
+    refused(b"{\"type\":\"status\"} x", json, "trailing characters");
+}
+
+/// Replies pass the shape check too (the client decodes them with the same function), and a
+/// token's `top` is sent even when empty.
+#[test]
+fn replies_round_trip_and_top_is_always_sent() {
+    let row =
+        |top: Vec<TopLogprob>| TokenLogprob { token: 5, text: "hi".into(), logprob: -0.5, top };
+    let done = Reply::Done(Done {
+        text: "hi".into(),
+        stop: StopReason::EndOfTurn,
+        usage: Usage {
+            prompt_tokens: 9,
+            completion_tokens: 1,
+            recomputed_from: Some(0),
+            prefill_ms: 1.5,
+            decode_ms: 2.0,
+        },
+        one_of: Some(OneOfScores { chosen: 0, logprobs: vec![-0.1, -3.0] }),
+        logprobs: Some(vec![
+            row(vec![]),
+            row(vec![TopLogprob { token: 6, text: "yo".into(), logprob: -1.0 }]),
+        ]),
+    });
+    let counts = Reply::Context {
+        context: 3,
+        segments: vec![SegmentCount { id: "s".into(), tokens: 4 }],
+        total_tokens: 7,
+    };
+    for format in [FrameFormat::Cbor, FrameFormat::Json] {
+        for reply in [&done, &counts, &Reply::Ok] {
+            let frame = encode(reply, format).unwrap();
+            assert_eq!(&decode::<Reply>(&frame[4..], format).unwrap(), reply, "{format:?}");
+        }
+    }
+    let frame = encode(&done, FrameFormat::Json).unwrap();
+    let text = String::from_utf8_lossy(&frame[4..]).into_owned();
+    assert!(text.contains(r#""logprob":-0.5,"top":[]}"#), "{text}");
+    // An older daemon left an empty `top` out: still read, as `[]`.
+    let old = br#"{"token":5,"text":"hi","logprob":-0.5}"#;
+    assert_eq!(serde_json::from_slice::<TokenLogprob>(old).unwrap(), row(vec![]));
+}

@@ -207,6 +207,7 @@ async fn refused(client: &mut Client, g: caldrix_proto::Generate) -> (ErrorKind,
 #[test]
 fn every_bad_request_gets_its_documented_error_and_the_daemon_serves_on() {
     let daemon = Daemon::start("bounds", FrameFormat::Cbor, &[], None);
+    crate::documented::the_documented_rules_hold(&daemon.socket, FrameFormat::Cbor);
     let gemma = crate::gemma3();
     runtime().block_on(async {
         let mut client = daemon.client(FrameFormat::Cbor).await;
@@ -293,6 +294,19 @@ fn every_bad_request_gets_its_documented_error_and_the_daemon_serves_on() {
         let value: serde_json::Value = serde_json::from_str(&done.text).unwrap();
         assert_eq!(serde_json::to_string(&value).unwrap(), done.text, "compact: no whitespace");
 
+        // The formats llguidance implements besides those, `ipv4` and `ipv6`, and `unknown`
+        // (any string).
+        let string = |format: &str| format!(r#"{{"type":"string","format":"{format}"}}"#);
+        let done = client.generate(g(&json(string("ipv4"))), |_| {}).await.unwrap();
+        assert_eq!(done.stop, StopReason::Complete, "{}", done.text);
+        let address: String = serde_json::from_str(&done.text).unwrap();
+        assert!(address.parse::<std::net::Ipv4Addr>().is_ok(), "{address}");
+        for format in ["ipv6", "unknown"] {
+            let mut short = g(&json(string(format)));
+            short.max_new_tokens = 3;
+            client.generate(short, |_| {}).await.unwrap();
+        }
+
         // Unknown keys, inside a `none` constraint too.
         let raw = format!(
             r#"{{"type":"generate","context":{},"max_new_tokens":2,"constraint":{{"kind":"none","schema":"{{}}"}}}}"#,
@@ -328,6 +342,34 @@ fn every_bad_request_gets_its_documented_error_and_the_daemon_serves_on() {
         assert_eq!(kind, ErrorKind::BadRequest, "{message}");
         assert_sentence(&message);
         assert!(message.contains("refuses this conversation: Conversation roles must alternate"));
+        // The refused create made no context, and a refused edit changes nothing: the edits
+        // of a request apply all or nothing, the template's verdict included.
+        let on_gemma = |status: &caldrix_proto::PoolStatus| {
+            status.members.iter().find(|m| m.info.alias == "gemma").unwrap().contexts
+        };
+        assert_eq!(on_gemma(&client.status().await.unwrap()), 0, "no context was made");
+        let pair = vec![seg("u", Role::User, "Hi."), seg("a", Role::Assistant, "Hello.")];
+        let made = client.create_context("gemma", pair).await.unwrap();
+        let append = |id: &str, role, text: &str| Edit::Append { segment: seg(id, role, text) };
+        // The system segment stands where a user turn must (after an assistant one).
+        let edits = vec![
+            append("u2", Role::User, "More."),
+            append("a2", Role::Assistant, "Sure."),
+            append("s", Role::System, "Be brief."),
+        ];
+        let err = client.edit_context(made.context, edits).await.unwrap_err();
+        assert_eq!(err.kind(), Some(ErrorKind::BadRequest), "{err}");
+        assert_eq!(client.context_counts(made.context).await.unwrap(), made, "unchanged");
+        // Gemma's rule is alternation after a first system segment, not "system only first":
+        // a system segment where an assistant one could stand renders (as a `system` turn)
+        // and generates.
+        let late = vec![seg("u", Role::User, "Hi."), seg("s", Role::System, "Be brief.")];
+        let late = client.create_context("gemma", late).await.unwrap();
+        let done = client.generate(generate(late.context, 2, None), |_| {}).await.unwrap();
+        assert!(done.usage.completion_tokens >= 1, "{done:?}");
+        for id in [made.context, late.context] {
+            client.drop_context(id).await.unwrap();
+        }
         // Two user segments in a row (aerix's instructions, then the request) are one turn.
         let runs = client
             .create_context(
@@ -365,8 +407,9 @@ fn every_bad_request_gets_its_documented_error_and_the_daemon_serves_on() {
     });
 }
 
-/// `stop` on one connection cancels the generation another is streaming; the daemon is gone
-/// within 2 s, and its socket with it.
+/// `stop` on one connection cancels the generation another is streaming and the one queued
+/// behind it, each answered with its `done`; the daemon is gone within 2 s, and its socket
+/// with it.
 #[test]
 fn stop_cancels_every_generation_and_the_daemon_exits_within_2_s() {
     let mut daemon = Daemon::start("stop", FrameFormat::Cbor, &[], None);
@@ -387,20 +430,31 @@ fn stop_cancels_every_generation_and_the_daemon_exits_within_2_s() {
                 other => panic!("{other:?}"),
             }
         }
+        // A second generation waits in the member's queue (it decodes one at a time).
+        let mut queued = daemon.client(FrameFormat::Cbor).await;
+        let q = queued.create_context("main", vec![seg("u", Role::User, "Count to 50.")]).await;
+        queued.send(&Request::Generate(generate(q.unwrap().context, 300, None))).await.unwrap();
         let mut stopper = daemon.client(FrameFormat::Cbor).await;
+        let waited = Instant::now();
+        while stopper.members().await.unwrap()[0].queue_depth == 0 {
+            assert!(waited.elapsed() < Duration::from_secs(30), "the generation never queued");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         stopper.stop().await.unwrap();
         let stopped = Instant::now();
-        let done = loop {
-            match streaming.recv(Duration::from_secs(5)).await {
-                Ok(Reply::Delta { .. }) => {}
-                Ok(Reply::Done(done)) => break Some(done),
-                Err(ClientError::Closed) => break None,
-                other => panic!("{other:?}"),
-            }
-        };
-        if let Some(done) = done {
-            assert_eq!(done.stop, StopReason::Cancelled);
-            assert!(done.usage.completion_tokens < 300);
+        // Each gets its `done`, cancelled, then the close.
+        for (name, client) in [("streaming", &mut streaming), ("queued", &mut queued)] {
+            let done = loop {
+                match client.recv(Duration::from_secs(5)).await {
+                    Ok(Reply::Delta { .. } | Reply::Progress { .. }) => {}
+                    Ok(Reply::Done(done)) => break done,
+                    other => panic!("{name}: {other:?}"),
+                }
+            };
+            assert_eq!(done.stop, StopReason::Cancelled, "{name}");
+            assert!(done.usage.completion_tokens < 300, "{name}");
+            let closed = client.recv(Duration::from_secs(5)).await;
+            assert!(matches!(closed, Err(ClientError::Closed)), "{name}: {closed:?}");
         }
         let status = loop {
             if let Some(status) = daemon.child.try_wait().unwrap() {
@@ -437,18 +491,26 @@ fn a_cancelled_prefill_reports_the_rows_it_reused() {
             .unwrap();
         client.send(&Request::Generate(generate(c.context, 8, None))).await.unwrap();
         let mut cancelled = false;
+        let mut totals = Vec::new();
         let done = loop {
             match client.recv(Duration::from_secs(60)).await.unwrap() {
-                Reply::Progress { .. } if !cancelled => {
+                Reply::Progress { total, .. } if !cancelled => {
+                    totals.push(total);
                     client.send(&Request::Cancel {}).await.unwrap();
                     cancelled = true;
                 }
-                Reply::Progress { .. } | Reply::Delta { .. } => {}
+                Reply::Progress { total, .. } => totals.push(total),
+                Reply::Delta { .. } => {}
                 Reply::Done(done) => break done,
                 other => panic!("{other:?}"),
             }
         };
         assert!(cancelled, "the prefill sent progress");
+        // `progress.total` counts the rows this generation computes: the prompt past the rows
+        // found stored.
+        let reused = done.usage.recomputed_from.unwrap();
+        assert!(reused > 0);
+        assert!(totals.iter().all(|&t| t + reused == done.usage.prompt_tokens), "{totals:?}");
         assert_eq!(done.stop, StopReason::Cancelled);
         assert_eq!(done.usage.completion_tokens, 0, "cancelled before the first token");
         // Everything up to the first prompt's generation header was stored.

@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "a failed unwrap is a failed test")]
 
 mod batch;
+mod documented;
 mod fuzz;
 mod fuzz_cases;
 mod hardening;

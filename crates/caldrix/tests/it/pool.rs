@@ -261,6 +261,7 @@ fn a_tiny_budget_evicts_and_still_answers() {
 #[test]
 fn bad_input_gets_an_error_and_the_daemon_serves_the_next_client() {
     let daemon = Daemon::start("bad", FrameFormat::Json, &["--max-connections", "2"], None);
+    crate::documented::the_documented_rules_hold(&daemon.socket, FrameFormat::Json);
     runtime().block_on(async {
         let json = FrameFormat::Json;
         let mut client = daemon.client(json).await;

@@ -1,0 +1,235 @@
+//! Every key of `settings.toml`, each declared once: its doc comment, name, type, default and
+//! bound (`docs/configuration.md` has the table for users; a test keeps the two the same).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use super::declare::{Bad, at_least, section};
+
+pub const DEFAULT_MODEL: &str = "bartowski/SmolLM2-135M-Instruct-GGUF:Q4_K_M";
+pub const DEFAULT_TOOL_CAP: u64 = 20_000;
+
+section! {
+    /// The effective settings of one run.
+    #[derive(Clone, Debug, PartialEq)]
+    pub struct Settings(env) {
+        /// The root agent's turn budget when `--max-turns` is not given.
+        max_turns: u32 = 40, at_least(1);
+        /// The prompt profile sessions attach (`--profile` wins); `None`: the project key.
+        profile: Option<String> = None, profile_name;
+    }
+    and {
+        /// Members by role: `main` (always) and `decision` (optional), `[members.<role>]`.
+        main: Member = Member::of(DEFAULT_MODEL.to_owned());
+        decision: Option<Member> = None;
+        pool: PoolSettings = PoolSettings::declared(env);
+        delegation: Delegation = Delegation::declared();
+        context: ContextSettings = ContextSettings::declared();
+        hooks: HookSettings = HookSettings::declared();
+        plugins: PluginSettings = PluginSettings::declared();
+        tune: TuneSettings = TuneSettings::declared();
+        /// The files the settings came from, in the order they were applied.
+        sources: Vec<PathBuf> = Vec::new();
+    }
+}
+
+section! {
+    /// A member: a model reference (a GGUF path, a Hugging Face reference, `openai:URL#MODEL`
+    /// for a remote engine, or `script:...` for the scripted member) and its serving flags.
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct Member {
+        model: String = String::new();
+        /// Context window in tokens.
+        ctx: Option<u32> = None, at_least(1);
+        /// CPU threads.
+        threads: Option<u32> = None, at_least(1);
+        /// Prefill batch.
+        batch: Option<u32> = None, at_least(1);
+        gpu_layers: Option<u32> = None;
+        /// Generations decoded together (`--max-batch`, 1 to `caldrix_proto::MAX_BATCH`).
+        max_batch: Option<u32> = None, max_batch;
+        /// `true` passes `--fast-forward`, `--draft` (both off by default: not yet measured
+        /// faster).
+        fast_forward: Option<bool> = None;
+        draft: Option<bool> = None;
+        /// A remote member: the NAME of the environment variable holding the engine's API key
+        /// (read by the pool; the key is in no settings file and no session file).
+        api_key_env: Option<String> = None;
+        /// A remote member: a local reference of the same model, for its vocabulary and
+        /// template.
+        tokenizer: Option<String> = None;
+        /// A remote member: who applies the chat template (`pool` or `engine`; unset: the pool
+        /// when it has a template, else the engine).
+        render: Option<caldrix_proto::Render> = None;
+    }
+}
+
+/// The keys of `tune.flags`: a member's serving flags without its model or remote settings.
+pub(crate) const FLAGS: &[&str] =
+    &["ctx", "threads", "batch", "gpu_layers", "max_batch", "fast_forward", "draft"];
+
+section! {
+    /// `[pool]`.
+    #[derive(Clone, Debug, PartialEq)]
+    pub struct PoolSettings(env) {
+        /// The `caldrix` binary autostart runs.
+        caldrix: PathBuf = PathBuf::from("caldrix");
+        socket: PathBuf = env.default_socket();
+        start_timeout_secs: u64 = 900, at_least(1);
+        max_connections: u32 = 4, at_least(1);
+    }
+}
+
+section! {
+    /// `[delegation]`.
+    #[derive(Clone, Debug, PartialEq)]
+    pub struct Delegation {
+        max_turns: u32 = 40, at_least(1);
+        retries: u32 = 2;
+        depth: u32 = 3;
+        parallel: u32 = 4, at_least(1);
+        planner_tools: Vec<String> =
+            ["repo_map", "agent", "plan", "context"].map(String::from).to_vec();
+    }
+}
+
+section! {
+    /// `[context]`.
+    #[derive(Clone, Debug, PartialEq)]
+    pub struct ContextSettings {
+        soft_ratio: f64 = 0.70, ratio;
+        /// Above 0 and below `soft_ratio` (checked once every key of a file is read).
+        target_ratio: f64 = 0.50;
+        max_new_tokens: u32 = 1024, at_least(64);
+        skills_chars: u32 = 4_000;
+        /// Bytes a tool's result may hold before it is cut (and spooled whole), by tool name.
+        tool_caps: BTreeMap<String, u64> = [
+            ("default", DEFAULT_TOOL_CAP),
+            ("read", 24_000),
+            ("bash", 16_000),
+            ("grep", 12_000),
+            ("glob", 8_000),
+            ("repo_map", 12_000),
+            ("agent", 4_000),
+        ]
+        .map(|(tool, cap)| (tool.to_owned(), cap))
+        .into(), caps;
+        /// Answer a call that repeats an earlier one whose result cannot have changed with a
+        /// pointer to that result, and end an agent stuck repeating (a deviation from the spec).
+        repeat_guard: bool = true;
+        /// Under the `Json` constraint, an agent's last turn of its budget may only be a `final`
+        /// (a deviation from the spec, off by default: the budget then ends in an answer, not
+        /// `budget`).
+        last_turn_final: bool = false;
+    }
+}
+
+section! {
+    /// Where hooks are read from (the hook files themselves are `aerix-hooks`'s).
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct HookSettings {
+        /// Claude Code's settings files (`~/.claude/settings.json`, the project's
+        /// `.claude/settings.json` and `settings.local.json`) add their hooks after aerix's own.
+        claude_settings: bool = true;
+    }
+}
+
+section! {
+    /// Which plugins load (`aerix-skills` finds them).
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct PluginSettings {
+        /// Plugins of aerix's plugin directories by name, or Claude Code's `name@marketplace`.
+        enabled: Vec<String> = Vec::new(), names;
+        /// Also load the plugins Claude Code's settings enable (`enabledPlugins`).
+        claude_code: bool = true;
+    }
+}
+
+section! {
+    /// `aerix tune` and `aerix profile sync` (`[tune]`).
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct TuneSettings {
+        /// How many sessions `aerix tune` reads when `--sessions` is not given.
+        sessions: u32 = 20, at_least(1);
+    }
+    and {
+        /// The reflection member (`tune.member`, with `tune.flags` as its serving flags);
+        /// `None`: the main member reflects.
+        member: Option<Member> = None;
+    }
+}
+
+/// The keys of `[tune]` that are not fields: `member` (a model reference) and `flags` (a table
+/// of `FLAGS`), which together make `TuneSettings::member`.
+pub(crate) const TUNE_MEMBER: [&str; 2] = ["member", "flags"];
+
+impl Member {
+    /// A member of `model` with every serving flag left to the pool.
+    pub fn of(model: String) -> Member {
+        Member { model, ..Member::declared() }
+    }
+
+    pub fn is_remote(&self) -> bool {
+        self.model.starts_with("openai:")
+    }
+}
+
+impl ContextSettings {
+    /// The cap of a tool's results (`tool_caps.<tool>`, else `tool_caps.default`).
+    pub fn tool_cap(&self, tool: &str) -> u64 {
+        self.tool_caps
+            .get(tool)
+            .or_else(|| self.tool_caps.get("default"))
+            .copied()
+            .unwrap_or(DEFAULT_TOOL_CAP)
+    }
+}
+
+/// A profile name: `[A-Za-z0-9_-][A-Za-z0-9._-]*` (it names a repository file and branches).
+pub fn valid_profile_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    let first_ok =
+        chars.next().is_some_and(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'));
+    first_ok && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+}
+
+fn profile_name(profile: &Option<String>) -> Result<(), Bad> {
+    match profile {
+        Some(name) if !valid_profile_name(name) => {
+            Err(Bad::new(format!("`{name}` is not a profile name ([A-Za-z0-9_-][A-Za-z0-9._-]*)")))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// `max_batch`: the pool's bound, refused here by key.
+fn max_batch(value: &Option<u32>) -> Result<(), Bad> {
+    let max = caldrix_proto::MAX_BATCH;
+    match *value {
+        Some(n) if !(1..=max).contains(&n) => {
+            Err(Bad::new(format!("must be between 1 and {max}, not {n}")))
+        }
+        _ => Ok(()),
+    }
+}
+
+fn ratio(value: &f64) -> Result<(), Bad> {
+    if *value > 0.0 && *value < 1.0 { Ok(()) } else { Err(Bad::new("must be between 0 and 1")) }
+}
+
+fn caps(caps: &BTreeMap<String, u64>) -> Result<(), Bad> {
+    match caps.iter().find(|(_, cap)| **cap < 256) {
+        Some((tool, _)) => Err(Bad::Value {
+            entry: Some(tool.clone()),
+            message: "must be at least 256 bytes".to_owned(),
+        }),
+        None => Ok(()),
+    }
+}
+
+fn names(names: &[String]) -> Result<(), Bad> {
+    match names.iter().find(|n| n.trim().is_empty()) {
+        Some(empty) => Err(Bad::new(format!("holds an empty name {empty:?}"))),
+        None => Ok(()),
+    }
+}

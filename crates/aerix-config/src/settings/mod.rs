@@ -1,0 +1,340 @@
+//! `settings.toml`: the user's, the project's and the project's local overrides, merged key by
+//! key (later files win), every key checked, every error naming its file, line and key.
+//!
+//! `keys.rs` declares every key once (`declare.rs` says how); this file reads a file's tables
+//! into them and checks what spans several keys (a decision member's model, a remote member's
+//! settings, `target_ratio` under `soft_ratio`, `tune.flags` with `tune.member`).
+
+pub(crate) mod declare;
+mod keys;
+
+use std::path::{Path, PathBuf};
+
+use toml::{Table, Value};
+
+use crate::ConfigError;
+use declare::{Bad, Section, unknown};
+pub use keys::{
+    ContextSettings, DEFAULT_MODEL, DEFAULT_TOOL_CAP, Delegation, HookSettings, Member,
+    PluginSettings, PoolSettings, Settings, TuneSettings, valid_profile_name,
+};
+
+/// The tables of a settings file besides the top-level keys, in the order errors list them.
+const TABLES: [&str; 7] = ["members", "pool", "delegation", "context", "hooks", "plugins", "tune"];
+const ROLES: [&str; 2] = ["main", "decision"];
+
+/// Where settings files are looked for.
+#[derive(Clone, Debug)]
+pub struct SettingsPaths {
+    /// `$XDG_CONFIG_HOME/aerix/settings.toml` (or `~/.config/...`).
+    pub user: Option<PathBuf>,
+    /// `<project>/.aerix/settings.toml`.
+    pub project: Option<PathBuf>,
+    /// `<project>/.aerix/settings.local.toml`: the user's own overrides, not committed.
+    pub local: Option<PathBuf>,
+}
+
+impl SettingsPaths {
+    /// The standard places for a project rooted at `project_root`.
+    pub fn standard(env: &crate::Env, project_root: &Path) -> SettingsPaths {
+        let dir = project_root.join(".aerix");
+        SettingsPaths {
+            user: env.config_home().map(|c| c.join("aerix/settings.toml")),
+            project: Some(dir.join("settings.toml")),
+            local: Some(dir.join("settings.local.toml")),
+        }
+    }
+}
+
+/// Reads and merges the settings files that exist (a missing file is no error) over the
+/// defaults.
+pub fn load(paths: &SettingsPaths, env: &crate::Env) -> Result<Settings, ConfigError> {
+    let mut settings = defaults(env);
+    let files = [&paths.user, &paths.project, &paths.local];
+    for path in files.into_iter().flatten() {
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(source) => return Err(ConfigError::Read { path: path.clone(), source }),
+        };
+        apply(&mut settings, path, &text)?;
+        settings.sources.push(path.clone());
+    }
+    Ok(settings)
+}
+
+/// The settings when no file sets anything.
+pub fn defaults(env: &crate::Env) -> Settings {
+    Settings::declared(env)
+}
+
+/// One settings file being read: what its errors name.
+struct File<'a> {
+    path: &'a Path,
+    text: &'a str,
+}
+
+impl File<'_> {
+    /// An error about `key` (dotted, from the top), on the line that sets it when one does.
+    fn invalid(&self, key: &str, message: String) -> ConfigError {
+        ConfigError::Invalid {
+            path: self.path.to_owned(),
+            line: find_key(self.text, key),
+            key: Some(key.to_owned()),
+            message,
+        }
+    }
+
+    /// A refused value of `key` in `table` (`""`: the top level), `expected` the table's keys.
+    fn bad(&self, table: &str, key: &str, bad: Bad, expected: &[&str]) -> ConfigError {
+        let full = if table.is_empty() { key.to_owned() } else { format!("{table}.{key}") };
+        match bad {
+            Bad::Unknown => self.invalid(&full, unknown(key, expected)),
+            Bad::Value { entry: Some(entry), message } => {
+                self.invalid(&format!("{full}.{entry}"), message)
+            }
+            Bad::Value { entry: None, message } => self.invalid(&full, message),
+        }
+    }
+
+    /// The table a key holds, or an error naming it.
+    fn table(&self, key: &str, value: Value) -> Result<Table, ConfigError> {
+        match value {
+            Value::Table(table) => Ok(table),
+            other => Err(self.invalid(key, format!("must be a table, not {}", other.type_str()))),
+        }
+    }
+
+    /// Every key of `value` (the table `name`) set on `section`; `only` narrows the keys.
+    fn section<S: Section>(
+        &self,
+        section: &mut S,
+        name: &str,
+        value: Value,
+        only: Option<&[&str]>,
+    ) -> Result<(), ConfigError> {
+        let expected = only.unwrap_or(S::KEYS);
+        for (key, value) in self.table(name, value)? {
+            let set = if expected.contains(&key.as_str()) {
+                section.set(&key, value)
+            } else {
+                Err(Bad::Unknown)
+            };
+            set.map_err(|bad| self.bad(name, &key, bad, expected))?;
+        }
+        Ok(())
+    }
+}
+
+fn apply(settings: &mut Settings, path: &Path, text: &str) -> Result<(), ConfigError> {
+    let root: Table = toml::from_str(text).map_err(|e| {
+        let line = e.span().map(|span| line_of(text, span.start));
+        let key = line.and_then(|line| key_at(text, line));
+        ConfigError::Invalid { path: path.to_owned(), line, key, message: e.message().to_owned() }
+    })?;
+    let file = File { path, text };
+    let sets_target = root
+        .get("context")
+        .and_then(Value::as_table)
+        .is_some_and(|c| c.contains_key("target_ratio"));
+    for (key, value) in root {
+        match key.as_str() {
+            "members" => members(settings, &file, value)?,
+            "pool" => file.section(&mut settings.pool, "pool", value, None)?,
+            "delegation" => file.section(&mut settings.delegation, "delegation", value, None)?,
+            "context" => file.section(&mut settings.context, "context", value, None)?,
+            "hooks" => file.section(&mut settings.hooks, "hooks", value, None)?,
+            "plugins" => file.section(&mut settings.plugins, "plugins", value, None)?,
+            "tune" => tune(settings, &file, value)?,
+            _ => settings.set(&key, value).map_err(|bad| {
+                let expected: Vec<&str> = Settings::KEYS.iter().chain(&TABLES).copied().collect();
+                file.bad("", &key, bad, &expected)
+            })?,
+        }
+    }
+    for (role, member) in [("main", Some(&settings.main)), ("decision", settings.decision.as_ref())]
+    {
+        let Some(member) = member else { continue };
+        check_remote(member, &format!("members.{role}"), &file)?;
+    }
+    let ctx = &settings.context;
+    if !(ctx.target_ratio > 0.0 && ctx.target_ratio < ctx.soft_ratio) {
+        let key = if sets_target { "target_ratio" } else { "soft_ratio" };
+        return Err(file.invalid(
+            &format!("context.{key}"),
+            format!(
+                "target_ratio ({}) must be above 0 and below soft_ratio ({})",
+                ctx.target_ratio, ctx.soft_ratio
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// `[members.main]` and `[members.decision]`; a decision member needs a model (from this file
+/// or an earlier one).
+fn members(settings: &mut Settings, file: &File<'_>, value: Value) -> Result<(), ConfigError> {
+    for (role, value) in file.table("members", value)? {
+        let table = format!("members.{role}");
+        match role.as_str() {
+            "main" => file.section(&mut settings.main, &table, value, None)?,
+            "decision" => {
+                let mut member = settings.decision.clone().unwrap_or(Member::of(String::new()));
+                file.section(&mut member, &table, value, None)?;
+                if member.model.is_empty() {
+                    let message = "a decision member needs a model".to_owned();
+                    return Err(file.invalid("members.decision.model", message));
+                }
+                settings.decision = Some(member);
+            }
+            _ => return Err(file.bad("members", &role, Bad::Unknown, &ROLES)),
+        }
+    }
+    Ok(())
+}
+
+/// `[tune]`: a later file's `member` or `flags` merges into an earlier file's.
+fn tune(settings: &mut Settings, file: &File<'_>, value: Value) -> Result<(), ConfigError> {
+    let mut table = file.table("tune", value)?;
+    let [member_key, flags_key] = keys::TUNE_MEMBER;
+    let model = table.remove(member_key);
+    let flags = table.remove(flags_key);
+    let expected: Vec<&str> = keys::TUNE_MEMBER.iter().chain(TuneSettings::KEYS).copied().collect();
+    for (key, value) in table {
+        settings.tune.set(&key, value).map_err(|bad| file.bad("tune", &key, bad, &expected))?;
+    }
+    if model.is_none() && flags.is_none() {
+        return Ok(());
+    }
+    let mut member = settings.tune.member.clone().unwrap_or(Member::of(String::new()));
+    if let Some(model) = model {
+        let model = <String as declare::Layer>::parse(model)
+            .map_err(|bad| file.bad("tune", member_key, bad, &expected))?;
+        if model.trim().is_empty() {
+            return Err(file.invalid("tune.member", "is empty".to_owned()));
+        }
+        member.model = model;
+    }
+    if let Some(flags) = flags {
+        file.section(&mut member, "tune.flags", flags, Some(keys::FLAGS))?;
+    }
+    if member.model.is_empty() {
+        return Err(file.invalid("tune.flags", "`tune.flags` needs `tune.member`".to_owned()));
+    }
+    settings.tune.member = Some(member);
+    Ok(())
+}
+
+/// A remote member's reference and settings, refused by key when malformed: `openai:URL#MODEL`
+/// with an `http://` URL, `api_key_env` a variable's name (never the key itself), and both
+/// settings only on a remote member. (The pool checks again, and probes the engine.)
+fn check_remote(member: &Member, table: &str, file: &File<'_>) -> Result<(), ConfigError> {
+    let invalid = |key: &str, message: String| file.invalid(&format!("{table}.{key}"), message);
+    if !member.is_remote() {
+        let render = member.render.map(|r| r.as_str().to_owned());
+        for (key, value) in [
+            ("api_key_env", &member.api_key_env),
+            ("tokenizer", &member.tokenizer),
+            ("render", &render),
+        ] {
+            if value.is_some() {
+                return Err(invalid(
+                    key,
+                    "is a setting of a remote member (model = \"openai:URL#MODEL\")".into(),
+                ));
+            }
+        }
+        return Ok(());
+    }
+    let rest = member.model.trim_start_matches("openai:");
+    match rest.split_once('#') {
+        Some((url, model)) if url.starts_with("http://") && url.len() > 7 && !model.is_empty() => {}
+        Some((url, _)) if url.starts_with("https://") => {
+            return Err(invalid(
+                "model",
+                "a remote engine is reached over plain http:// in this build (docs/remote.md)"
+                    .into(),
+            ));
+        }
+        _ => {
+            return Err(invalid(
+                "model",
+                format!("a remote member is openai:http://HOST:PORT#MODEL, not {:?}", member.model),
+            ));
+        }
+    }
+    if let Some(var) = &member.api_key_env {
+        let mut chars = var.chars();
+        let first = chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+        if !first || !chars.all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return Err(invalid(
+                "api_key_env",
+                "must be an environment variable's name (letters, digits and _), not the key"
+                    .into(),
+            ));
+        }
+    }
+    if member.tokenizer.as_deref().is_some_and(str::is_empty) {
+        return Err(invalid("tokenizer", "must name a model".into()));
+    }
+    if member.tokenizer.is_some() && member.render == Some(caldrix_proto::Render::Engine) {
+        return Err(invalid(
+            "render",
+            "\"engine\" has the engine render and count, a tokenizer has the pool do both: \
+             give one or the other"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
+/// 1-based line of a byte offset.
+fn line_of(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())].matches('\n').count() + 1
+}
+
+/// `table.key` for the key assigned on a line, with the table header above it.
+fn key_at(text: &str, line: usize) -> Option<String> {
+    let lines: Vec<&str> = text.lines().collect();
+    let here = lines.get(line.checked_sub(1)?)?.trim();
+    if here.starts_with('[') {
+        // A broken table header: name the table.
+        return Some(here.trim_matches(['[', ']']).trim().to_owned()).filter(|t| !t.is_empty());
+    }
+    let key = here.split_once('=').map(|(k, _)| k.trim().trim_matches('"').to_owned());
+    let table = lines[..line - 1].iter().rev().find_map(|l| table_header(l));
+    match (table, key) {
+        (Some(table), Some(key)) => Some(format!("{table}.{key}")),
+        (None, Some(key)) => Some(key),
+        (Some(table), None) => Some(table),
+        (None, None) => None,
+    }
+}
+
+fn table_header(line: &str) -> Option<String> {
+    let line = line.trim();
+    let inner = line.strip_prefix('[')?.strip_suffix(']')?;
+    Some(inner.trim_matches(['[', ']']).trim().to_owned())
+}
+
+/// The line where the dotted `key` (from the top level) is set.
+fn find_key(text: &str, key: &str) -> Option<usize> {
+    let mut current = String::new();
+    for (i, line) in text.lines().enumerate() {
+        if let Some(header) = table_header(line) {
+            current = header;
+            continue;
+        }
+        let Some((k, _)) = line.split_once('=') else { continue };
+        let k = k.trim().trim_matches('"');
+        // Dotted keys (`context.soft_ratio = 0.6` at the top level) count too.
+        let full = if current.is_empty() { k.to_owned() } else { format!("{current}.{k}") };
+        if full == key {
+            return Some(i + 1);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests;

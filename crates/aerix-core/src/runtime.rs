@@ -1,0 +1,326 @@
+//! What every agent of a request shares: the connection, the sink, the options, the hooks and
+//! gates, and the two seams the binary fills: each context's budget (`Compaction`) and the
+//! pieces an `agent` call runs (`Delegation`).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use aerix_prompts::Prompts;
+use aerix_tools::{Cancel, ToolError};
+use aerix_turn::schemas::{self, ContextIds};
+use aerix_turn::{Answer, Call, SchemaCache};
+use caldrix_proto::{Done, Generate};
+use serde_json::Value;
+
+use crate::connection::{Connection, Later};
+use crate::context::{Context, Segment};
+use crate::definitions::{Definitions, NO_DEFINITIONS};
+use crate::error::CoreError;
+use crate::gates::{ACCEPT_PLANS, AskGate, DENY_ASKS, PlanGate};
+use crate::hooks::{NO_HOOKS, RuntimeHooks};
+use crate::sink::{Live, Sink};
+use crate::skills::{NO_SKILLS, Skills};
+
+/// What the runtime reads of the settings (the binary fills it from its settings files).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Options {
+    /// A turn asks for `min(max_new_tokens, W / 4)` tokens.
+    pub max_new_tokens: u32,
+    /// The repeat guard (`repeats.rs`).
+    pub repeat_guard: bool,
+    /// Under the `Json` constraint, the budget's last turn may only be a `final`.
+    pub last_turn_final: bool,
+    /// Bytes a tool's result may hold before it is cut and spooled, by tool name.
+    pub tool_caps: BTreeMap<String, u64>,
+    /// The cap of a tool `tool_caps` does not name.
+    pub default_tool_cap: u64,
+    /// The characters the system segment's skills listing may take.
+    pub skills_chars: u32,
+    /// The tools a planning root may call (the `edit` and `plan` routes).
+    pub planner_tools: Vec<String>,
+}
+
+impl Options {
+    /// The cap of a tool's results.
+    pub fn tool_cap(&self, tool: &str) -> u64 {
+        self.tool_caps.get(tool).copied().unwrap_or(self.default_tool_cap)
+    }
+}
+
+/// Each context's budget (the spec's "Context management"): the pass before a turn, a turn's
+/// results fitted to the room left, and the model's own `context` tool. It sees the context
+/// (its segments and the pool's counts) and the member's window; `aerix-compact` implements it.
+pub trait Compaction: Send + Sync {
+    /// Before a turn (the hard limit comes after it, in the turn loop).
+    fn before_turn<'a>(
+        &'a self,
+        context: &'a mut Context,
+        window: u32,
+        rt: &'a mut Runtime<'_>,
+    ) -> Later<'a, Result<(), CoreError>>;
+
+    /// A turn's results, appended in call order in one request.
+    fn append_results<'a>(
+        &'a self,
+        context: &'a mut Context,
+        window: u32,
+        rt: &'a mut Runtime<'_>,
+        results: Vec<Segment>,
+    ) -> Later<'a, Result<(), CoreError>>;
+
+    /// A `context` call.
+    fn context_tool<'a>(
+        &'a self,
+        context: &'a mut Context,
+        window: u32,
+        rt: &'a mut Runtime<'_>,
+        input: &'a Value,
+    ) -> Later<'a, Result<String, ToolError>>;
+}
+
+/// No budget: results go in whole, the `context` tool refuses.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoCompaction;
+
+impl Compaction for NoCompaction {
+    fn before_turn<'a>(
+        &'a self,
+        _: &'a mut Context,
+        _: u32,
+        _: &'a mut Runtime<'_>,
+    ) -> Later<'a, Result<(), CoreError>> {
+        Box::pin(async { Ok(()) })
+    }
+
+    fn append_results<'a>(
+        &'a self,
+        context: &'a mut Context,
+        _: u32,
+        rt: &'a mut Runtime<'_>,
+        results: Vec<Segment>,
+    ) -> Later<'a, Result<(), CoreError>> {
+        Box::pin(context.append_all(rt.client, rt.sink, results))
+    }
+
+    fn context_tool<'a>(
+        &'a self,
+        _: &'a mut Context,
+        _: u32,
+        _: &'a mut Runtime<'_>,
+        _: &'a Value,
+    ) -> Later<'a, Result<String, ToolError>> {
+        Box::pin(async { Err(ToolError::new("refused: this runtime manages no context")) })
+    }
+}
+
+/// The calling agent, as the pieces of its `agent` calls see it.
+#[derive(Clone, Debug)]
+pub struct Caller {
+    pub id: String,
+    pub depth: u32,
+    pub member: String,
+    pub window: u32,
+    pub json: bool,
+    /// The leading system and instruction segments: every piece's context starts with them, so
+    /// the pool's prefix store resumes their rows.
+    pub prefix: Vec<Segment>,
+}
+
+/// A turn's `agent` calls, run after its other calls; `aerix-delegate` implements it.
+pub trait Delegation: Send + Sync {
+    /// An agent at this depth or deeper gets no `agent` tool (the root is at 0).
+    fn depth(&self) -> u32;
+
+    /// Runs `calls`, one turn's `agent` calls of `caller`; each result by its call's id (a call
+    /// missing from them did not run). Blocks until they end.
+    fn run_all(
+        &self,
+        rt: &mut Runtime<'_>,
+        caller: &Caller,
+        calls: &[Call],
+    ) -> Vec<(String, Result<String, ToolError>)>;
+}
+
+/// No delegation: no agent gets the `agent` tool.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoDelegation;
+
+impl Delegation for NoDelegation {
+    fn depth(&self) -> u32 {
+        0
+    }
+
+    fn run_all(
+        &self,
+        _: &mut Runtime<'_>,
+        _: &Caller,
+        _: &[Call],
+    ) -> Vec<(String, Result<String, ToolError>)> {
+        Vec::new()
+    }
+}
+
+/// What every agent of a request shares.
+pub struct Runtime<'a> {
+    pub client: &'a mut dyn Connection,
+    pub sink: &'a mut dyn Sink,
+    pub options: Options,
+    pub prompts: &'a Prompts,
+    pub cwd: &'a Path,
+    /// Set when the user cancels: generations get a `cancel` frame, tools and agents stop.
+    pub cancel: Cancel,
+    /// The hook events the runtime fires (compaction, delegation); `NO_HOOKS` by default.
+    pub hooks: &'a dyn RuntimeHooks,
+    /// The agent definitions an `agent` call's `definition` names; `NO_DEFINITIONS` by default.
+    pub definitions: &'a dyn Definitions,
+    /// The skills a `skill` call loads; `NO_SKILLS` (and no `skill` tool) by default.
+    pub skills: &'a dyn Skills,
+    /// The pool's member aliases, for the `agent` call's `member` (empty: not offered).
+    pub members: Vec<String>,
+    /// The root's first plan write of the request; `ACCEPT_PLANS` by default.
+    pub plan_gate: &'a dyn PlanGate,
+    /// A `PreToolUse` hook's `ask`; `DENY_ASKS` by default.
+    pub ask_gate: &'a dyn AskGate,
+    /// Each context's budget; `NoCompaction` by default.
+    pub compaction: Arc<dyn Compaction>,
+    /// The pieces of `agent` calls; `NoDelegation` (no `agent` tool) by default.
+    pub delegation: Arc<dyn Delegation>,
+    /// Whether the root's first plan write of this request has been through the gate.
+    pub(crate) plan_gated: bool,
+    /// Where the request's time went.
+    pub stats: Stats,
+    /// The turn schemas built so far.
+    schemas: SchemaCache,
+}
+
+/// Time spent waiting on the pool, against the rest (the runtime's own overhead and the tools).
+#[derive(Clone, Debug, Default)]
+pub struct Stats {
+    /// When the first generation request was sent.
+    pub first_generate: Option<Instant>,
+    pub generations: u32,
+    /// Wall time from sending a generation to its final frame, summed.
+    pub generating: Duration,
+    /// Agent turns taken.
+    pub turns: u32,
+}
+
+impl Stats {
+    /// Adds another runtime's figures (a piece's) to these.
+    pub fn add(&mut self, other: &Stats) {
+        self.generations += other.generations;
+        self.generating += other.generating;
+        self.turns += other.turns;
+        if let Some(first) = other.first_generate {
+            self.first_generate.get_or_insert(first);
+        }
+    }
+}
+
+impl<'a> Runtime<'a> {
+    pub fn new(
+        client: &'a mut dyn Connection,
+        sink: &'a mut dyn Sink,
+        options: Options,
+        prompts: &'a Prompts,
+        cwd: &'a Path,
+        cancel: Cancel,
+    ) -> Runtime<'a> {
+        Runtime {
+            client,
+            sink,
+            options,
+            prompts,
+            cwd,
+            cancel,
+            hooks: &NO_HOOKS,
+            definitions: &NO_DEFINITIONS,
+            skills: &NO_SKILLS,
+            members: Vec::new(),
+            plan_gate: &ACCEPT_PLANS,
+            ask_gate: &DENY_ASKS,
+            compaction: Arc::new(NoCompaction),
+            delegation: Arc::new(NoDelegation),
+            plan_gated: false,
+            stats: Stats::default(),
+            schemas: SchemaCache::default(),
+        }
+    }
+
+    /// The same runtime, firing its events through `hooks`.
+    pub fn with_hooks(self, hooks: &'a dyn RuntimeHooks) -> Runtime<'a> {
+        Runtime { hooks, ..self }
+    }
+
+    /// The same runtime, finding agent definitions in `definitions`.
+    pub fn with_definitions(self, definitions: &'a dyn Definitions) -> Runtime<'a> {
+        Runtime { definitions, ..self }
+    }
+
+    /// The same runtime, loading skills from `skills`.
+    pub fn with_skills(self, skills: &'a dyn Skills) -> Runtime<'a> {
+        Runtime { skills, ..self }
+    }
+
+    /// The same runtime, asking `plan` and `ask` of the user.
+    pub fn with_gates(self, plan_gate: &'a dyn PlanGate, ask_gate: &'a dyn AskGate) -> Runtime<'a> {
+        Runtime { plan_gate, ask_gate, ..self }
+    }
+
+    /// The same runtime, knowing the pool's members (an `agent` call's `member` names one).
+    pub fn with_members(self, members: Vec<String>) -> Runtime<'a> {
+        Runtime { members, ..self }
+    }
+
+    /// The same runtime, keeping each context's budget with `compaction`.
+    pub fn with_compaction(self, compaction: Arc<dyn Compaction>) -> Runtime<'a> {
+        Runtime { compaction, ..self }
+    }
+
+    /// The same runtime, running `agent` calls with `delegation`.
+    pub fn with_delegation(self, delegation: Arc<dyn Delegation>) -> Runtime<'a> {
+        Runtime { delegation, ..self }
+    }
+
+    /// `tools` for an agent at `depth`: without `agent` at the delegation's depth limit.
+    pub fn tools_at(&self, tools: Vec<String>, depth: u32) -> Vec<String> {
+        if depth < self.delegation.depth() {
+            return tools;
+        }
+        tools.into_iter().filter(|t| t != "agent").collect()
+    }
+
+    /// A generation of `agent`, timed into `stats`, its progress to the sink; the cancel flag
+    /// ends it.
+    pub async fn generate(&mut self, agent: &str, generate: Generate) -> Result<Done, CoreError> {
+        let start = Instant::now();
+        self.stats.first_generate.get_or_insert(start);
+        self.sink.live(agent, Live::Generating);
+        let sink = &mut *self.sink;
+        let done = self
+            .client
+            .generate(generate, &self.cancel, &mut || sink.live(agent, Live::Streamed))
+            .await;
+        self.sink.live(agent, Live::Generated);
+        self.stats.generations += 1;
+        self.stats.generating += start.elapsed();
+        done
+    }
+
+    /// The turn schema's text: an `agent` call may name only the definitions and members
+    /// there are, a `skill` call only the skills, a `context` call only the segments.
+    pub(crate) fn schema_for(
+        &mut self,
+        tools: &[String],
+        answer: Answer,
+        ids: ContextIds,
+    ) -> String {
+        let (definitions, members, skills) = (self.definitions, &self.members, self.skills);
+        self.schemas.text(tools, answer, ids, |schema| {
+            schemas::restrict_agent_call(schema, &definitions.names(), members);
+            schemas::restrict_skill_call(schema, &skills.names());
+        })
+    }
+}

@@ -1,0 +1,26 @@
+//! Where an agent's events go.
+
+use std::path::PathBuf;
+
+use aerix_session::Event;
+
+/// Where an agent's events go (the session log, a screen, a test), and its spool.
+pub trait Sink: Send {
+    fn event(&mut self, event: Event);
+    /// Writes a whole tool result once; its path, or `None` when it could not be written.
+    fn spool(&mut self, name: &str, text: &str) -> Option<PathBuf>;
+    /// A generation's progress as it happens (not logged: a screen's live figures). `agent`
+    /// is the agent generating, `route` for routing's probe.
+    fn live(&mut self, _agent: &str, _live: Live) {}
+}
+
+/// A generation's progress.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Live {
+    /// Sent to the pool.
+    Generating,
+    /// A piece of text arrived.
+    Streamed,
+    /// Its `done` came (or it failed, or was cancelled).
+    Generated,
+}

@@ -1,0 +1,272 @@
+//! A request end to end: route (`route.rs`), set up the root agent `a1` (its system,
+//! instruction and hook segments, or a resumed root's from the log; the prompt, with the
+//! planner note on `edit`/`plan`), run it on `aerix-core`'s turn loop.
+
+mod route;
+
+use aerix_config::InstructionFile;
+use aerix_core::{
+    Agent, AgentEnd, AgentSpec, Context, CoreError, HookFire, Label, Runtime, Segment, offer_skill,
+};
+use aerix_session::{Event, Rebuilt};
+use aerix_turn::{ALL_TOOLS, Answer, system_segment};
+use caldrix_proto::Role;
+
+pub use route::{ROUTE_TOKENS, ROUTES, Route, route};
+
+pub const ROOT: &str = "a1";
+/// The id of the root's pinned `# Hook context` segment.
+pub const HOOK_CONTEXT: &str = "hooks";
+
+/// One request to run.
+pub struct Request {
+    pub prompt: String,
+    pub instructions: Vec<InstructionFile>,
+    /// What the `SessionStart` hooks said: the root's pinned `# Hook context` segment, after
+    /// the instructions (a resumed root's earlier one is replaced in place, or removed).
+    pub hook_context: Option<String>,
+    /// What the `UserPromptSubmit` hooks said: appended to the prompt (routing sees the
+    /// prompt alone).
+    pub prompt_context: Option<String>,
+    /// The member agents run on, its window, and whether it takes the `Json` constraint.
+    pub main: String,
+    pub window: u32,
+    pub json: bool,
+    /// The member that routes (`main` when there is none).
+    pub decision: Option<String>,
+    pub max_turns: u32,
+    /// The root's context and plan from the session log, when resuming.
+    pub resume: Option<Rebuilt>,
+}
+
+#[derive(Debug)]
+pub struct RequestEnd {
+    pub route: Route,
+    pub end: AgentEnd,
+}
+
+fn instructions_text(files: &[InstructionFile]) -> Option<String> {
+    if files.is_empty() {
+        return None;
+    }
+    let mut text =
+        String::from("# Instructions\n\nThe project's instruction files, outermost first.\n");
+    for file in files {
+        text.push_str(&format!("\n## {}\n\n{}\n", file.path.display(), file.text.trim()));
+    }
+    Some(text)
+}
+
+fn hook_context_text(context: &str) -> String {
+    format!("# Hook context\n\n{}", context.trim())
+}
+
+/// A request longer than this is not repeated in the planner note's example call.
+const NOTE_REQUEST_CHARS: usize = 2000;
+
+/// The note a planner's prompt carries, with the start of the call that delegates the whole
+/// request (a small model copies an example call: without one it filled briefs with
+/// `parse.rs` and `1.0.0.0`, eight pieces a turn).
+fn planner_note(tools: &[String], request: &str) -> String {
+    let tools_line =
+        format!("You are planning this request: you may call only {}.", tools.join(", "));
+    if !tools.iter().any(|t| t == "agent") {
+        return format!("\n\n({tools_line})");
+    }
+    let brief = if request.chars().count() <= NOTE_REQUEST_CHARS {
+        request
+    } else {
+        "<the request above, in full>"
+    };
+    let call = serde_json::json!({"tool": "agent", "input": {"brief": brief}});
+    format!(
+        "\n\n({tools_line} Delegate anything that reads files or runs commands with `agent`, giving each piece a complete brief and a check. A request that is one piece of work is one call whose brief is the request, and whose check is the command that shows it works (one the request names, when it names one):\n\n{call}\n)"
+    )
+}
+
+/// The root's pinned segments as this start reads them: the system segment (the profile's
+/// prompts, the skills' listing), the instruction files, the `SessionStart` hooks' context.
+fn pinned_segments(rt: &Runtime<'_>, request: &Request) -> Vec<Segment> {
+    let listing = rt.skills.listing(usize::try_from(rt.options.skills_chars).unwrap_or(0));
+    let mut segments = vec![Segment {
+        id: "system".into(),
+        role: Role::System,
+        label: Label::System,
+        text: system_segment(rt.prompts, listing.as_deref()),
+        pinned: true,
+        tokens: 0,
+    }];
+    if let Some(text) = instructions_text(&request.instructions) {
+        segments.push(Segment {
+            id: "instructions".into(),
+            role: Role::User,
+            label: Label::Instructions,
+            text,
+            pinned: true,
+            tokens: 0,
+        });
+    }
+    if let Some(context) = &request.hook_context {
+        segments.push(Segment {
+            id: HOOK_CONTEXT.into(),
+            role: Role::User,
+            label: Label::Hook,
+            text: hook_context_text(context),
+            pinned: true,
+            tokens: 0,
+        });
+    }
+    segments
+}
+
+/// A resumed root's conversation comes from the log, its pinned segments from this start (the
+/// prompts of the profile commit it attached, `--profile-refresh`'s included; the instruction
+/// files as they are now; this start's hook context): each replaced in place when it differs
+/// from the log's, removed when there is none now, appended before the prompt when the root had
+/// none. Equal texts change nothing, so the stored prefix still serves.
+async fn resume_pinned(
+    rt: &mut Runtime<'_>,
+    context: &mut Context,
+    pinned: Vec<Segment>,
+) -> Result<(), CoreError> {
+    for id in ["system", "instructions", HOOK_CONTEXT] {
+        let old = context.get(id).map(|s| s.text.clone());
+        let new = pinned.iter().find(|s| s.id == id).cloned();
+        match (old, new) {
+            (Some(old), Some(new)) if old != new.text => {
+                context.replace(rt.client, rt.sink, id, new.text, Some(true), None).await?;
+            }
+            (Some(_), None) => context.remove(rt.client, rt.sink, id).await?,
+            (None, Some(new)) => context.append(rt.client, rt.sink, new).await?,
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+pub async fn run_request(rt: &mut Runtime<'_>, request: Request) -> Result<RequestEnd, CoreError> {
+    let router = request.decision.clone().unwrap_or_else(|| request.main.clone());
+    let route = route(rt, ROOT, &router, &request.prompt).await?;
+    let decided = rt.hooks.fire(HookFire::RouteDecision {
+        agent: ROOT,
+        route: &route.name,
+        scores: &route.scores,
+        raw: route.raw.as_deref(),
+    });
+    if let Some(reason) = decided.stop {
+        return Err(CoreError::Killed(format!("a RouteDecision hook ended the request: {reason}")));
+    }
+    let planner = matches!(route.name.as_str(), "edit" | "plan");
+    let tools: Vec<String> = if planner {
+        let allowed = &rt.options.planner_tools;
+        ALL_TOOLS
+            .iter()
+            .filter(|t| allowed.iter().any(|a| a == *t))
+            .map(|t| (*t).to_owned())
+            .collect()
+    } else {
+        ALL_TOOLS.iter().map(|t| (*t).to_owned()).collect()
+    };
+    // The root is at depth 0: with `delegation.depth = 0` it cannot spawn either.
+    let tools = rt.tools_at(tools, 0);
+    let tools = offer_skill(tools, rt.skills);
+    rt.sink.event(Event::AgentSpawn {
+        agent: ROOT.to_owned(),
+        parent: None,
+        kind: "root".to_owned(),
+        route: route.name.clone(),
+        member: request.main.clone(),
+        tools: tools.clone(),
+        max_turns: request.max_turns,
+    });
+    let mut prompt = request.prompt.clone();
+    if let Some(context) = &request.prompt_context {
+        prompt.push_str("\n\n");
+        prompt.push_str(&hook_context_text(context));
+    }
+    if planner {
+        prompt.push_str(&planner_note(&tools, &request.prompt));
+    }
+    let pinned = pinned_segments(rt, &request);
+    let (segments, log_them, rebuilt) = match request.resume {
+        Some(rebuilt) => {
+            let segments: Vec<Segment> = rebuilt
+                .segments
+                .iter()
+                .map(|s| Segment {
+                    id: s.id.clone(),
+                    role: role_of(&s.role),
+                    label: label_of(&s.label),
+                    text: s.text.clone(),
+                    pinned: s.pinned,
+                    tokens: s.tokens,
+                })
+                .collect();
+            (segments, false, Some(rebuilt))
+        }
+        None => (pinned.clone(), true, None),
+    };
+    let mut context =
+        Context::create(rt.client, rt.sink, ROOT, &request.main, segments, log_them).await?;
+    if rebuilt.is_some() {
+        resume_pinned(rt, &mut context, pinned).await?;
+    }
+    let spec = AgentSpec {
+        id: ROOT.to_owned(),
+        member: request.main.clone(),
+        window: request.window,
+        json: request.json,
+        tools,
+        max_turns: request.max_turns,
+        depth: 0,
+        answer: Answer::Text,
+        agent_type: None,
+    };
+    let mut agent = Agent::new(spec, context, rt.cwd, rt.cancel.clone());
+    if let Some(rebuilt) = &rebuilt {
+        agent.plan = rebuilt.plan.clone();
+        agent.next_call = rebuilt.calls;
+        agent.turn_base = rebuilt.turns;
+    }
+    let prompt_id = agent.fresh_id("p");
+    let segment = Segment {
+        id: prompt_id,
+        role: Role::User,
+        label: Label::Prompt,
+        text: prompt,
+        pinned: false,
+        tokens: 0,
+    };
+    let context_id = agent.context.id;
+    let result = match agent.context.append(rt.client, rt.sink, segment).await {
+        Ok(()) => Ok(agent.run(rt).await),
+        Err(e) => Err(e),
+    };
+    let _ = rt.client.drop_context(context_id).await;
+    Ok(RequestEnd { route, end: result? })
+}
+
+/// A logged segment's role (the log writes `role_name`'s words).
+fn role_of(text: &str) -> Role {
+    match text {
+        "system" => Role::System,
+        "assistant" => Role::Assistant,
+        _ => Role::User,
+    }
+}
+
+/// A logged segment's label (the log writes `Label::as_str`'s words).
+fn label_of(text: &str) -> Label {
+    match text {
+        "system" => Label::System,
+        "instructions" => Label::Instructions,
+        "hook" => Label::Hook,
+        "prompt" => Label::Prompt,
+        "turn" => Label::Turn,
+        "note" => Label::Note,
+        "job" => Label::Job,
+        "scratchpad" => Label::Scratchpad,
+        "summary" => Label::Summary,
+        _ => Label::Result,
+    }
+}

@@ -1,0 +1,115 @@
+//! Where the binary joins the runtime to the crates around it: `aerix-core`'s traits for the
+//! types of `aerix-config` and `aerix-skills` (the core knows neither crate), and the runtime a
+//! request runs on: the settings as the core's `Options`, `aerix-compact`'s compaction and
+//! `aerix-delegate`'s delegation wired in.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use aerix_config::{AgentDefinitions, Settings};
+use aerix_core::{Connection, Definition, Definitions, Options, Prompts, Runtime, Sink};
+use aerix_tools::Cancel;
+
+/// A request's runtime: `Runtime::new` with the settings' options, compaction and delegation.
+pub(crate) fn runtime<'a>(
+    client: &'a mut dyn Connection,
+    sink: &'a mut dyn Sink,
+    settings: &Settings,
+    prompts: &'a Prompts,
+    cwd: &'a Path,
+    cancel: Cancel,
+) -> Runtime<'a> {
+    let context = &settings.context;
+    let compactor = aerix_compact::Compactor {
+        ratios: aerix_compact::Ratios {
+            soft_ratio: context.soft_ratio,
+            target_ratio: context.target_ratio,
+        },
+    };
+    let delegation = &settings.delegation;
+    let delegator = aerix_delegate::Delegator {
+        socket: settings.pool.socket.clone(),
+        parallel: delegation.parallel,
+        retries: delegation.retries,
+        max_turns: delegation.max_turns,
+        depth: delegation.depth,
+    };
+    Runtime::new(client, sink, options(settings), prompts, cwd, cancel)
+        .with_compaction(Arc::new(compactor))
+        .with_delegation(Arc::new(delegator))
+}
+
+/// What the runtime reads of the settings.
+pub(crate) fn options(settings: &Settings) -> Options {
+    let context = &settings.context;
+    Options {
+        max_new_tokens: context.max_new_tokens,
+        repeat_guard: context.repeat_guard,
+        last_turn_final: context.last_turn_final,
+        tool_caps: context.tool_caps.clone(),
+        default_tool_cap: context.tool_cap("default"),
+        skills_chars: context.skills_chars,
+        planner_tools: settings.delegation.planner_tools.clone(),
+    }
+}
+
+/// The agent definitions `aerix-config` reads (Claude Code's tool names already mapped to
+/// aerix's), as the runtime finds them.
+pub(crate) struct Agents<'a>(pub(crate) &'a AgentDefinitions);
+
+impl Definitions for Agents<'_> {
+    fn get(&self, name: &str) -> Option<Definition> {
+        let d = self.0.get(name)?;
+        Some(Definition {
+            name: d.name.clone(),
+            tools: d.tools.clone(),
+            model: d.model.clone(),
+            max_turns: d.max_turns,
+            body: d.body.clone(),
+        })
+    }
+
+    fn names(&self) -> Vec<String> {
+        self.0.iter().map(|d| d.name.clone()).collect()
+    }
+}
+
+/// The skills `aerix-skills` loaded, as the runtime lists and loads them.
+pub(crate) struct SkillSet<'a>(pub(crate) &'a aerix_skills::Skills);
+
+impl aerix_core::Skills for SkillSet<'_> {
+    fn names(&self) -> Vec<String> {
+        self.0.model_names()
+    }
+
+    fn listing(&self, max_chars: usize) -> Option<String> {
+        self.0.listing(max_chars)
+    }
+
+    fn list(&self) -> String {
+        self.0.list()
+    }
+
+    fn load(&self, name: &str, args: &str) -> Result<String, String> {
+        self.0.load(name, args).map_err(|e| e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_settings_know_the_tools_the_turn_offers() {
+        // `aerix-config` checks `planner_tools` and agent definitions' tools against its list.
+        assert_eq!(aerix_config::AERIX_TOOLS, aerix_turn::ALL_TOOLS);
+    }
+
+    #[test]
+    fn the_options_carry_the_settings_caps() {
+        let mut settings = aerix_config::defaults(&aerix_config::Env::for_tests("/nowhere"));
+        settings.context.tool_caps.insert("read".into(), 123);
+        let options = super::options(&settings);
+        assert_eq!(options.tool_cap("read"), 123);
+        assert_eq!(options.tool_cap("grep"), settings.context.tool_cap("grep"));
+        assert_eq!(options.tool_cap("bash"), settings.context.tool_cap("bash"));
+    }
+}

@@ -1,0 +1,1 @@
+//! Nothing to use: this crate exists for its `Cargo.toml` (why: read it).
