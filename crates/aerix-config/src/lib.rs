@@ -22,9 +22,9 @@ pub use frontmatter::{NoFrontmatter, split_frontmatter};
 pub use instructions::{InstructionFile, instruction_files, project_root};
 pub use named::{ByName, Named};
 pub use settings::{
-    ContextSettings, DEFAULT_MODEL, DEFAULT_TOOL_CAP, Delegation, HookSettings, Member,
-    PluginSettings, PoolSettings, Settings, SettingsPaths, TuneSettings, defaults, load,
-    valid_profile_name,
+    ContextSettings, DEFAULT_MODEL, DEFAULT_TOOL_CAP, Delegation, HookSettings, Layered, Member,
+    PluginSettings, PoolSettings, ProjectSetting, Settings, SettingsPaths, TuneSettings, defaults,
+    load, load_layered, valid_profile_name,
 };
 
 #[derive(Debug, thiserror::Error)]

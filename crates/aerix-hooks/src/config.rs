@@ -91,6 +91,18 @@ impl Hooks {
         self.handlers.is_empty()
     }
 
+    /// Every handler as one line, `Event(matcher): command` (the matcher only when it narrows),
+    /// in file order: what a trust question lists and its hash covers.
+    pub fn commands(&self) -> Vec<String> {
+        self.handlers
+            .iter()
+            .map(|h| match h.matcher.text() {
+                m if m.is_empty() => format!("{}: {}", h.event.name(), h.command),
+                m => format!("{}({m}): {}", h.event.name(), h.command),
+            })
+            .collect()
+    }
+
     /// How many handlers are registered.
     pub fn len(&self) -> usize {
         self.handlers.len()

@@ -36,6 +36,15 @@ impl Matcher {
         })
     }
 
+    /// As a file would write it (`""` for every value).
+    pub fn text(&self) -> String {
+        match self {
+            Matcher::All => String::new(),
+            Matcher::Names(names) => names.join("|"),
+            Matcher::Regex(regex) => regex.as_str().to_owned(),
+        }
+    }
+
     pub fn matches(&self, value: &str) -> bool {
         match self {
             Matcher::All => true,

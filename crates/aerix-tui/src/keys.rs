@@ -19,6 +19,8 @@ pub enum Action {
     EditPlan(String),
     /// The answer to a `PreToolUse` hook's `ask`: allowed or not.
     Ask(bool),
+    /// The answer to the startup's trust question: trusted, or run without the project's parts.
+    Trust(bool),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -147,6 +149,9 @@ impl Screen {
             (Gate::Plan { .. }, KeyCode::Esc) => Action::Plan(PlanAnswer::Abort),
             (Gate::Ask { .. }, KeyCode::Char('y') | KeyCode::Enter) => Action::Ask(true),
             (Gate::Ask { .. }, KeyCode::Char('n') | KeyCode::Esc) => Action::Ask(false),
+            // Trusting runs the project's commands: only a deliberate `y`, never Enter.
+            (Gate::Trust { .. }, KeyCode::Char('y')) => Action::Trust(true),
+            (Gate::Trust { .. }, KeyCode::Char('n') | KeyCode::Esc) => Action::Trust(false),
             _ => return None,
         };
         // `e` keeps the gate until the edited plan comes back.

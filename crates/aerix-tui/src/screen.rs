@@ -40,6 +40,9 @@ pub enum Gate {
     Plan { agent: String, text: String },
     /// A `PreToolUse` hook's `ask`.
     Ask { agent: String, tool: String, input: String, reason: String },
+    /// At startup: the project is not trusted, and would run `items` (`changed`: it was
+    /// trusted before they changed).
+    Trust { root: String, items: Vec<String>, changed: bool },
 }
 
 /// The last verifier's state.

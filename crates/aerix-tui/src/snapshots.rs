@@ -193,6 +193,23 @@ fn the_plan_gate() {
 }
 
 #[test]
+fn trust_question_at_startup() {
+    let now = Instant::now();
+    let mut screen = launched();
+    screen.startup.ready = None;
+    screen.set_gate(Gate::Trust {
+        root: "/home/u/src/cloned".into(),
+        items: vec![
+            "hook SessionStart: sh .aerix/setup.sh (.claude/settings.json)".into(),
+            "plugin lint@team (.aerix/plugins/lint)".into(),
+            "setting pool.caldrix = ./bin/caldrix (.aerix/settings.toml)".into(),
+        ],
+        changed: false,
+    });
+    check("trust_gate", &screen, now);
+}
+
+#[test]
 fn a_compaction_shows_the_clients_count() {
     let now = Instant::now();
     let mut screen = running(now);

@@ -265,6 +265,9 @@ fn footer_line(screen: &Screen) -> String {
     match screen.gate() {
         Some(Gate::Plan { .. }) => " plan: enter accepts · e edits · esc aborts".to_owned(),
         Some(Gate::Ask { .. }) => " hook asks: y allows · n denies".to_owned(),
+        Some(Gate::Trust { .. }) => {
+            " trust: y trusts this project · n runs without its parts".to_owned()
+        }
         None if screen.is_running() => " esc cancels · enter queues the prompt · ? help".to_owned(),
         None => " ? help · ctrl-d exit".to_owned(),
     }
@@ -347,6 +350,28 @@ fn draw_gate(frame: &mut Frame<'_>, gate: &Gate, area: Rect) {
                 ]),
             ];
             draw_boxed(frame, area, "allow this call?", Text::from(lines));
+        }
+        Gate::Trust { root, items, changed } => {
+            let first = if *changed {
+                format!("{root} was trusted, but what it would run has changed. It would run:")
+            } else {
+                format!("{root} is not trusted. It would run:")
+            };
+            let mut lines = vec![Line::from(first), Line::default()];
+            // The box fits the screen: the rest is counted, and `aerix trust --list` shows all.
+            let shown = area.height.saturating_sub(12).max(3) as usize;
+            lines.extend(items.iter().take(shown).map(|i| Line::from(format!("  {i}"))));
+            if items.len() > shown {
+                lines.push(Line::from(format!("  ... and {} more", items.len() - shown)));
+            }
+            lines.push(Line::default());
+            lines.push(Line::from(vec![
+                Span::styled("y", Style::new().fg(EMBER)),
+                Span::raw(" trusts it (recorded until this list changes) · "),
+                Span::styled("n", Style::new().fg(EMBER)),
+                Span::raw(" runs without them"),
+            ]));
+            draw_boxed(frame, area, "trust this project?", Text::from(lines));
         }
     }
 }

@@ -26,6 +26,7 @@ pub fn run(
     root: &Path,
     profile_name: &str,
     sessions: usize,
+    trusted: bool,
 ) -> anyhow::Result<Exit> {
     let data = env.data_home().context("no data directory: set HOME or XDG_DATA_HOME")?;
     let project = aerix_session::project_key(root);
@@ -81,6 +82,7 @@ pub fn run(
                 commit,
                 start: &start,
                 prompt: &request.prompt,
+                trusted,
             })?);
         }
         let tuned_figures = figures.pop().unwrap_or_default();
@@ -130,6 +132,8 @@ struct Replay<'a> {
     commit: &'a str,
     start: &'a str,
     prompt: &'a str,
+    /// The project is trusted: so is its scratch worktree, for the replay (`--trust`).
+    trusted: bool,
 }
 
 /// One run of a request on one commit: a scratch worktree at `start`, a scratch data home
@@ -148,8 +152,12 @@ fn replay(r: &Replay<'_>) -> anyhow::Result<Figures> {
         let refname = format!("refs/heads/{}", r.branch);
         gitstore::Repo::at(&copy).run(&["update-ref", &refname, r.commit], GIT)?;
         let exe = std::env::current_exe().context("the aerix binary")?;
+        let mut args = vec!["-q", "-p", r.prompt, "--profile", r.name];
+        if r.trusted {
+            args.push("--trust");
+        }
         let out = Command::new(exe)
-            .args(["-q", "-p", r.prompt, "--profile", r.name])
+            .args(args)
             .current_dir(&work)
             .env("XDG_DATA_HOME", &data)
             .output()

@@ -15,18 +15,23 @@ pub struct Extensions {
     pub notes: Vec<String>,
 }
 
+/// Where plugins come from by every settings file, for commands that run none of their hooks
+/// (`aerix tune`, `aerix profile`): reading skills and definitions runs nothing.
+pub fn every_source(settings: &Settings, env: &Env, root: &Path) -> Sources {
+    Sources::standard(env, root, &settings.plugins.enabled, settings.plugins.claude_code)
+}
+
 /// Plugins first (their skills, agents and hooks join the others, after them), then skills.
+/// `sources`: where plugins come from (the trust step leaves an untrusted project's out).
 pub fn load(
-    settings: &Settings,
+    sources: &Sources,
     env: &Env,
     root: &Path,
     cwd: &Path,
     agents: &mut LoadedAgents,
     hooks: &mut aerix_hooks::Loaded,
 ) -> Extensions {
-    let sources =
-        Sources::standard(env, root, &settings.plugins.enabled, settings.plugins.claude_code);
-    let found = plugins::discover(&sources);
+    let found = plugins::discover(sources);
     let mut notes = found.notes;
     let mut dirs = SkillDirs::standard(env, root, cwd);
     for plugin in &found.plugins {

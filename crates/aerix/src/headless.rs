@@ -1,7 +1,7 @@
 //! `aerix -p`: one request, run in place, ending with the diff it made.
 
 use std::future::Future;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -19,7 +19,7 @@ use crate::exit::Exit;
 use crate::hooks::{AgentHooks, SessionHooks};
 use crate::signals::{self, Pending, Signals};
 use crate::sink::HeadlessSink;
-use crate::startup::{self, Files, Front, Pool, ProfileAt, Profiled, Snapshot, Stop};
+use crate::startup::{self, Files, Front, Pool, ProfileAt, Profiled, Snapshot, Stop, Trust};
 
 pub struct Options {
     pub prompt: String,
@@ -57,14 +57,25 @@ impl Front for Lines<'_> {
     async fn step<T>(&mut self, step: impl Future<Output = T>) -> Option<T> {
         unless_cancelled(self.cancel, step).await
     }
+
+    /// No permission prompts headless: an untrusted project's parts are skipped (`--trust`).
+    async fn trust(&mut self, _: &Path, _: &[String], _: bool) -> Option<bool> {
+        Some(false)
+    }
 }
 
-pub async fn run(settings: &Settings, env: &Env, options: Options) -> anyhow::Result<Exit> {
+/// `trust`: what the project may run (the settings came through it already).
+pub async fn run(
+    settings: &Settings,
+    env: &Env,
+    trust: &Trust,
+    options: Options,
+) -> anyhow::Result<Exit> {
     let signals = Signals::install().context("handling SIGINT, SIGTERM and SIGHUP")?;
     let cancel = &signals.cancel;
     let mut front = Lines { cancel };
     // Startup notes are printed now, and become `Notification`s once `SessionStart` fired.
-    let mut files = Files::read(settings, env, &options.cwd, &mut front)?;
+    let mut files = Files::read(env, &options.cwd, trust, &mut front)?;
     if let Some(line) = &files.loaded {
         eprintln!("{line}");
     }

@@ -19,6 +19,7 @@ mod sessions;
 mod signals;
 mod sink;
 mod startup;
+mod trust;
 mod tune;
 
 use std::path::{Path, PathBuf};
@@ -64,12 +65,29 @@ struct Cli {
     /// then reads the newest prompts).
     #[arg(long)]
     profile_refresh: bool,
+    /// Trust the project for this run: its hooks, plugins and program settings run (nothing is
+    /// recorded; `aerix trust` trusts it for good).
+    #[arg(long, global = true)]
+    trust: bool,
     #[command(subcommand)]
     command: Option<Command>,
 }
 
 #[derive(Subcommand)]
 enum Command {
+    /// Trust a project (default: this one): its hooks, plugins and settings that run a program
+    /// run from now on, until what it would run changes.
+    Trust {
+        /// The project's directory.
+        #[arg(value_name = "DIR", conflicts_with_all = ["list", "revoke"])]
+        dir: Option<PathBuf>,
+        /// The trusted projects, and whether each still brings what it was trusted with.
+        #[arg(long)]
+        list: bool,
+        /// Forget a project's trust.
+        #[arg(long, value_name = "DIR", conflicts_with = "list")]
+        revoke: Option<PathBuf>,
+    },
     /// The project's sessions.
     Sessions {
         #[command(subcommand)]
@@ -203,24 +221,47 @@ fn run(cli: Cli, started: std::time::Instant) -> anyhow::Result<Exit> {
             env.home.clone().ok_or_else(|| Exit::Usage.with("no home directory: set HOME"))?;
         return import::claude(&data, &home, project.as_deref().unwrap_or(&cwd));
     }
-    let mut settings = aerix_config::load(&SettingsPaths::standard(&env, &root), &env)?;
-    if let Some(model) = cli.model {
-        settings.main.model = model;
+    if let Some(Command::Trust { dir, list, revoke }) = &cli.command {
+        return match (dir, list, revoke) {
+            (_, true, _) => trust::list(&env),
+            (_, _, Some(dir)) => trust::revoke(&env, dir),
+            (dir, _, None) => trust::trust(&env, dir.as_deref().unwrap_or(&cwd)),
+        };
     }
-    // Installed side by side (cargo install, a release archive), `caldrix` is found beside
-    // `aerix` before the PATH.
-    if settings.pool.caldrix == Path::new("caldrix")
-        && let Some(sibling) = std::env::current_exe().ok().map(|exe| exe.with_file_name("caldrix"))
-        && sibling.is_file()
-    {
-        settings.pool.caldrix = sibling;
+    let layered = aerix_config::load_layered(&SettingsPaths::standard(&env, &root), &env)?;
+    let trust = startup::Trust::survey(&layered, &env, &root, cli.trust);
+    let screen = cli.prompt.is_none() && cli.command.is_none() && interactive::wanted();
+    if screen {
+        let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+        return runtime.block_on(interactive::run(
+            layered,
+            trust,
+            &env,
+            interactive::Options {
+                cwd,
+                model: cli.model,
+                max_turns: cli.max_turns,
+                resume: cli.resume,
+                continue_latest: cli.continue_latest,
+                profile: cli.profile,
+                profile_refresh: cli.profile_refresh,
+                started,
+            },
+        ));
     }
+    if cli.command.is_some() {
+        // `aerix -p` tells its notes at startup; a command tells those about its settings.
+        for note in trust.notes_of(aerix_trust::Kind::Setting) {
+            eprintln!("{note}");
+        }
+    }
+    let settings = finish(trust.settings(layered), cli.model);
     let project_key = aerix_session::project_key(&root);
     let name = attach::profile_name(cli.profile.as_deref(), Some(&settings), &project_key);
     match &cli.command {
         Some(Command::Tune { sessions, eval: true, .. }) => {
             let limit = sessions.unwrap_or(settings.tune.sessions) as usize;
-            return eval::run(&settings, &env, &root, &name, limit);
+            return eval::run(&settings, &env, &root, &name, limit, trust.allows());
         }
         Some(Command::Tune { sessions, dry_run, .. }) => {
             let args = tune::TuneArgs { sessions: *sessions, dry_run: *dry_run };
@@ -249,22 +290,6 @@ fn run(cli: Cli, started: std::time::Instant) -> anyhow::Result<Exit> {
     }
     let prompt = match cli.prompt {
         Some(prompt) => prompt,
-        None if interactive::wanted() => {
-            let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-            return runtime.block_on(interactive::run(
-                settings,
-                &env,
-                interactive::Options {
-                    cwd,
-                    max_turns: cli.max_turns,
-                    resume: cli.resume,
-                    continue_latest: cli.continue_latest,
-                    profile: cli.profile,
-                    profile_refresh: cli.profile_refresh,
-                    started,
-                },
-            ));
-        }
         // `NO_COLOR`, or no terminal: the plain output, the prompt read from stdin.
         None => {
             let mut prompt = String::new();
@@ -289,6 +314,7 @@ fn run(cli: Cli, started: std::time::Instant) -> anyhow::Result<Exit> {
     runtime.block_on(headless::run(
         &settings,
         &env,
+        &trust,
         headless::Options {
             prompt,
             cwd,
@@ -301,4 +327,23 @@ fn run(cli: Cli, started: std::time::Instant) -> anyhow::Result<Exit> {
             started,
         },
     ))
+}
+
+/// The settings as the command line completes them: `--model`, and `caldrix` beside `aerix`.
+pub(crate) fn finish(
+    mut settings: aerix_config::Settings,
+    model: Option<String>,
+) -> aerix_config::Settings {
+    if let Some(model) = model {
+        settings.main.model = model;
+    }
+    // Installed side by side (cargo install, a release archive), `caldrix` is found beside
+    // `aerix` before the PATH.
+    if settings.pool.caldrix == Path::new("caldrix")
+        && let Some(sibling) = std::env::current_exe().ok().map(|exe| exe.with_file_name("caldrix"))
+        && sibling.is_file()
+    {
+        settings.pool.caldrix = sibling;
+    }
+    settings
 }

@@ -57,15 +57,11 @@ fn artifacts(settings: &Settings, env: &Env, root: &Path, cwd: &Path, place: &Pl
             .collect(),
         ..Artifacts::default()
     };
-    let hook_files = aerix_hooks::HookFiles::standard(
-        env.config_home().as_deref(),
-        env.home.as_deref(),
-        root,
-        settings.hooks.claude_settings,
-    );
-    let mut hooks = aerix_hooks::load(&hook_files.paths());
+    // The plugins' hooks are read and dropped: nothing here runs them.
+    let mut hooks = aerix_hooks::Loaded::default();
     let mut agents = aerix_config::load_agents(&aerix_config::AgentDirs::standard(env, root, cwd));
-    let extensions = crate::extensions::load(settings, env, root, cwd, &mut agents, &mut hooks);
+    let sources = crate::extensions::every_source(settings, env, root);
+    let extensions = crate::extensions::load(&sources, env, root, cwd, &mut agents, &mut hooks);
     let own_project = place.profile == place.project;
     let mut add = |kind, name: &str, origin: &aerix_config::Origin, body: &str| {
         if matches!(origin, aerix_config::Origin::Project) && !own_project {

@@ -7,6 +7,7 @@
 
 pub(crate) mod declare;
 mod keys;
+mod layers;
 
 use std::path::{Path, PathBuf};
 
@@ -18,6 +19,7 @@ pub use keys::{
     ContextSettings, DEFAULT_MODEL, DEFAULT_TOOL_CAP, Delegation, HookSettings, Member,
     PluginSettings, PoolSettings, Settings, TuneSettings, valid_profile_name,
 };
+pub use layers::{Layered, ProjectSetting, load_layered};
 
 /// The tables of a settings file besides the top-level keys, in the order errors list them.
 const TABLES: [&str; 7] = ["members", "pool", "delegation", "context", "hooks", "plugins", "tune"];

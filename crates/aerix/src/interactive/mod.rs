@@ -9,7 +9,7 @@ use std::sync::mpsc as std_mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use aerix_config::{Env, Settings};
+use aerix_config::{Env, Layered, Settings};
 use aerix_core::Prompts;
 use aerix_hooks::{EndReason, Fire};
 use aerix_session::{Event, Log, Outcome, Store};
@@ -25,7 +25,7 @@ use crate::attach::SessionBranch;
 use crate::exit::Exit;
 use crate::hooks::SessionHooks;
 use crate::pool;
-use crate::startup::Snapshot;
+use crate::startup::{Snapshot, Trust};
 
 mod close;
 mod request;
@@ -38,6 +38,8 @@ use startup::startup;
 
 pub struct Options {
     pub cwd: PathBuf,
+    /// `--model`.
+    pub model: Option<String>,
     pub max_turns: Option<u32>,
     pub resume: Option<String>,
     pub continue_latest: bool,
@@ -109,21 +111,29 @@ struct Session {
 const CLOSE_WAIT: Duration = Duration::from_secs(10);
 
 /// Opens the screen and runs requests until Ctrl-D (or a signal).
-pub async fn run(settings: Settings, env: &Env, options: Options) -> anyhow::Result<Exit> {
+/// `trust`: what the project would run; the screen asks before any of it runs.
+pub async fn run(
+    layered: Layered,
+    trust: Trust,
+    env: &Env,
+    options: Options,
+) -> anyhow::Result<Exit> {
     let (tx, mut rx) = unbounded_channel();
     let signals = Signals::install(tx.clone()).context("handling signals")?;
     let mut stderr: Option<Stderr> = None;
     let mut tty = Tty::open().context("opening the terminal")?;
     let input = tx.clone();
     read_input(move |i| input.send(Msg::Input(i)).is_ok());
-    let mut screen = Screen::new(launch(&settings, env, &options));
+    // The launch line shows the model every file names; the trust step may withhold it.
+    let preview = crate::finish(layered.all().clone(), options.model.clone());
+    let mut screen = Screen::new(launch(&preview, env, &options));
     let draw = |tty: &mut Tty, screen: &Screen| {
         let now = Instant::now();
         let _ = tty.terminal.draw(|frame| aerix_tui::draw(frame, screen, now));
     };
     draw(&mut tty, &screen);
     let started = tokio::select! {
-        started = startup(settings, env, &options, &mut screen, &mut tty, (&mut rx, &tx), &mut stderr) => started,
+        started = startup((layered, trust), env, &options, &mut screen, &mut tty, (&mut rx, &tx), &mut stderr) => started,
         (name, exit) = signals.wait() => {
             drop(tty);
             drop(stderr);
@@ -186,6 +196,8 @@ pub async fn run(settings: Settings, env: &Env, options: Options) -> anyhow::Res
                 Some(Action::Cancel) => cancel.cancel(),
                 Some(Action::Plan(answer)) => reply(&mut gate_reply, Answer::Plan(answer)),
                 Some(Action::Ask(allow)) => reply(&mut gate_reply, Answer::Ask(allow)),
+                // The trust question is the startup's, answered before this loop.
+                Some(Action::Trust(_)) => {}
                 Some(Action::EditPlan(text)) => {
                     let edited = tty.suspended(|| match &stderr {
                         Some(stderr) => stderr.suspended(|| crate::editor::edit("plan.md", &text)),

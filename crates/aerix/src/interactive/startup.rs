@@ -2,15 +2,16 @@
 //! the startup block where `aerix -p` prints a line.
 
 use std::future::Future;
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use aerix_config::{Env, Settings};
+use aerix_config::{Env, Layered};
 use aerix_hooks::{EndReason, Fire};
 use aerix_session::Log;
 use aerix_tools::Cancel;
 use aerix_tui::terminal::{Input, Tty};
-use aerix_tui::{Action, Feed, Level, Note, PoolRow, ProfileRow, Screen};
+use aerix_tui::{Action, Feed, Gate, Level, Note, PoolRow, ProfileRow, Screen};
 use caldrix_proto::Lane;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 
@@ -18,7 +19,7 @@ use super::close::Stderr;
 use super::request::BufferSink;
 use super::{Msg, Options, Session, model_name};
 use crate::hooks::Notes;
-use crate::startup::{self, Files, Front, Pool, ProfileAt, Profiled, Snapshot, Stop};
+use crate::startup::{self, Files, Front, Pool, ProfileAt, Profiled, Snapshot, Stop, Trust};
 
 pub(super) type Started = (Session, Option<Log>, caldrix_client::Client);
 
@@ -57,12 +58,28 @@ impl Front for Rows<'_> {
             self.redraw();
         }
     }
+
+    async fn trust(&mut self, root: &Path, items: &[String], changed: bool) -> Option<bool> {
+        let root = root.display().to_string();
+        self.screen.set_gate(Gate::Trust { root, items: items.to_vec(), changed });
+        loop {
+            self.redraw();
+            // A resize redraws; nothing else comes before the session exists.
+            if let Msg::Input(Input::Key(key)) = self.rx.recv().await? {
+                match self.screen.key(key) {
+                    Some(Action::Trust(answer)) => return Some(answer),
+                    Some(Action::Exit) => return None,
+                    _ => {}
+                }
+            }
+        }
+    }
 }
 
 /// The startup block, row by row; `None` when the user left during it. Messages come on `rx`
 /// (keys) and go on `tx` (hook notes); fd 2 is sent to the session's file through `stderr`.
 pub(super) async fn startup(
-    settings: Settings,
+    (layered, mut trust): (Layered, Trust),
     env: &Env,
     options: &Options,
     screen: &mut Screen,
@@ -79,7 +96,12 @@ pub(super) async fn startup(
         *stderr = Stderr::redirect(&early).ok();
     }
     let mut rows = Rows { screen, tty, rx };
-    let mut files = Files::read(&settings, env, &options.cwd, &mut rows)?;
+    // Step 0: an untrusted project is asked about before anything of it runs.
+    if startup::ask_trust(&mut trust, &mut rows).await.is_none() {
+        return Ok(None);
+    }
+    let settings = crate::finish(trust.settings(layered), options.model.clone());
+    let mut files = Files::read(env, &options.cwd, &trust, &mut rows)?;
     rows.screen.startup.loaded =
         files.loaded.as_deref().map(|line| line.trim_start_matches("loaded: ").to_owned());
 

@@ -6,19 +6,20 @@
 
 mod hooks;
 mod snapshot;
+mod trust;
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use aerix_config::{AgentDefinitions, Env, InstructionFile, Settings};
-use aerix_hooks::HookFiles;
 use aerix_session::{Event, Log, Store, read_log};
 use aerix_skills::Skills;
 use anyhow::Context as _;
 
 pub use hooks::{Stop, prompt_submit, session_hooks, session_start};
 pub use snapshot::Snapshot;
+pub use trust::{Trust, record};
 
 use crate::attach::{self, Attached};
 use crate::exit::Exit;
@@ -31,6 +32,23 @@ pub(crate) trait Front {
     fn note(&mut self, note: &str);
     /// `step`'s output, or `None` when the run is cancelled (or the user leaves) first.
     async fn step<T>(&mut self, step: impl Future<Output = T>) -> Option<T>;
+    /// Whether the user trusts `root`, which would run `items` (`changed`: it was trusted
+    /// before they changed); `None` when the user leaves. Headless never asks (`--trust`).
+    async fn trust(&mut self, root: &Path, items: &[String], changed: bool) -> Option<bool>;
+}
+
+/// Step 0: an untrusted project's parts are asked about (the screen) or skipped (headless);
+/// `None` when the user left instead of answering.
+pub async fn ask_trust(trust: &mut Trust, front: &mut impl Front) -> Option<()> {
+    if trust.allows() {
+        return Some(());
+    }
+    if front.trust(trust.root(), &trust.items(), trust.changed()).await?
+        && let Err(e) = trust.trust()
+    {
+        front.note(&format!("trust: {e}; the project's parts are not run"));
+    }
+    Some(())
 }
 
 /// Step 1: what the directory holds (instruction files, hooks, agents, plugins, skills).
@@ -51,10 +69,11 @@ pub struct Files {
 
 impl Files {
     /// A file that cannot be used is a note; the others load.
+    /// `trust` says which hook files and plugins load (step 0 decided it).
     pub fn read(
-        settings: &Settings,
         env: &Env,
         cwd: &Path,
+        trust: &Trust,
         front: &mut impl Front,
     ) -> anyhow::Result<Files> {
         let root = aerix_config::project_root(cwd);
@@ -62,17 +81,12 @@ impl Files {
         let data = env.data_home().context("no data directory: set HOME or XDG_DATA_HOME")?;
         let store = Store::new(&data);
         let project = aerix_session::project_key(&root);
-        let hook_files = HookFiles::standard(
-            env.config_home().as_deref(),
-            env.home.as_deref(),
-            &root,
-            settings.hooks.claude_settings,
-        );
-        let mut hooks = aerix_hooks::load(&hook_files.paths());
+        let mut hooks = aerix_hooks::load(&trust.hook_files());
         let mut agents =
             aerix_config::load_agents(&aerix_config::AgentDirs::standard(env, &root, cwd));
         // Plugins and skills: a plugin's agents and hooks join the others.
-        let extensions = extensions::load(settings, env, &root, cwd, &mut agents, &mut hooks);
+        let sources = trust.plugin_sources();
+        let extensions = extensions::load(sources, env, &root, cwd, &mut agents, &mut hooks);
         let loaded = loaded_line(&instructions, &hooks.files, &agents.definitions, &extensions);
         let mut files = Files {
             root,
@@ -86,10 +100,10 @@ impl Files {
             notes: Vec::new(),
             hooks,
         };
-        let notes: Vec<String> = files
-            .hooks
-            .notes
+        let notes: Vec<String> = trust
+            .notes()
             .iter()
+            .chain(&files.hooks.notes)
             .chain(&agents.notes)
             .chain(&files.extensions.notes)
             .cloned()

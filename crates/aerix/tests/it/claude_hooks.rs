@@ -277,6 +277,7 @@ fn claude_code_hooks_in_claude_codes_settings_files_guard_and_extend_aerix() {
     let local = world.repo.join(".claude/settings.local.json");
     std::fs::write(&local, "{\"hooks\": {\"Stop\": [").unwrap();
 
+    world.trust();
     let out = world.aerix(&["-p", "Fix calc.sh."]);
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(0), "{}\n{err}", stdout(&out));

@@ -212,6 +212,7 @@ fn a_blocked_prompt_or_continue_false_ends_the_run_with_status_3() {
             "SessionEnd": [group(None, vec![handler(&record)])],
         }),
     );
+    world.trust();
     let out = world.aerix(&["-p", "My password is hunter2."]);
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(3), "{err}");
@@ -249,6 +250,7 @@ fn a_blocked_prompt_or_continue_false_ends_the_run_with_status_3() {
             "UserPromptSubmit": [group(None, vec![handler(&block)])],
         }),
     );
+    world.trust();
     let out = world.aerix(&["-p", "Anything."]);
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(3), "{err}");
@@ -279,6 +281,7 @@ fn a_broken_hooks_file_is_a_note_and_the_other_files_still_run() {
             "UserPromptSubmit": [group(None, vec![handler("no-such-hook-command-aerix")])],
         }),
     );
+    world.trust();
     let out = world.aerix(&["-p", "Hello."]);
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(0), "{err}");

@@ -23,6 +23,7 @@ mod skills;
 mod startup;
 mod tools;
 mod transcripts;
+mod trust;
 mod tune;
 
 use std::io::Read;
@@ -164,6 +165,12 @@ impl World {
         let out = Command::new("git").args(args).current_dir(&self.repo).output().unwrap();
         assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
         String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// `aerix trust` in the repository: what it would run now runs from now on.
+    pub fn trust(&self) {
+        let out = self.aerix(&["trust"]);
+        assert!(out.status.success(), "aerix trust: {}", stderr(&out));
     }
 
     /// `aerix` run to its end in the world.

@@ -1,0 +1,228 @@
+//! Step 0: is the project trusted? What the project brings that runs (its hook files'
+//! commands, its plugins, its gated settings) is listed and hashed; until the user trusts the
+//! root with that hash (`aerix trust`, the screen's question, `--trust` for one run), none of
+//! it runs, each skip one note. The user's own files (`~/.claude/settings.json`, aerix's files
+//! under `$XDG_CONFIG_HOME`) are always trusted.
+
+use std::path::{Path, PathBuf};
+
+use aerix_config::{Env, Layered, Settings};
+use aerix_hooks::HookFiles;
+use aerix_skills::plugins::{self, Plugin, Sources};
+use aerix_trust::{Inventory, Kind, Record, Standing, TrustError};
+
+/// What a project root would run, and whether it may.
+pub struct Trust {
+    root: PathBuf,
+    inventory: Inventory,
+    standing: Standing,
+    /// `None`: no data directory, so nothing can be trusted for longer than a run.
+    record: Option<PathBuf>,
+    /// A record that cannot be read: a note; nothing is trusted.
+    record_error: Option<String>,
+    /// `--trust`: trusted for this run, not recorded.
+    for_run: bool,
+    /// Hook files in reading order, the user's marked `true`.
+    hook_files: Vec<(PathBuf, bool)>,
+    /// Plugins as every file enables them, and as the user's files alone do.
+    sources: Sources,
+    user_sources: Sources,
+}
+
+impl Trust {
+    /// Lists what the project at `root` would run and reads the user's record of it.
+    pub fn survey(layered: &Layered, env: &Env, root: &Path, for_run: bool) -> Trust {
+        let root = root.canonicalize().unwrap_or_else(|_| root.to_owned());
+        let settings = layered.all();
+        let mut inventory = Inventory::new(&root);
+
+        let files = HookFiles::standard(
+            env.config_home().as_deref(),
+            env.home.as_deref(),
+            &root,
+            settings.hooks.claude_settings,
+        );
+        let user_claude = env.home.as_ref().map(|h| h.join(".claude/settings.json"));
+        let hook_files: Vec<(PathBuf, bool)> = files
+            .paths()
+            .into_iter()
+            .map(|path| {
+                let users =
+                    files.user.as_deref() == Some(path) || user_claude.as_deref() == Some(path);
+                (path.to_owned(), users)
+            })
+            .collect();
+        for (path, users) in &hook_files {
+            if *users {
+                continue;
+            }
+            // A broken file runs nothing either way (its note comes when it is loaded).
+            if let Ok(Some(loaded)) = aerix_hooks::load_file(path) {
+                for command in loaded.hooks.commands() {
+                    inventory.add(Kind::Hook, path, command);
+                }
+            }
+        }
+
+        let sources =
+            Sources::standard(env, &root, &settings.plugins.enabled, settings.plugins.claude_code);
+        let user_sources = user_only(&sources, &root, &layered.user().plugins.enabled);
+        let users: Vec<Plugin> = plugins::discover(&user_sources).plugins;
+        for plugin in plugins::discover(&sources).plugins {
+            if users.contains(&plugin) {
+                continue;
+            }
+            inventory.add(Kind::Plugin, &plugin.root, plugin.id.clone());
+            if let Ok(Some(loaded)) = aerix_hooks::load_file(&plugin.hooks_file()) {
+                for command in loaded.hooks.commands() {
+                    inventory.add(Kind::Hook, &plugin.hooks_file(), command);
+                }
+            }
+        }
+
+        for gated in &layered.gated {
+            inventory.add(Kind::Setting, &gated.file, format!("{} = {}", gated.key, gated.value));
+        }
+
+        let record = env.data_home().map(|data| Record::standard_path(&data));
+        let (standing, record_error) = match record.as_deref().map(Record::open) {
+            Some(Ok(record)) => (record.standing(&inventory), None),
+            Some(Err(e)) => (Standing::Untrusted, Some(e.to_string())),
+            None => (Standing::Untrusted, None),
+        };
+        let standing = match standing {
+            Standing::Untrusted if inventory.is_empty() => Standing::Nothing,
+            other => other,
+        };
+        Trust {
+            root,
+            inventory,
+            standing,
+            record,
+            record_error,
+            for_run,
+            hook_files,
+            sources,
+            user_sources,
+        }
+    }
+
+    /// Whether the project's parts run.
+    pub fn allows(&self) -> bool {
+        self.for_run || self.standing.allows()
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// What the project would run, one line each (the screen's question lists them).
+    pub fn items(&self) -> Vec<String> {
+        self.inventory.items().iter().map(ToString::to_string).collect()
+    }
+
+    /// Whether the trust was given before and what would run changed since.
+    pub fn changed(&self) -> bool {
+        matches!(self.standing, Standing::Changed { .. })
+    }
+
+    /// Trusts the root with what it would run now, in the user's record.
+    pub fn trust(&mut self) -> Result<(), TrustError> {
+        let path = self.record.clone().ok_or_else(|| TrustError::Io {
+            path: PathBuf::from("trust.json"),
+            source: std::io::Error::other("no data directory: set HOME or XDG_DATA_HOME"),
+        })?;
+        let mut record = Record::open(&path)?;
+        record.trust(&self.inventory);
+        record.save()?;
+        self.standing = Standing::Trusted;
+        Ok(())
+    }
+
+    /// The settings this run uses: the project's gated ones only when trusted.
+    pub fn settings(&self, layered: Layered) -> Settings {
+        if self.allows() { layered.trusted() } else { layered.untrusted() }
+    }
+
+    /// The hook files whose hooks load, in reading order.
+    pub fn hook_files(&self) -> Vec<&Path> {
+        let allows = self.allows();
+        self.hook_files
+            .iter()
+            .filter(|(_, users)| allows || *users)
+            .map(|(path, _)| path.as_path())
+            .collect()
+    }
+
+    /// Where plugins load from.
+    pub fn plugin_sources(&self) -> &Sources {
+        if self.allows() { &self.sources } else { &self.user_sources }
+    }
+
+    /// The notes of [`Trust::notes`] about one kind of part.
+    pub fn notes_of(&self, kind: Kind) -> Vec<String> {
+        self.notes_where(|k| k == kind)
+    }
+
+    /// One note for each part that does not run, and one for a record that cannot be read.
+    pub fn notes(&self) -> Vec<String> {
+        self.notes_where(|_| true)
+    }
+
+    fn notes_where(&self, wanted: impl Fn(Kind) -> bool) -> Vec<String> {
+        let mut notes: Vec<String> = self.record_error.iter().cloned().collect();
+        if self.allows() {
+            return notes;
+        }
+        let why = match &self.standing {
+            Standing::Changed { since } => {
+                format!("not trusted since it changed (trusted {since})")
+            }
+            _ => "not trusted".to_owned(),
+        };
+        let how = format!(
+            "`aerix trust {}` trusts it (`--trust` for one run)",
+            shell_word(&self.root.display().to_string())
+        );
+        for item in self.inventory.items().iter().filter(|i| wanted(i.kind)) {
+            let what = match item.kind {
+                Kind::Hook => format!("the hook `{}` of {} is not run", item.what, item.source),
+                Kind::Plugin => format!("the plugin {} ({}) is not loaded", item.what, item.source),
+                Kind::Setting => {
+                    format!("the setting `{}` of {} is not applied", item.what, item.source)
+                }
+            };
+            notes.push(format!("trust: this project is {why}: {what}; {how}"));
+        }
+        notes
+    }
+}
+
+/// `sources` without the project's plugin directory and settings files, enabling `enabled`.
+fn user_only(sources: &Sources, root: &Path, enabled: &[String]) -> Sources {
+    let mut out = sources.clone();
+    out.dirs.retain(|dir| !dir.starts_with(root));
+    out.enabled = enabled.to_vec();
+    if let Some(claude) = &mut out.claude {
+        let home_settings = claude.home.join("settings.json");
+        claude.settings.retain(|path| *path == home_settings || !path.starts_with(root));
+    }
+    out
+}
+
+/// A path as a shell word: quoted when it holds anything but plain characters.
+fn shell_word(text: &str) -> String {
+    if text.chars().all(|c| c.is_ascii_alphanumeric() || "/._-+".contains(c)) {
+        text.to_owned()
+    } else {
+        format!("'{}'", text.replace('\'', r"'\''"))
+    }
+}
+
+/// The record, for `aerix trust`.
+pub fn record(env: &Env) -> anyhow::Result<Record> {
+    let data = env
+        .data_home()
+        .ok_or_else(|| anyhow::anyhow!("no data directory: set HOME or XDG_DATA_HOME"))?;
+    Ok(Record::open(&Record::standard_path(&data))?)
+}
