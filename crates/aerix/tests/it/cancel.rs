@@ -59,7 +59,8 @@ fn check_cancelled(world: &World, out: &Output, status: i32, pgid: i32) -> Vec<V
     assert_eq!(out.status.code(), Some(status), "{text}\n{}", stderr(out));
     assert!(
         text.contains("-add() { echo $(($1 - $2)); }\n+add() { echo $(($1 + $2)); }"),
-        "{text}"
+        "stdout: {text}\nstderr: {}",
+        stderr(out)
     );
     let events = world.events();
     let last = events.last().unwrap();
