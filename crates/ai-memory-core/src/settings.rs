@@ -202,7 +202,8 @@ impl Profile {
 }
 
 /// `[llm]`: the model provider for the optional LLM steps (the profile's classify and merge).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// Its `Debug` hides the API key.
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Llm {
     /// `none` (default), `pool` (a caldrix pool) or `openai` (an OpenAI-compatible endpoint).
@@ -217,6 +218,21 @@ pub struct Llm {
     pub api_key: String,
     /// Seconds one call may take before the pass falls back to zero-LLM.
     pub timeout_secs: u64,
+}
+
+impl std::fmt::Debug for Llm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let Llm { provider, socket, model, endpoint, api_key, timeout_secs } = self;
+        let key = if api_key.is_empty() { "" } else { "<redacted>" };
+        f.debug_struct("Llm")
+            .field("provider", provider)
+            .field("socket", socket)
+            .field("model", model)
+            .field("endpoint", endpoint)
+            .field("api_key", &key)
+            .field("timeout_secs", timeout_secs)
+            .finish()
+    }
 }
 
 impl Default for Llm {
@@ -430,6 +446,19 @@ mod tests {
         assert_eq!(s.server.root_token, "abc");
         assert!(s.show().contains("root_token = \"(set)\""));
         assert!(!s.show().contains("abc"));
+    }
+
+    #[test]
+    fn debug_of_the_settings_hides_the_llm_key() {
+        let key = "sk-settings-debug-7f3a9c";
+        let settings = Settings {
+            llm: Llm { provider: "openai".into(), api_key: key.into(), ..Llm::default() },
+            ..Settings::default()
+        };
+        for shown in [format!("{:?}", settings.llm), format!("{settings:?}"), settings.show()] {
+            assert!(!shown.contains(key), "{shown}");
+        }
+        assert!(format!("{:?}", settings.llm).contains("api_key: \"<redacted>\""));
     }
 
     #[test]

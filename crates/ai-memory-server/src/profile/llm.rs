@@ -16,6 +16,11 @@ use caldrix_proto::{Constraint, FrameFormat, Generate, Role, Segment, StopReason
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+mod openai;
+
+pub use openai::{ApiKey, ERROR_BODY_BYTES, MESSAGE_CHARS, OpenAiProvider, REPLY_BYTES};
+use openai::{answer, excerpt};
+
 /// Sentences one classify call takes.
 pub const CLASSIFY_BATCH: usize = 12;
 /// The longest line a model may restate an entry as.
@@ -27,8 +32,20 @@ pub enum LlmError {
     Provider(String),
     #[error("[llm] provider `openai` needs `endpoint` and `model`")]
     Endpoint,
-    #[error("the endpoint: {0}")]
-    Http(String),
+    #[error("[llm] endpoint {url} is not usable: {reason}")]
+    EndpointUrl { url: String, reason: &'static str },
+    #[error("{url}: {reason}")]
+    Http { url: String, reason: String },
+    #[error(
+        "{url} answered {status}, a redirect (to {location}): redirects are not followed, set [llm] endpoint to where it points"
+    )]
+    Redirect { url: String, status: u16, location: String },
+    #[error("{url} refused the request ({status}): check [llm] api_key")]
+    Unauthorized { url: String, status: u16 },
+    #[error("{url} answered {status}: {message}")]
+    Status { url: String, status: u16, message: String },
+    #[error("{url} sent a reply larger than the cap of {cap} bytes")]
+    TooLarge { url: String, cap: usize },
     #[error("the pool: {0}")]
     Pool(#[from] caldrix_client::ClientError),
     #[error("the pool has no member to classify with: load one, or set [llm] model")]
@@ -70,67 +87,13 @@ pub fn provider(settings: &Llm) -> Result<Option<Box<dyn Provider>>, LlmError> {
         "openai" if settings.endpoint.is_empty() || settings.model.is_empty() => {
             Err(LlmError::Endpoint)
         }
-        "openai" => Ok(Some(Box::new(OpenAiProvider {
-            url: format!("{}/chat/completions", settings.endpoint.trim_end_matches('/')),
-            model: settings.model.clone(),
-            api_key: settings.api_key.clone(),
-            timeout: Duration::from_secs(settings.timeout_secs.max(1)),
-        }))),
+        "openai" => Ok(Some(Box::new(OpenAiProvider::new(
+            &settings.endpoint,
+            &settings.model,
+            &settings.api_key,
+            Duration::from_secs(settings.timeout_secs.max(1)),
+        )?))),
         other => Err(LlmError::Provider(other.to_owned())),
-    }
-}
-
-/// An OpenAI-compatible endpoint (`/chat/completions` with a `json_schema` response format:
-/// llama.cpp's server, vLLM, Ollama, OpenAI).
-#[derive(Debug)]
-pub struct OpenAiProvider {
-    url: String,
-    model: String,
-    api_key: String,
-    timeout: Duration,
-}
-
-impl Provider for OpenAiProvider {
-    fn structured(
-        &self,
-        system: &str,
-        user: &str,
-        schema: &Value,
-        max_tokens: u32,
-    ) -> Result<Value, LlmError> {
-        let body = json!({
-            "model": self.model,
-            "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
-            "max_tokens": max_tokens,
-            "temperature": 0,
-            "response_format": {
-                "type": "json_schema",
-                "json_schema": {"name": "answer", "strict": true, "schema": schema},
-            },
-        });
-        let mut request =
-            ureq::post(&self.url).timeout(self.timeout).set("Content-Type", "application/json");
-        if !self.api_key.is_empty() {
-            request = request.set("Authorization", &format!("Bearer {}", self.api_key));
-        }
-        let reply = match request.send_string(&body.to_string()) {
-            Ok(r) => r.into_string().map_err(|e| LlmError::Http(e.to_string()))?,
-            Err(ureq::Error::Status(code, r)) => {
-                let text = r.into_string().unwrap_or_default();
-                return Err(LlmError::Http(format!("{} answered {code}: {text}", self.url)));
-            }
-            Err(e) => return Err(LlmError::Http(format!("{}: {e}", self.url))),
-        };
-        let reply: Value =
-            serde_json::from_str(&reply).map_err(|e| LlmError::Answer(e.to_string()))?;
-        let choice = &reply["choices"][0];
-        if choice["finish_reason"] == "length" {
-            return Err(LlmError::Cut);
-        }
-        let content = choice["message"]["content"]
-            .as_str()
-            .ok_or_else(|| LlmError::Answer(format!("no message content in {reply}")))?;
-        serde_json::from_str(content).map_err(|e| LlmError::Answer(e.to_string()))
     }
 }
 
@@ -189,7 +152,7 @@ impl PoolProvider {
         if done.stop == StopReason::MaxTokens {
             return Err(LlmError::Cut);
         }
-        serde_json::from_str(&done.text).map_err(|e| LlmError::Answer(e.to_string()))
+        serde_json::from_str(&done.text).map_err(|e| answer(&e))
     }
 }
 
@@ -305,8 +268,7 @@ pub fn classify(
     let max_tokens = 40 + 110 * sentences.len() as u32;
     let schema = classify_schema(sentences.len(), entries);
     let answer = provider.structured(CLASSIFY_SYSTEM, &user, &schema, max_tokens)?;
-    let classified: Classified =
-        serde_json::from_value(answer).map_err(|e| LlmError::Answer(e.to_string()))?;
+    let classified: Classified = serde_json::from_value(answer).map_err(|e| openai::answer(&e))?;
     let mut seen = std::collections::BTreeSet::new();
     let mut out = Vec::new();
     for item in classified.items {
@@ -353,7 +315,7 @@ pub fn merge(
     let changed = answer
         .get("changed")
         .and_then(Value::as_bool)
-        .ok_or_else(|| LlmError::Answer(answer.to_string()))?;
+        .ok_or_else(|| LlmError::Answer(excerpt(&answer.to_string())))?;
     let new = answer.get("line").and_then(Value::as_str).unwrap_or_default().trim();
     Ok((changed && !new.is_empty()).then(|| sanitize(new).as_str().to_owned()))
 }
