@@ -38,13 +38,22 @@ pub struct Settings {
     pub llm: Llm,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Server {
     /// Where `ai-memory serve` listens, and where hook clients reach it.
     pub bind: String,
     /// The root token; a bind off loopback refuses to start without one.
     pub root_token: String,
+}
+
+/// By hand, as `Llm`'s: the token is never printed.
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let Server { bind, root_token } = self;
+        let token = if root_token.is_empty() { "" } else { "<redacted>" };
+        f.debug_struct("Server").field("bind", bind).field("root_token", &token).finish()
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -449,14 +458,17 @@ mod tests {
     }
 
     #[test]
-    fn debug_of_the_settings_hides_the_llm_key() {
+    fn debug_of_the_settings_hides_the_llm_key_and_the_root_token() {
         let key = "sk-settings-debug-7f3a9c";
+        let token = "root-token-debug-41c2";
         let settings = Settings {
             llm: Llm { provider: "openai".into(), api_key: key.into(), ..Llm::default() },
+            server: Server { root_token: token.into(), ..Server::default() },
             ..Settings::default()
         };
         for shown in [format!("{:?}", settings.llm), format!("{settings:?}"), settings.show()] {
             assert!(!shown.contains(key), "{shown}");
+            assert!(!shown.contains(token), "{shown}");
         }
         assert!(format!("{:?}", settings.llm).contains("api_key: \"<redacted>\""));
     }
