@@ -202,3 +202,25 @@ fn the_screen_asks_listing_what_would_run_and_y_trusts_it() {
     let list = stdout(&world.aerix(&["trust", "--list"]));
     assert!(list.lines().next().unwrap().ends_with("1 part(s)  current"), "{list}");
 }
+
+#[test]
+fn a_plugin_the_repository_brings_loads_only_once_trusted() {
+    let world = World::scripted("trust-plugin", &replies(2), true);
+    let marker = world.home.join("plugin-hook-ran");
+    let hooks = json!({"hooks": {"SessionStart": [{"hooks": [
+        {"type": "command", "command": format!("touch {}", marker.display())}
+    ]}]}});
+    world.write(".aerix/plugins/lint/hooks/hooks.json", &hooks.to_string());
+    world.write(".aerix/settings.toml", "[plugins]\nenabled = [\"lint\"]\n");
+
+    let err = run(&world, &[]);
+    assert!(!marker.exists(), "an untrusted project's plugin hook ran");
+    let notes = trust_notes(&err);
+    assert_eq!(notes.len(), 2, "the plugin and its hook, one note each: {err}");
+    assert!(notes[0].contains("the plugin lint (.aerix/plugins/lint) is not loaded"), "{err}");
+    assert!(notes[1].contains("of .aerix/plugins/lint/hooks/hooks.json is not run"), "{err}");
+
+    world.trust();
+    let err = run(&world, &[]);
+    assert!(marker.exists(), "a trusted project's plugin hook did not run: {err}");
+}
