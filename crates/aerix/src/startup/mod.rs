@@ -58,7 +58,14 @@ impl Files {
         front: &mut impl Front,
     ) -> anyhow::Result<Files> {
         let root = aerix_config::project_root(cwd);
-        let instructions = aerix_config::instruction_files(&root, cwd)?;
+        // `sandbox.enabled` without a working bwrap: nothing starts (never an unsandboxed run).
+        if let Some(sandbox) = crate::bridge::sandbox(settings) {
+            sandbox
+                .check(&aerix_tools::Roots::new(&root))
+                .map_err(|e| Exit::Config.with(e.to_string()))?;
+        }
+        let aerix_config::Instructions { files: instructions, notes: skipped } =
+            aerix_config::instruction_files(&root, cwd)?;
         let data = env.data_home().context("no data directory: set HOME or XDG_DATA_HOME")?;
         let store = Store::new(&data);
         let project = aerix_session::project_key(&root);
@@ -92,6 +99,7 @@ impl Files {
             .iter()
             .chain(&agents.notes)
             .chain(&files.extensions.notes)
+            .chain(&skipped)
             .cloned()
             .collect();
         files.tell(front, notes);
