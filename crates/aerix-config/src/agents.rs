@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use serde_yaml_ng::{Mapping, Value};
 
 use crate::Env;
+use crate::capped::{Capped, read_capped};
 use crate::frontmatter::{NoFrontmatter, split_frontmatter};
 use crate::named::{ByName, Named};
 
@@ -174,9 +175,12 @@ fn load_dir(out: &mut LoadedAgents, dir: &Path, origin: &Origin, clash: Clash) {
     }
     files.sort();
     for path in files {
-        let parsed = std::fs::read_to_string(&path)
-            .map_err(|e| e.to_string())
-            .and_then(|text| parse_agent(&path, &text));
+        let parsed = match read_capped(&path) {
+            Ok(Capped::Text(text)) => parse_agent(&path, &text),
+            Ok(Capped::Missing) => continue,
+            Ok(Capped::Skipped(why)) => Err(why),
+            Err(e) => Err(e.to_string()),
+        };
         let (mut definition, notes) = match parsed {
             Ok(parsed) => parsed,
             Err(why) => {

@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::ConfigError;
+use crate::capped::{Capped, read_capped};
 
 /// The names read in each directory, in this order.
 pub const INSTRUCTION_NAMES: [&str; 2] = ["AGENTS.md", "CLAUDE.md"];
@@ -19,25 +20,35 @@ pub fn project_root(dir: &Path) -> PathBuf {
     dir.ancestors().find(|d| d.join(".git").exists()).unwrap_or(dir).to_owned()
 }
 
+/// The instruction files read, and a note for each one skipped (over `MAX_FILE_BYTES`, not a
+/// regular file, not UTF-8).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Instructions {
+    pub files: Vec<InstructionFile>,
+    pub notes: Vec<String>,
+}
+
 /// The instruction files from `root` down to `cwd` (`cwd` must be inside `root`; when it is
 /// not, only `cwd` is read).
-pub fn instruction_files(root: &Path, cwd: &Path) -> Result<Vec<InstructionFile>, ConfigError> {
+pub fn instruction_files(root: &Path, cwd: &Path) -> Result<Instructions, ConfigError> {
     let mut dirs: Vec<&Path> = cwd.ancestors().take_while(|d| d.starts_with(root)).collect();
     if dirs.is_empty() {
         dirs.push(cwd);
     }
     dirs.reverse();
-    let mut files = Vec::new();
+    let mut out = Instructions::default();
     for dir in dirs {
         for name in INSTRUCTION_NAMES {
             let path = dir.join(name);
-            match std::fs::read_to_string(&path) {
-                Ok(text) => files.push(InstructionFile { path, text }),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) if e.kind() == std::io::ErrorKind::IsADirectory => {}
+            match read_capped(&path) {
+                Ok(Capped::Text(text)) => out.files.push(InstructionFile { path, text }),
+                Ok(Capped::Missing) => {}
+                Ok(Capped::Skipped(why)) => {
+                    out.notes.push(format!("instructions: {}: {why}; skipped", path.display()));
+                }
                 Err(source) => return Err(ConfigError::Read { path, source }),
             }
         }
     }
-    Ok(files)
+    Ok(out)
 }

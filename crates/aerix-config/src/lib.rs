@@ -5,6 +5,7 @@
 //! `aerix-skills`'s, hook files `aerix-hooks`'s.
 
 mod agents;
+mod capped;
 mod env;
 mod frontmatter;
 mod instructions;
@@ -17,14 +18,15 @@ pub use agents::{
     AERIX_TOOLS, AgentDefinition, AgentDefinitions, AgentDirs, LoadedAgents, Origin, aerix_tool,
     load_agents, load_plugin_agents, parse_agent,
 };
+pub use capped::{Capped, MAX_FILE_BYTES, read_capped};
 pub use env::Env;
 pub use frontmatter::{NoFrontmatter, split_frontmatter};
-pub use instructions::{InstructionFile, instruction_files, project_root};
+pub use instructions::{InstructionFile, Instructions, instruction_files, project_root};
 pub use named::{ByName, Named};
 pub use settings::{
     ContextSettings, DEFAULT_MODEL, DEFAULT_TOOL_CAP, Delegation, HookSettings, Layered, Member,
-    PluginSettings, PoolSettings, ProjectSetting, Settings, SettingsPaths, TuneSettings, defaults,
-    load, load_layered, valid_profile_name,
+    PluginSettings, PoolSettings, ProjectSetting, SandboxSettings, Settings, SettingsPaths,
+    TuneSettings, defaults, load, load_layered, valid_profile_name,
 };
 
 #[derive(Debug, thiserror::Error)]

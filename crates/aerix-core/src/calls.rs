@@ -50,6 +50,8 @@ pub(crate) async fn run(
                 cancel: &agent.cancel,
                 jobs: &agent.jobs,
                 files: &agent.files,
+                roots: &rt.roots,
+                sandbox: rt.sandbox.as_ref(),
             };
             // Tools block (a command may run for minutes): keep the runtime's other tasks going.
             let result = tokio::task::block_in_place(|| aerix_tools::run(tool, &call.input, &env));

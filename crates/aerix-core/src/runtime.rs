@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use aerix_prompts::Prompts;
-use aerix_tools::{Cancel, ToolError};
+use aerix_tools::{Cancel, Roots, Sandbox, ToolError};
 use aerix_turn::schemas::{self, ContextIds};
 use aerix_turn::{Answer, Call, SchemaCache};
 use caldrix_proto::{Done, Generate};
@@ -169,6 +169,11 @@ pub struct Runtime<'a> {
     pub options: Options,
     pub prompts: &'a Prompts,
     pub cwd: &'a Path,
+    /// Where the file tools may act: by default the working directory, and the sink's spool to
+    /// read (`with_roots` sets the tree and the directories added).
+    pub roots: Roots,
+    /// `bash`'s sandbox; `None` by default.
+    pub sandbox: Option<Sandbox>,
     /// Set when the user cancels: generations get a `cancel` frame, tools and agents stop.
     pub cancel: Cancel,
     /// The hook events the runtime fires (compaction, delegation); `NO_HOOKS` by default.
@@ -228,12 +233,15 @@ impl<'a> Runtime<'a> {
         cwd: &'a Path,
         cancel: Cancel,
     ) -> Runtime<'a> {
+        let roots = with_spool(Roots::new(cwd), &*sink);
         Runtime {
             client,
             sink,
             options,
             prompts,
             cwd,
+            roots,
+            sandbox: None,
             cancel,
             hooks: &NO_HOOKS,
             definitions: &NO_DEFINITIONS,
@@ -247,6 +255,17 @@ impl<'a> Runtime<'a> {
             stats: Stats::default(),
             schemas: SchemaCache::default(),
         }
+    }
+
+    /// The same runtime, its file tools confined to `roots` (and the sink's spool, read only).
+    pub fn with_roots(self, roots: Roots) -> Runtime<'a> {
+        let roots = with_spool(roots, &*self.sink);
+        Runtime { roots, ..self }
+    }
+
+    /// The same runtime, running `bash` in `sandbox`.
+    pub fn with_sandbox(self, sandbox: Option<Sandbox>) -> Runtime<'a> {
+        Runtime { sandbox, ..self }
     }
 
     /// The same runtime, firing its events through `hooks`.
@@ -322,5 +341,13 @@ impl<'a> Runtime<'a> {
             schemas::restrict_agent_call(schema, &definitions.names(), members);
             schemas::restrict_skill_call(schema, &skills.names());
         })
+    }
+}
+
+/// `roots` and the sink's spool directory, read only.
+fn with_spool(roots: Roots, sink: &dyn Sink) -> Roots {
+    match sink.spool_dir() {
+        Some(dir) => roots.with_read_only(&dir),
+        None => roots,
     }
 }

@@ -9,6 +9,11 @@ pub trait Sink: Send {
     fn event(&mut self, event: Event);
     /// Writes a whole tool result once; its path, or `None` when it could not be written.
     fn spool(&mut self, name: &str, text: &str) -> Option<PathBuf>;
+    /// The directory `spool` writes to: the file tools may read there (a capped result's
+    /// pointer names a file in it), never write.
+    fn spool_dir(&self) -> Option<PathBuf> {
+        None
+    }
     /// A generation's progress as it happens (not logged: a screen's live figures). `agent`
     /// is the agent generating, `route` for routing's probe.
     fn live(&mut self, _agent: &str, _live: Live) {}

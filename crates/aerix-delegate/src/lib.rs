@@ -19,7 +19,7 @@ use aerix_core::{
     AskGate, Caller, Compaction, Definitions, Delegation, Options, Prompts, Runtime, RuntimeHooks,
     Sink, Skills, Stats,
 };
-use aerix_tools::{Cancel, ToolError};
+use aerix_tools::{Cancel, Roots, Sandbox, ToolError};
 use aerix_turn::Call;
 
 /// The `[delegation]` settings and the pool a piece connects to.
@@ -46,6 +46,8 @@ pub(crate) struct Shared<'s> {
     pub(crate) options: &'s Options,
     pub(crate) prompts: &'s Prompts,
     pub(crate) cwd: &'s std::path::Path,
+    pub(crate) roots: Roots,
+    pub(crate) sandbox: Option<Sandbox>,
     pub(crate) hooks: &'s dyn RuntimeHooks,
     pub(crate) definitions: &'s dyn Definitions,
     pub(crate) skills: &'s dyn Skills,
@@ -80,6 +82,8 @@ impl Delegation for Delegator {
             options: &options,
             prompts: rt.prompts,
             cwd: rt.cwd,
+            roots: rt.roots.clone(),
+            sandbox: rt.sandbox.clone(),
             hooks: rt.hooks,
             definitions: rt.definitions,
             skills: rt.skills,

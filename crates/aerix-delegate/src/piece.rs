@@ -62,6 +62,8 @@ pub(crate) async fn run(
         shared.cwd,
         shared.cancel.clone(),
     )
+    .with_roots(shared.roots.clone())
+    .with_sandbox(shared.sandbox.clone())
     .with_hooks(shared.hooks)
     .with_definitions(shared.definitions)
     .with_skills(shared.skills)

@@ -71,6 +71,10 @@ impl Sink for PieceSink<'_, '_> {
         lock(self.shared).live(agent, live);
     }
 
+    fn spool_dir(&self) -> Option<PathBuf> {
+        lock(self.shared).spool_dir()
+    }
+
     /// Names are made unique within the piece: every agent numbers its calls from `c1`.
     fn spool(&mut self, name: &str, text: &str) -> Option<PathBuf> {
         self.spooled += 1;

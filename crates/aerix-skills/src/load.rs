@@ -8,8 +8,9 @@ use aerix_config::{Env, Origin};
 use crate::parse::{DESCRIPTION_CHARS, cut, first_line, parse};
 use crate::{Skill, Skills};
 
-/// A `SKILL.md` or command file larger than this is refused by name.
-pub const MAX_SKILL_BYTES: u64 = 256 * 1024;
+/// A `SKILL.md` or command file larger than this is refused by name (the cap of agent
+/// definitions and instruction files too).
+pub const MAX_SKILL_BYTES: u64 = aerix_config::MAX_FILE_BYTES;
 /// Entries of one directory looked at; the rest are counted in a note.
 pub const MAX_ENTRIES: usize = 1000;
 /// Subdirectories of a commands directory followed (`a/b/c.md` is `a:b:c`).

@@ -1,8 +1,10 @@
-//! `bash`: `sh -c` in its own process group, in the foreground or as a background job.
+//! `bash`: `sh -c` in its own process group (under bubblewrap with `sandbox.enabled`), in the
+//! foreground or as a background job, at most `MAX_JOBS` of them running per agent.
 
+use std::ffi::OsString;
 use std::io::Read;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::path::Path;
+use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::Mutex;
 use std::thread::JoinHandle;
@@ -12,7 +14,7 @@ use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use serde::Deserialize;
 
-use crate::{Cancel, ToolEnv, ToolError};
+use crate::{Cancel, Sandbox, ToolEnv, ToolError};
 
 pub const DEFAULT_TIMEOUT_SECS: u64 = 120;
 pub const MAX_TIMEOUT_SECS: u64 = 600;
@@ -22,6 +24,8 @@ const KILL_GRACE: Duration = Duration::from_secs(2);
 const POLL: Duration = Duration::from_millis(100);
 /// Output kept per stream; the runtime caps results far below this.
 const STREAM_CAP: usize = 4 << 20;
+/// Background jobs one agent may have running; one more is refused by name.
+pub const MAX_JOBS: usize = 8;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -43,14 +47,15 @@ pub fn run(input: BashInput, env: &ToolEnv<'_>) -> Result<String, ToolError> {
         return Err(ToolError::new("the command is empty"));
     }
     let timeout = Duration::from_secs(timeout_secs);
+    let launch = Launch::new(&input.command, env)?;
     if input.background {
-        let id = env.jobs.start(&input.command, env.cwd, timeout, env.cancel.clone())?;
+        let id = env.jobs.start(&input.command, launch, timeout, env.cancel.clone())?;
         return Ok(format!(
             "started job {id} in the background; its output comes back as [job {id} exited N] \
              when it ends"
         ));
     }
-    let finished = execute(&input.command, env.cwd, timeout, &[env.cancel])?;
+    let finished = execute(&launch, timeout, &[env.cancel])?;
     Ok(finished.render(None))
 }
 
@@ -102,17 +107,44 @@ impl Finished {
     }
 }
 
-fn spawn(command: &str, cwd: &Path) -> Result<Child, ToolError> {
-    Command::new("sh")
-        .arg("-c")
-        .arg(command)
-        .current_dir(cwd)
-        .process_group(0)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| ToolError::new(format!("cannot start sh in {}: {e}", cwd.display())))
+/// How a command is started: `sh -c` in the working directory, or the same inside the sandbox.
+#[derive(Clone, Debug)]
+struct Launch {
+    program: OsString,
+    args: Vec<OsString>,
+    cwd: PathBuf,
+}
+
+impl Launch {
+    fn new(command: &str, env: &ToolEnv<'_>) -> Result<Launch, ToolError> {
+        let cwd = env.cwd.to_owned();
+        let sh = ["sh", "-c", command].map(OsString::from);
+        Ok(match env.sandbox {
+            None => Launch { program: "sh".into(), args: sh[1..].to_vec(), cwd },
+            // The setting is on: without bwrap the command does not run at all.
+            Some(sandbox) => {
+                let bwrap = Sandbox::bwrap().map_err(|e| ToolError::new(e.to_string()))?;
+                let mut args = sandbox.args(env.roots, &cwd);
+                args.extend(sh);
+                Launch { program: bwrap.into(), args, cwd }
+            }
+        })
+    }
+
+    fn spawn(&self) -> Result<Child, ToolError> {
+        Command::new(&self.program)
+            .args(&self.args)
+            .current_dir(&self.cwd)
+            .process_group(0)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| {
+                let program = self.program.to_string_lossy();
+                ToolError::new(format!("cannot start {program} in {}: {e}", self.cwd.display()))
+            })
+    }
 }
 
 fn drain(pipe: Option<impl Read + Send + 'static>) -> JoinHandle<Vec<u8>> {
@@ -147,13 +179,8 @@ fn terminate(child: &mut Child, pgid: i32, cancels: &[&Cancel]) -> Option<ExitSt
 }
 
 /// Runs to its end, its timeout, or until any of `cancels` is set.
-fn execute(
-    command: &str,
-    cwd: &Path,
-    timeout: Duration,
-    cancels: &[&Cancel],
-) -> Result<Finished, ToolError> {
-    let mut child = spawn(command, cwd)?;
+fn execute(launch: &Launch, timeout: Duration, cancels: &[&Cancel]) -> Result<Finished, ToolError> {
+    let mut child = launch.spawn()?;
     let pgid = i32::try_from(child.id()).unwrap_or(0);
     let stdout = drain(child.stdout.take());
     let stderr = drain(child.stderr.take());
@@ -237,20 +264,32 @@ impl Jobs {
     fn start(
         &self,
         command: &str,
-        cwd: &Path,
+        launch: Launch,
         timeout: Duration,
         cancel: Cancel,
     ) -> Result<String, ToolError> {
         let mut inner =
             self.inner.lock().map_err(|_| ToolError::new("the job table is poisoned"))?;
+        // A job that ended but whose result is not taken yet no longer counts.
+        let running = inner
+            .running
+            .iter()
+            .filter(|j| j.handle.as_ref().is_some_and(|h| !h.is_finished()))
+            .count();
+        if running >= MAX_JOBS {
+            return Err(ToolError::new(format!(
+                "refused: {running} background jobs are running, the most an agent may have \
+                 ({MAX_JOBS}); wait for one to end (its output comes back as [job jN exited N]) \
+                 or run this command in the foreground"
+            )));
+        }
         inner.next += 1;
         let id = format!("j{}", inner.next);
         // A job is cancelled with the agent, or on its own when the agent ends.
         let own = Cancel::default();
-        let (job_id, text, cwd, watch) =
-            (id.clone(), command.to_owned(), cwd.to_owned(), own.clone());
+        let (job_id, text, watch) = (id.clone(), command.to_owned(), own.clone());
         let handle = std::thread::spawn(move || {
-            let finished = match execute(&text, &cwd, timeout, &[&cancel, &watch]) {
+            let finished = match execute(&launch, timeout, &[&cancel, &watch]) {
                 Ok(f) => f,
                 Err(e) => Finished {
                     stdout: Vec::new(),

@@ -1,11 +1,23 @@
-//! `read`, `write`, `edit`.
+//! `read`, `write`, `edit`, each confined to the roots (`confine.rs`) and to regular files
+//! (`open.rs`).
+
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
+use std::path::Path;
 
 use serde::Deserialize;
 
-use crate::{ToolEnv, ToolError, resolve};
+use crate::confine::Access;
+use crate::search::GREP_FILE_LIMIT;
+use crate::{ToolEnv, ToolError, open};
 
 pub const READ_LIMIT: usize = 200;
 pub const LINE_CHARS: usize = 2000;
+/// The most a `read` returns: past it, the lines stop and the result says where to go on.
+pub const READ_BYTES: usize = 256 << 10;
+/// A file `edit` loads at most; a larger one is refused by name.
+pub const EDIT_MAX_BYTES: u64 = 8 << 20;
+/// A read's buffer: its memory, whatever the file's size.
+const BUFFER: usize = 64 << 10;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -33,88 +45,164 @@ pub struct EditInput {
 }
 
 /// Lines of a file with their numbers (`offset` is the first line, from 1), each cut to 2000
-/// characters; a directory gives its entries.
+/// characters; a directory gives its entries. The file is streamed: whatever its size, a read
+/// holds one buffer and the lines it returns (at most `READ_BYTES` of them).
 pub fn read(input: ReadInput, env: &ToolEnv<'_>) -> Result<String, ToolError> {
-    let path = resolve(env, &input.path);
-    let meta = std::fs::metadata(&path)
-        .map_err(|e| ToolError::new(format!("cannot read {}: {e}", input.path)))?;
+    let path = env.roots.check(env.cwd, &input.path, Access::Read)?;
+    let shown = input.path.as_str();
+    let meta = std::fs::symlink_metadata(&path)
+        .map_err(|e| ToolError::new(format!("cannot read {shown}: {e}")))?;
     if meta.is_dir() {
-        let mut entries: Vec<String> = std::fs::read_dir(&path)
-            .map_err(|e| ToolError::new(format!("cannot list {}: {e}", input.path)))?
-            .flatten()
-            .map(|e| {
-                let name = e.file_name().to_string_lossy().into_owned();
-                if e.file_type().is_ok_and(|t| t.is_dir()) { format!("{name}/") } else { name }
-            })
-            .collect();
-        entries.sort();
-        if entries.is_empty() {
-            return Ok(format!("{} is an empty directory", input.path));
-        }
-        return Ok(entries.join("\n"));
+        return list(&path, shown);
     }
-    let bytes = std::fs::read(&path)
-        .map_err(|e| ToolError::new(format!("cannot read {}: {e}", input.path)))?;
-    if bytes.iter().take(8192).any(|b| *b == 0) {
-        return Err(ToolError::new(format!(
-            "{} is a binary file ({} bytes)",
-            input.path,
-            bytes.len()
-        )));
+    let (file, meta) = open::regular(&path, shown)?;
+    let failed = |e: std::io::Error| ToolError::new(format!("cannot read {shown}: {e}"));
+    let mut reader = BufReader::with_capacity(BUFFER, file);
+    if reader.fill_buf().map_err(failed)?.iter().take(8192).any(|b| *b == 0) {
+        return Err(ToolError::new(format!("{shown} is a binary file ({} bytes)", meta.len())));
     }
-    let text = String::from_utf8_lossy(&bytes);
     let offset = input.offset.unwrap_or(1).max(1);
     let limit = input.limit.unwrap_or(READ_LIMIT).max(1);
-    let total = text.lines().count();
-    if total == 0 {
-        return Ok(format!("{} is empty", input.path));
+    let mut before = 0;
+    while before < offset - 1 {
+        if reader.skip_until(b'\n').map_err(failed)? == 0 {
+            break;
+        }
+        before += 1;
     }
-    if offset > total {
+    let mut lines: Vec<String> = Vec::new();
+    let (mut bytes, mut cut_at_bytes) = (0, false);
+    let mut buf = Vec::new();
+    while lines.len() < limit {
+        let Some(line) = next_line(&mut reader, &mut buf).map_err(failed)? else { break };
+        if bytes + line.len() > READ_BYTES && !lines.is_empty() {
+            cut_at_bytes = true;
+            break;
+        }
+        bytes += line.len() + 8;
+        lines.push(line);
+    }
+    if lines.is_empty() {
+        if before == 0 {
+            return Ok(format!("{shown} is empty"));
+        }
         return Err(ToolError::new(format!(
-            "{} has {total} lines; offset {offset} is past the end",
-            input.path
+            "{shown} has {before} lines; offset {offset} is past the end"
         )));
     }
-    let width = (offset + limit).min(total).to_string().len();
+    let last = offset + lines.len() - 1;
+    let width = last.to_string().len();
     let mut out = String::new();
-    for (i, line) in text.lines().enumerate().skip(offset - 1).take(limit) {
-        let line = cut_chars(line, LINE_CHARS);
-        out.push_str(&format!("{:>width$}\t{line}\n", i + 1));
+    for (i, line) in lines.iter().enumerate() {
+        out.push_str(&format!("{:>width$}\t{line}\n", offset + i));
     }
-    let last = (offset + limit - 1).min(total);
-    if last < total {
+    let more = cut_at_bytes || !reader.fill_buf().map_err(failed)?.is_empty();
+    if more {
+        // Counting the rest means reading it: only for a file of a size grep reads too.
+        let of = if meta.len() <= GREP_FILE_LIMIT {
+            let mut rest = usize::from(cut_at_bytes);
+            while reader.skip_until(b'\n').map_err(failed)? > 0 {
+                rest += 1;
+            }
+            (last + rest).to_string()
+        } else {
+            format!("a {} file", crate::search::human(meta.len()))
+        };
+        let cut =
+            if cut_at_bytes { format!("; cut at {} KiB", READ_BYTES >> 10) } else { String::new() };
         out.push_str(&format!(
-            "[lines {offset}-{last} of {total}; read with offset={} for more]\n",
+            "[lines {offset}-{last} of {of}{cut}; read with offset={} for more]\n",
             last + 1
         ));
     }
     Ok(out)
 }
 
-/// Creates or replaces a file, creating its parent directories.
-pub fn write(input: WriteInput, env: &ToolEnv<'_>) -> Result<String, ToolError> {
-    let path = resolve(env, &input.path);
-    if path.is_dir() {
-        return Err(ToolError::new(format!("{} is a directory", input.path)));
+/// The next line (without its newline), cut to `LINE_CHARS`; the rest of a long line is skipped
+/// unread into memory. `None` at the end.
+fn next_line(reader: &mut impl BufRead, buf: &mut Vec<u8>) -> std::io::Result<Option<String>> {
+    buf.clear();
+    let keep = (LINE_CHARS * 4) as u64;
+    let n = (&mut *reader).take(keep).read_until(b'\n', buf)?;
+    if n == 0 {
+        return Ok(None);
     }
+    let ended = buf.last() == Some(&b'\n');
+    let cut = !ended && n as u64 == keep && reader.skip_until(b'\n')? > 0;
+    if ended {
+        buf.pop();
+    }
+    if buf.last() == Some(&b'\r') {
+        buf.pop();
+    }
+    let text = String::from_utf8_lossy(buf);
+    let line = cut_chars(&text, LINE_CHARS);
+    if cut && line.len() == text.len() {
+        return Ok(Some(format!("{line}[... line cut at {LINE_CHARS} characters]")));
+    }
+    Ok(Some(line))
+}
+
+fn list(path: &Path, shown: &str) -> Result<String, ToolError> {
+    let mut entries: Vec<String> = std::fs::read_dir(path)
+        .map_err(|e| ToolError::new(format!("cannot list {shown}: {e}")))?
+        .flatten()
+        .map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if e.file_type().is_ok_and(|t| t.is_dir()) { format!("{name}/") } else { name }
+        })
+        .collect();
+    entries.sort();
+    if entries.is_empty() {
+        return Ok(format!("{shown} is an empty directory"));
+    }
+    Ok(entries.join("\n"))
+}
+
+/// Creates or replaces a file, creating its parent directories. The path is resolved first
+/// (a link to outside the roots is refused), and the file is opened without following a link.
+pub fn write(input: WriteInput, env: &ToolEnv<'_>) -> Result<String, ToolError> {
+    let path = env.roots.check(env.cwd, &input.path, Access::Write)?;
+    let shown = input.path.as_str();
     if let Some(parent) = path.parent() {
+        // The resolved parent holds no link: what is created is created inside the roots.
         std::fs::create_dir_all(parent)
             .map_err(|e| ToolError::new(format!("cannot create {}: {e}", parent.display())))?;
     }
-    let existed = path.exists();
-    std::fs::write(&path, &input.content)
-        .map_err(|e| ToolError::new(format!("cannot write {}: {e}", input.path)))?;
+    let (mut file, existed) = open::replace(&path, shown)?;
+    file.write_all(input.content.as_bytes())
+        .map_err(|e| ToolError::new(format!("cannot write {shown}: {e}")))?;
     let lines = input.content.lines().count();
     let verb = if existed { "replaced" } else { "created" };
-    Ok(format!("{verb} {} ({lines} lines, {} bytes)", input.path, input.content.len()))
+    Ok(format!("{verb} {shown} ({lines} lines, {} bytes)", input.content.len()))
 }
 
 /// Replaces an exact string: refused when it is missing, or found more than once without
-/// `replace_all`.
+/// `replace_all`. A file over `EDIT_MAX_BYTES` is refused, not loaded.
 pub fn edit(input: EditInput, env: &ToolEnv<'_>) -> Result<String, ToolError> {
-    let path = resolve(env, &input.path);
-    let text = std::fs::read_to_string(&path)
-        .map_err(|e| ToolError::new(format!("cannot read {}: {e}", input.path)))?;
+    let path = env.roots.check(env.cwd, &input.path, Access::Write)?;
+    let shown = input.path.as_str();
+    let (mut file, meta) = open::regular_rw(&path, shown)?;
+    let too_big = |size: u64| {
+        ToolError::new(format!(
+            "refused: {shown} is {size} bytes, over the {} MiB edit loads; change it with bash",
+            EDIT_MAX_BYTES >> 20
+        ))
+    };
+    if meta.len() > EDIT_MAX_BYTES {
+        return Err(too_big(meta.len()));
+    }
+    let mut bytes = Vec::new();
+    // The file may grow after the check: never read past the cap.
+    (&mut file)
+        .take(EDIT_MAX_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| ToolError::new(format!("cannot read {shown}: {e}")))?;
+    if bytes.len() as u64 > EDIT_MAX_BYTES {
+        return Err(too_big(bytes.len() as u64));
+    }
+    let text = String::from_utf8(bytes)
+        .map_err(|_| ToolError::new(format!("cannot edit {shown}: it is not UTF-8 text")))?;
     if input.old.is_empty() {
         return Err(ToolError::new("`old` is empty: use write to create a file"));
     }
@@ -125,30 +213,29 @@ pub fn edit(input: EditInput, env: &ToolEnv<'_>) -> Result<String, ToolError> {
     let updated = match count {
         0 => {
             return Err(ToolError::new(format!(
-                "`old` was not found in {}: read the file and copy the text exactly",
-                input.path
+                "`old` was not found in {shown}: read the file and copy the text exactly"
             )));
         }
         1 => text.replacen(&input.old, &input.new, 1),
-        n if input.replace_all => {
-            let _ = n;
-            text.replace(&input.old, &input.new)
-        }
+        _ if input.replace_all => text.replace(&input.old, &input.new),
         n => {
             return Err(ToolError::new(format!(
-                "`old` is found {n} times in {}: give more context to make it unique, or set \
-                 replace_all",
-                input.path
+                "`old` is found {n} times in {shown}: give more context to make it unique, or set \
+                 replace_all"
             )));
         }
     };
-    std::fs::write(&path, &updated)
-        .map_err(|e| ToolError::new(format!("cannot write {}: {e}", input.path)))?;
+    // The same open file, rewritten: no second open a link could redirect.
+    let written = file
+        .seek(SeekFrom::Start(0))
+        .and_then(|_| file.set_len(0))
+        .and_then(|()| file.write_all(updated.as_bytes()));
+    written.map_err(|e| ToolError::new(format!("cannot write {shown}: {e}")))?;
     let line = text[..text.find(&input.old).unwrap_or(0)].matches('\n').count() + 1;
     Ok(if count == 1 {
-        format!("edited {} at line {line}", input.path)
+        format!("edited {shown} at line {line}")
     } else {
-        format!("edited {}: {count} replacements", input.path)
+        format!("edited {shown}: {count} replacements")
     })
 }
 

@@ -1,24 +1,33 @@
 //! The tools that touch the machine: `read`, `write`, `edit`, `bash`, `glob`, `grep` and
 //! `repo_map`. Each takes the model's JSON input and returns the text of its result; an error is
 //! a result too (`ToolError`, shown to the model as `error: ...`), never the end of a loop.
+//! The file tools act only inside the `Roots` and only on regular files; `bash` runs in the
+//! `Sandbox` when one is set.
 //!
 //! The tools that act on the agent itself (`plan`, `context`, `skill`, `agent`) live in
 //! `aerix-core`, which owns that state.
 
 mod bash;
+mod confine;
 mod files;
 mod fileset;
+mod open;
+mod sandbox;
 mod search;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-pub use bash::{Job, JobEnd, Jobs, MAX_TIMEOUT_SECS};
+pub use bash::{Job, JobEnd, Jobs, MAX_JOBS, MAX_TIMEOUT_SECS};
+pub use confine::{Access, MAX_LINKS, Roots, resolve};
+pub use files::{EDIT_MAX_BYTES, READ_BYTES};
 pub use fileset::FileSet;
+pub use sandbox::{BWRAP_PACKAGE, Sandbox, SandboxError};
+pub use search::GREP_FILE_LIMIT;
 
 /// What a tool call runs with.
 pub struct ToolEnv<'a> {
@@ -30,6 +39,10 @@ pub struct ToolEnv<'a> {
     pub jobs: &'a Jobs,
     /// The request's file set and repository map, computed at most once per request.
     pub files: &'a FileSet,
+    /// Where the file tools may read and write.
+    pub roots: &'a Roots,
+    /// `bash`'s sandbox (`sandbox.enabled`); `None` runs commands as they are.
+    pub sandbox: Option<&'a Sandbox>,
 }
 
 /// A cancellation flag shared by the runtime and the tools. Cancelled, a command gets `TERM`
@@ -135,10 +148,4 @@ fn parse<T: DeserializeOwned>(input: &Value) -> Result<T, ToolError> {
     // `repo_map` and friends may be called with `null` input by a model without the constraint.
     let input = if input.is_null() { Value::Object(Default::default()) } else { input.clone() };
     serde_json::from_value(input).map_err(|e| ToolError::new(format!("bad input: {e}")))
-}
-
-/// A path from the model: absolute, or relative to the working directory (`..` allowed).
-fn resolve(env: &ToolEnv<'_>, path: &str) -> PathBuf {
-    let path = Path::new(path);
-    if path.is_absolute() { path.to_owned() } else { env.cwd.join(path) }
 }

@@ -1,12 +1,15 @@
-//! `glob`, `grep`, `repo_map` over the request's file set.
+//! `glob`, `grep`, `repo_map` over the request's file set, as much of it as lies inside the
+//! roots.
 
 use std::collections::BTreeMap;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use crate::confine::Access;
 use crate::files::cut_chars;
-use crate::{ToolEnv, ToolError, resolve};
+use crate::{ToolEnv, ToolError, open};
 
 pub const MAX_MATCHES: usize = 200;
 pub const GREP_FILE_LIMIT: u64 = 8 << 20;
@@ -63,22 +66,26 @@ fn pathdiff(path: &Path, base: &Path) -> String {
     out.display().to_string()
 }
 
-/// The search base: `path` (a directory or a file), else the working directory.
+/// The search base: `path` (a directory or a file), else the working directory; inside the
+/// roots.
 fn base(env: &ToolEnv<'_>, path: Option<&str>) -> Result<PathBuf, ToolError> {
-    let base = path.map(|p| resolve(env, p)).unwrap_or_else(|| env.cwd.to_owned());
+    let base = env.roots.check(env.cwd, path.unwrap_or("."), Access::Read)?;
     if !base.exists() {
         return Err(ToolError::new(format!("{} does not exist", path.unwrap_or("."))));
     }
-    Ok(base.canonicalize().unwrap_or(base))
+    Ok(base)
+}
+
+/// The files under `base` a listing may show (`Roots::listed`).
+fn files_under(env: &ToolEnv<'_>, base: &Path) -> Result<Vec<PathBuf>, ToolError> {
+    Ok(env.roots.listed(env.files.under(base)?))
 }
 
 /// Files whose path relative to the search base matches the pattern.
 pub fn glob(input: GlobInput, env: &ToolEnv<'_>) -> Result<String, ToolError> {
     let glob = matcher(&input.pattern)?;
     let base = base(env, input.path.as_deref())?;
-    let found: Vec<String> = env
-        .files
-        .under(&base)?
+    let found: Vec<String> = files_under(env, &base)?
         .iter()
         .filter(|p| p.strip_prefix(&base).is_ok_and(|r| glob.is_match(r)))
         .map(|p| shown(env, p))
@@ -96,9 +103,16 @@ pub fn grep(input: GrepInput, env: &ToolEnv<'_>) -> Result<String, ToolError> {
     let filter = input.glob.as_deref().map(matcher).transpose()?;
     let base = base(env, input.path.as_deref())?;
     let max = input.max_matches.unwrap_or(MAX_MATCHES).max(1);
-    let files = if base.is_file() { vec![base.clone()] } else { env.files.under(&base)? };
+    let files = if base.is_dir() {
+        files_under(env, &base)?
+    } else {
+        // One file named: a FIFO or a device is refused by name.
+        open::regular(&base, input.path.as_deref().unwrap_or("."))?;
+        vec![base.clone()]
+    };
     let mut out = Vec::new();
     let mut skipped_large = 0;
+    let mut skipped_other = 0;
     'files: for file in &files {
         let name = file.file_name().map(Path::new).unwrap_or(file);
         let relative = file.strip_prefix(&base).unwrap_or(name);
@@ -108,15 +122,20 @@ pub fn grep(input: GrepInput, env: &ToolEnv<'_>) -> Result<String, ToolError> {
         {
             continue;
         }
-        match std::fs::metadata(file) {
-            Ok(m) if m.len() > GREP_FILE_LIMIT => {
-                skipped_large += 1;
-                continue;
-            }
-            Ok(_) => {}
-            Err(_) => continue,
+        // Only a regular file, opened so that neither a FIFO nor a swapped-in link can hang or
+        // redirect the search; a file over the limit is counted, not read.
+        let Ok((opened, meta)) = open::regular(file, "") else {
+            skipped_other += 1;
+            continue;
+        };
+        if meta.len() > GREP_FILE_LIMIT {
+            skipped_large += 1;
+            continue;
         }
-        let Ok(bytes) = std::fs::read(file) else { continue };
+        let mut bytes = Vec::new();
+        if opened.take(GREP_FILE_LIMIT).read_to_end(&mut bytes).is_err() {
+            continue;
+        }
         if bytes.iter().take(8192).any(|b| *b == 0) {
             continue; // binary
         }
@@ -140,7 +159,10 @@ pub fn grep(input: GrepInput, env: &ToolEnv<'_>) -> Result<String, ToolError> {
         out.push(format!("no match for `{}`", input.pattern));
     }
     if skipped_large > 0 {
-        out.push(format!("[{skipped_large} files over 8 MiB skipped]"));
+        out.push(format!("[{skipped_large} files over {} MiB skipped]", GREP_FILE_LIMIT >> 20));
+    }
+    if skipped_other > 0 {
+        out.push(format!("[{skipped_other} files that are not regular files skipped]"));
     }
     Ok(out.join("\n"))
 }
@@ -151,7 +173,7 @@ pub fn repo_map(env: &ToolEnv<'_>) -> Result<String, ToolError> {
         return Ok(map.clone());
     }
     let cwd = env.files.cwd().to_owned();
-    let files = env.files.under(&cwd)?;
+    let files = files_under(env, &cwd)?;
     let mut languages: BTreeMap<&str, usize> = BTreeMap::new();
     let mut total = 0u64;
     let mut lines = Vec::new();
@@ -192,11 +214,12 @@ pub fn repo_map(env: &ToolEnv<'_>) -> Result<String, ToolError> {
     Ok(map)
 }
 
-fn human(bytes: u64) -> String {
+pub(crate) fn human(bytes: u64) -> String {
     match bytes {
         b if b < 1024 => format!("{b} B"),
         b if b < 1 << 20 => format!("{:.1} KiB", b as f64 / 1024.0),
-        b => format!("{:.1} MiB", b as f64 / (1 << 20) as f64),
+        b if b < 1 << 30 => format!("{:.1} MiB", b as f64 / (1 << 20) as f64),
+        b => format!("{:.1} GiB", b as f64 / (1 << 30) as f64),
     }
 }
 

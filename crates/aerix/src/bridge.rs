@@ -1,14 +1,14 @@
 //! Where the binary joins the runtime to the crates around it: `aerix-core`'s traits for the
 //! types of `aerix-config` and `aerix-skills` (the core knows neither crate), and the runtime a
-//! request runs on: the settings as the core's `Options`, `aerix-compact`'s compaction and
-//! `aerix-delegate`'s delegation wired in.
+//! request runs on: the settings as the core's `Options`, the file tools' roots, `bash`'s
+//! sandbox, `aerix-compact`'s compaction and `aerix-delegate`'s delegation wired in.
 
 use std::path::Path;
 use std::sync::Arc;
 
 use aerix_config::{AgentDefinitions, Settings};
 use aerix_core::{Connection, Definition, Definitions, Options, Prompts, Runtime, Sink};
-use aerix_tools::Cancel;
+use aerix_tools::{Cancel, Roots, Sandbox};
 
 /// A request's runtime: `Runtime::new` with the settings' options, compaction and delegation.
 pub(crate) fn runtime<'a>(
@@ -34,9 +34,18 @@ pub(crate) fn runtime<'a>(
         max_turns: delegation.max_turns,
         depth: delegation.depth,
     };
+    // The file tools act in the repository (or the working directory outside one).
+    let roots = Roots::new(&aerix_config::project_root(cwd));
     Runtime::new(client, sink, options(settings), prompts, cwd, cancel)
+        .with_roots(roots)
+        .with_sandbox(sandbox(settings))
         .with_compaction(Arc::new(compactor))
         .with_delegation(Arc::new(delegator))
+}
+
+/// `bash`'s sandbox, when `sandbox.enabled` is set.
+pub(crate) fn sandbox(settings: &Settings) -> Option<Sandbox> {
+    settings.sandbox.enabled.then_some(Sandbox { network: settings.sandbox.network })
 }
 
 /// What the runtime reads of the settings.

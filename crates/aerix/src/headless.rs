@@ -75,7 +75,7 @@ pub async fn run(
     let cancel = &signals.cancel;
     let mut front = Lines { cancel };
     // Startup notes are printed now, and become `Notification`s once `SessionStart` fired.
-    let mut files = Files::read(env, &options.cwd, trust, &mut front)?;
+    let mut files = Files::read(settings, env, &options.cwd, trust, &mut front)?;
     if let Some(line) = &files.loaded {
         eprintln!("{line}");
     }

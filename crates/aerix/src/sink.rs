@@ -35,6 +35,10 @@ impl Sink for HeadlessSink {
             }
         }
     }
+
+    fn spool_dir(&self) -> Option<PathBuf> {
+        Some(self.log.spool_dir())
+    }
 }
 
 /// One line on stderr for what a reader of a headless run wants to follow.

@@ -28,6 +28,7 @@ section! {
         hooks: HookSettings = HookSettings::declared();
         plugins: PluginSettings = PluginSettings::declared();
         tune: TuneSettings = TuneSettings::declared();
+        sandbox: SandboxSettings = SandboxSettings::declared();
         /// The files the settings came from, in the order they were applied.
         sources: Vec<PathBuf> = Vec::new();
     }
@@ -142,6 +143,18 @@ section! {
         enabled: Vec<String> = Vec::new(), names;
         /// Also load the plugins Claude Code's settings enable (`enabledPlugins`).
         claude_code: bool = true;
+    }
+}
+
+section! {
+    /// `[sandbox]`: `bash` under bubblewrap (`aerix-tools`' `Sandbox`).
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct SandboxSettings {
+        /// Run every `bash` command (background jobs too) under `bwrap`: `/` read-only, the
+        /// working tree and the added directories writable, a fresh `/tmp`.
+        enabled: bool = false;
+        /// Inside the sandbox, keep the host's network (off: none, not even loopback).
+        network: bool = false;
     }
 }
 

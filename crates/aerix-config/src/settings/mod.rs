@@ -17,12 +17,13 @@ use crate::ConfigError;
 use declare::{Bad, Section, unknown};
 pub use keys::{
     ContextSettings, DEFAULT_MODEL, DEFAULT_TOOL_CAP, Delegation, HookSettings, Member,
-    PluginSettings, PoolSettings, Settings, TuneSettings, valid_profile_name,
+    PluginSettings, PoolSettings, SandboxSettings, Settings, TuneSettings, valid_profile_name,
 };
 pub use layers::{Layered, ProjectSetting, load_layered};
 
 /// The tables of a settings file besides the top-level keys, in the order errors list them.
-const TABLES: [&str; 7] = ["members", "pool", "delegation", "context", "hooks", "plugins", "tune"];
+const TABLES: [&str; 8] =
+    ["members", "pool", "delegation", "context", "hooks", "plugins", "tune", "sandbox"];
 const ROLES: [&str; 2] = ["main", "decision"];
 
 /// Where settings files are looked for.
@@ -148,6 +149,7 @@ fn apply(settings: &mut Settings, path: &Path, text: &str) -> Result<(), ConfigE
             "hooks" => file.section(&mut settings.hooks, "hooks", value, None)?,
             "plugins" => file.section(&mut settings.plugins, "plugins", value, None)?,
             "tune" => tune(settings, &file, value)?,
+            "sandbox" => file.section(&mut settings.sandbox, "sandbox", value, None)?,
             _ => settings.set(&key, value).map_err(|bad| {
                 let expected: Vec<&str> = Settings::KEYS.iter().chain(&TABLES).copied().collect();
                 file.bad("", &key, bad, &expected)

@@ -187,6 +187,7 @@ fn code_keys() -> Vec<String> {
     under::<ContextSettings>("context", &mut out);
     under::<HookSettings>("hooks", &mut out);
     under::<PluginSettings>("plugins", &mut out);
+    under::<SandboxSettings>("sandbox", &mut out);
     out
 }
 

@@ -2,6 +2,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
 
 mod agents;
+mod capped;
 
 use std::path::{Path, PathBuf};
 
@@ -67,12 +68,12 @@ fn instruction_files_from_the_root_down_to_the_working_directory() {
     write(&root.join("crates/other/AGENTS.md"), "not on the way down");
     assert_eq!(project_root(&cwd), root);
     let texts: Vec<String> =
-        instruction_files(&root, &cwd).unwrap().into_iter().map(|f| f.text).collect();
+        instruction_files(&root, &cwd).unwrap().files.into_iter().map(|f| f.text).collect();
     assert_eq!(texts, ["root agents", "root claude", "crates claude", "core agents"]);
     // Outside a repository only the working directory itself is read.
     let lone = dir.join("lone");
     write(&lone.join("AGENTS.md"), "lone");
     assert_eq!(project_root(&lone), lone);
-    assert_eq!(instruction_files(&lone, &lone).unwrap().len(), 1);
+    assert_eq!(instruction_files(&lone, &lone).unwrap().files.len(), 1);
     std::fs::remove_dir_all(dir).unwrap();
 }

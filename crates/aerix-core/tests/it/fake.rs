@@ -173,20 +173,6 @@ impl Connection for Member {
     }
 }
 
-/// Keeps every event.
-#[derive(Default)]
-pub struct Events(pub Vec<Event>);
-
-impl Sink for Events {
-    fn event(&mut self, event: Event) {
-        self.0.push(event);
-    }
-
-    fn spool(&mut self, _: &str, _: &str) -> Option<PathBuf> {
-        None
-    }
-}
-
 /// What happened, in order: the hooks fired and the delegation's runs.
 pub type Record = Arc<Mutex<Vec<String>>>;
 
@@ -276,9 +262,52 @@ pub async fn run(
     hooks: &dyn RuntimeHooks,
     delegation: Option<Arc<dyn Delegation>>,
 ) -> Run {
-    let mut events = Events::default();
+    let mut events = Spooled::default();
+    let at = At { cwd: Path::new("/"), options: options() };
+    run_in(member, tools, prompt, hooks, delegation, at, &mut events).await
+}
+
+/// Keeps every event, and spools into `dir` when it is set.
+#[derive(Default)]
+pub struct Spooled {
+    pub events: Vec<Event>,
+    pub dir: Option<PathBuf>,
+}
+
+impl Sink for Spooled {
+    fn event(&mut self, event: Event) {
+        self.events.push(event);
+    }
+
+    fn spool(&mut self, name: &str, text: &str) -> Option<PathBuf> {
+        let path = self.dir.as_ref()?.join(name);
+        std::fs::write(&path, text).ok()?;
+        Some(path)
+    }
+
+    fn spool_dir(&self) -> Option<PathBuf> {
+        self.dir.clone()
+    }
+}
+
+/// Where and how `run_in` runs: the working directory (the tools' tree) and the options.
+pub struct At<'a> {
+    pub cwd: &'a Path,
+    pub options: Options,
+}
+
+/// As `run`, `at` a working directory with options, `events` the sink.
+pub async fn run_in(
+    member: &mut Member,
+    tools: &[&str],
+    prompt: &str,
+    hooks: &dyn RuntimeHooks,
+    delegation: Option<Arc<dyn Delegation>>,
+    at: At<'_>,
+    events: &mut Spooled,
+) -> Run {
+    let cwd = at.cwd;
     let prompts = Prompts::embedded();
-    let cwd = Path::new("/");
     let cancel = Cancel::default();
     let segment = |id: &str, role, label, text: &str| Segment {
         id: id.to_owned(),
@@ -292,7 +321,7 @@ pub async fn run(
         segment("system", Role::System, Label::System, "You are a test."),
         segment("p1", Role::User, Label::Prompt, prompt),
     ];
-    let context = Context::create(member, &mut events, "a1", "main", segments, true)
+    let context = Context::create(member, &mut *events, "a1", "main", segments, true)
         .await
         .expect("the fake creates contexts");
     let context_id = context.id;
@@ -309,14 +338,14 @@ pub async fn run(
     };
     let mut agent = Agent::new(spec, context, cwd, cancel.clone());
     let mut rt =
-        Runtime::new(member, &mut events, options(), &prompts, cwd, cancel).with_hooks(hooks);
+        Runtime::new(member, &mut *events, at.options, &prompts, cwd, cancel).with_hooks(hooks);
     if let Some(delegation) = delegation {
         rt = rt.with_delegation(delegation);
     }
     let end = agent.run(&mut rt).await;
     drop(rt);
     let mirror = agent.context.segments.iter().map(|s| s.id.clone()).collect();
-    Run { end, events: events.0, context: context_id, mirror }
+    Run { end, events: std::mem::take(&mut events.events), context: context_id, mirror }
 }
 
 /// The constraint a generation was under.

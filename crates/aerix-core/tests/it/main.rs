@@ -3,4 +3,5 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "a failed unwrap is a failed test")]
 
 mod fake;
+mod roots;
 mod turn_loop;

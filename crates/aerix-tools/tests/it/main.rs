@@ -2,12 +2,15 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
 
 mod bash;
+mod confine;
 mod files;
+mod limits;
+mod sandbox;
 mod search;
 
 use std::path::{Path, PathBuf};
 
-use aerix_tools::{Cancel, FileSet, Jobs, ToolEnv, ToolError};
+use aerix_tools::{Cancel, FileSet, Jobs, Roots, Sandbox, ToolEnv, ToolError};
 use serde_json::Value;
 
 /// A scratch directory; with `git`, a repository with one commit.
@@ -16,6 +19,9 @@ pub struct Scratch {
     pub cancel: Cancel,
     pub jobs: Jobs,
     pub files: FileSet,
+    /// The working tree, unless a test sets other roots.
+    pub roots: Roots,
+    pub sandbox: Option<Sandbox>,
 }
 
 impl Scratch {
@@ -31,7 +37,14 @@ impl Scratch {
             repo.run(&["config", "user.name", "t"], t).unwrap();
         }
         let dir = dir.canonicalize().unwrap();
-        Scratch { files: FileSet::new(&dir), dir, cancel: Cancel::default(), jobs: Jobs::default() }
+        Scratch {
+            files: FileSet::new(&dir),
+            roots: Roots::new(&dir),
+            sandbox: None,
+            dir,
+            cancel: Cancel::default(),
+            jobs: Jobs::default(),
+        }
     }
 
     pub fn write(&self, path: &str, text: &str) {
@@ -50,8 +63,14 @@ impl Scratch {
     }
 
     pub fn call(&self, tool: &str, input: Value) -> Result<String, ToolError> {
-        let env =
-            ToolEnv { cwd: &self.dir, cancel: &self.cancel, jobs: &self.jobs, files: &self.files };
+        let env = ToolEnv {
+            cwd: &self.dir,
+            cancel: &self.cancel,
+            jobs: &self.jobs,
+            files: &self.files,
+            roots: &self.roots,
+            sandbox: self.sandbox.as_ref(),
+        };
         aerix_tools::run(tool, &input, &env)
     }
 
@@ -69,12 +88,41 @@ impl Scratch {
     pub fn path(&self) -> &Path {
         &self.dir
     }
+
+    /// A directory beside the tree (outside it), made empty; removed with the scratch.
+    pub fn outside(&self, name: &str) -> PathBuf {
+        let dir = self.outside_root().join(name);
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn outside_root(&self) -> PathBuf {
+        let name = format!("{}-outside", self.dir.file_name().unwrap().to_string_lossy());
+        self.dir.with_file_name(name)
+    }
+}
+
+/// `f`'s value, or a failure naming `what` when it takes longer than `secs`: a guard removed
+/// must fail its test, not hang the run.
+pub fn within<T: Send + 'static>(
+    secs: u64,
+    what: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(secs))
+        .unwrap_or_else(|_| panic!("{what} did not return within {secs} s"))
 }
 
 impl Drop for Scratch {
     fn drop(&mut self) {
         self.jobs.kill_all();
         let _ = std::fs::remove_dir_all(&self.dir);
+        let _ = std::fs::remove_dir_all(self.outside_root());
     }
 }
 

@@ -167,6 +167,10 @@ impl Sink for ScreenSink {
         self.log.spool(name, text).ok()
     }
 
+    fn spool_dir(&self) -> Option<PathBuf> {
+        Some(self.log.spool_dir())
+    }
+
     fn live(&mut self, agent: &str, live: Live) {
         let agent = agent.to_owned();
         let feed = match live {
@@ -190,6 +194,10 @@ impl Sink for LogSink {
 
     fn spool(&mut self, name: &str, text: &str) -> Option<PathBuf> {
         self.log.spool(name, text).ok()
+    }
+
+    fn spool_dir(&self) -> Option<PathBuf> {
+        Some(self.log.spool_dir())
     }
 }
 

@@ -101,7 +101,7 @@ pub(super) async fn startup(
         return Ok(None);
     }
     let settings = crate::finish(trust.settings(layered), options.model.clone());
-    let mut files = Files::read(env, &options.cwd, &trust, &mut rows)?;
+    let mut files = Files::read(&settings, env, &options.cwd, &trust, &mut rows)?;
     rows.screen.startup.loaded =
         files.loaded.as_deref().map(|line| line.trim_start_matches("loaded: ").to_owned());
 

@@ -71,13 +71,21 @@ impl Files {
     /// A file that cannot be used is a note; the others load.
     /// `trust` says which hook files and plugins load (step 0 decided it).
     pub fn read(
+        settings: &Settings,
         env: &Env,
         cwd: &Path,
         trust: &Trust,
         front: &mut impl Front,
     ) -> anyhow::Result<Files> {
         let root = aerix_config::project_root(cwd);
-        let instructions = aerix_config::instruction_files(&root, cwd)?;
+        // `sandbox.enabled` without a working bwrap: nothing starts (never an unsandboxed run).
+        if let Some(sandbox) = crate::bridge::sandbox(settings) {
+            sandbox
+                .check(&aerix_tools::Roots::new(&root))
+                .map_err(|e| Exit::Config.with(e.to_string()))?;
+        }
+        let aerix_config::Instructions { files: instructions, notes: skipped } =
+            aerix_config::instruction_files(&root, cwd)?;
         let data = env.data_home().context("no data directory: set HOME or XDG_DATA_HOME")?;
         let store = Store::new(&data);
         let project = aerix_session::project_key(&root);
@@ -106,6 +114,7 @@ impl Files {
             .chain(&files.hooks.notes)
             .chain(&agents.notes)
             .chain(&files.extensions.notes)
+            .chain(&skipped)
             .cloned()
             .collect();
         files.tell(front, notes);

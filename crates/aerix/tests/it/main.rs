@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "a failed unwrap is a failed test")]
 
 mod agents;
+mod boundaries;
 mod cancel;
 mod claude_hooks;
 mod cli;
