@@ -9,6 +9,7 @@ mod env;
 mod frontmatter;
 mod instructions;
 mod named;
+mod permissions;
 mod settings;
 
 use std::path::PathBuf;
@@ -21,10 +22,11 @@ pub use env::Env;
 pub use frontmatter::{NoFrontmatter, split_frontmatter};
 pub use instructions::{InstructionFile, instruction_files, project_root};
 pub use named::{ByName, Named};
+pub use permissions::{FilePermissions, PermissionMode, SettingsScope};
 pub use settings::{
     ContextSettings, DEFAULT_MODEL, DEFAULT_TOOL_CAP, Delegation, HookSettings, Member,
-    PluginSettings, PoolSettings, Settings, SettingsPaths, TuneSettings, defaults, load,
-    valid_profile_name,
+    PermissionSettings, PluginSettings, PoolSettings, Settings, SettingsPaths, TuneSettings,
+    defaults, load, valid_profile_name,
 };
 
 #[derive(Debug, thiserror::Error)]
