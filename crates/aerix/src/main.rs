@@ -64,6 +64,10 @@ struct Cli {
     /// then reads the newest prompts).
     #[arg(long)]
     profile_refresh: bool,
+    /// How calls no permission rule decides are treated: default, acceptEdits, plan,
+    /// bypassPermissions or dontAsk (else the settings' defaultMode).
+    #[arg(long, value_name = "MODE", value_parser = permission_mode)]
+    permission_mode: Option<aerix_permissions::Mode>,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -143,6 +147,11 @@ fn profile_name(value: &str) -> Result<String, String> {
     } else {
         Err(format!("`{value}` is not a profile name ([A-Za-z0-9_-][A-Za-z0-9._-]*)"))
     }
+}
+
+/// `--permission-mode`'s value, by Claude Code's names.
+fn permission_mode(value: &str) -> Result<aerix_permissions::Mode, String> {
+    value.parse()
 }
 
 fn main() -> ExitCode {
@@ -261,6 +270,7 @@ fn run(cli: Cli, started: std::time::Instant) -> anyhow::Result<Exit> {
                     continue_latest: cli.continue_latest,
                     profile: cli.profile,
                     profile_refresh: cli.profile_refresh,
+                    permission_mode: cli.permission_mode,
                     started,
                 },
             ));
@@ -298,6 +308,7 @@ fn run(cli: Cli, started: std::time::Instant) -> anyhow::Result<Exit> {
             quiet: cli.quiet,
             profile: cli.profile,
             profile_refresh: cli.profile_refresh,
+            permission_mode: cli.permission_mode,
             started,
         },
     ))

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use aerix_config::{AgentDefinitions, Env, InstructionFile, Settings};
-use aerix_hooks::HookFiles;
+use aerix_hooks::{ClaudeSettings, HookFiles};
 use aerix_session::{Event, Log, Store, read_log};
 use aerix_skills::Skills;
 use anyhow::Context as _;
@@ -47,6 +47,9 @@ pub struct Files {
     pub loaded: Option<String>,
     /// Every startup note so far; each becomes a `Notification` once `SessionStart` fired.
     pub notes: Vec<String>,
+    /// The permission rules of every settings file, read once (`permissions` makes them the
+    /// session's, with the mode and the front end).
+    pub rules: aerix_permissions::Loaded,
 }
 
 impl Files {
@@ -74,6 +77,20 @@ impl Files {
         // Plugins and skills: a plugin's agents and hooks join the others.
         let extensions = extensions::load(settings, env, &root, cwd, &mut agents, &mut hooks);
         let loaded = loaded_line(&instructions, &hooks.files, &agents.definitions, &extensions);
+        // set by the trust step
+        let project_trusted = true;
+        let claude = ClaudeSettings::standard(env.home.as_deref(), &root);
+        let sources = aerix_permissions::Sources {
+            claude_user: claude.user,
+            claude_project: claude.project,
+            claude_local: claude.local,
+            aerix: &settings.permissions,
+            remembered: Some(aerix_permissions::store_path(&data, &project)),
+            cwd: cwd.to_owned(),
+            root: root.clone(),
+            home: env.home.clone(),
+        };
+        let rules = aerix_permissions::load(&sources, project_trusted);
         let mut files = Files {
             root,
             instructions,
@@ -85,6 +102,7 @@ impl Files {
             loaded,
             notes: Vec::new(),
             hooks,
+            rules,
         };
         let notes: Vec<String> = files
             .hooks
@@ -92,10 +110,21 @@ impl Files {
             .iter()
             .chain(&agents.notes)
             .chain(&files.extensions.notes)
+            .chain(&files.rules.notes)
             .cloned()
             .collect();
         files.tell(front, notes);
         Ok(files)
+    }
+
+    /// The session's permissions: the rules read, the mode (`--permission-mode`, else the
+    /// settings' `defaultMode`), and who answers when a call asks.
+    pub fn permissions(
+        &self,
+        flag: Option<aerix_permissions::Mode>,
+        front: aerix_permissions::Front,
+    ) -> aerix_permissions::Permissions {
+        aerix_permissions::Permissions::new(self.rules.clone(), flag, front)
     }
 
     /// Shows `lines` and keeps them for the startup `Notification`s.

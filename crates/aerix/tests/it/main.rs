@@ -13,6 +13,7 @@ mod crash;
 mod delegate;
 mod hooks;
 mod parse;
+mod permissions;
 mod profiles;
 mod real;
 mod remote;
