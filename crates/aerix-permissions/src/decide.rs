@@ -76,14 +76,16 @@ impl<'a> CallView<'a> {
         if let Some(bash) = &self.bash {
             // Redirected output is a file write, which the path rules of edits see.
             let writes_rule = rule.covers("write") || reads_paths(rule);
-            if writes_rule
-                && let Spec::Path(pattern) = &rule.spec
-                && bash
-                    .parsed
-                    .writes
-                    .iter()
-                    .any(|w| self.write_paths(w).iter().any(|p| pattern.matches(p)))
-            {
+            let writes = &bash.parsed.writes;
+            let caught = match &rule.spec {
+                // A rule for every edit (`Edit`) sees every file a line writes.
+                Spec::Any => rule.covers("write") && !writes.is_empty(),
+                Spec::Path(pattern) => {
+                    writes.iter().any(|w| self.write_paths(w).iter().any(|p| pattern.matches(p)))
+                }
+                _ => false,
+            };
+            if writes_rule && caught {
                 return true;
             }
             if !rule.covers("bash") {

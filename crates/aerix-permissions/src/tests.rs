@@ -179,6 +179,13 @@ fn redirected_output_is_a_write_the_edit_rules_see() {
         denied(&p, bash("git log > secrets/k")).as_deref(),
         Some("denied by permission rule Edit(/secrets/**)")
     );
+    // A deny of every edit sees a command's writes too.
+    let p = screen(&["Edit"], &[], &["Bash"]);
+    assert_eq!(
+        denied(&p, bash("echo x > notes.txt")).as_deref(),
+        Some("denied by permission rule Edit")
+    );
+    assert!(allowed(&p, bash("echo x > /dev/null")));
     // An Edit allow rule lets the write through; acceptEdits does inside the tree.
     let p = screen(&[], &[], &["Bash(git log *)", "Edit(/logs/**)"]);
     assert!(allowed(&p, bash("git log > logs/today.txt")));

@@ -131,7 +131,7 @@ async fn request(
         cancel: cancel.clone(),
         quiet: true,
     };
-    let gates = ScreenGates { tx: tx.clone(), cancel: cancel.clone() };
+    let gates = ScreenGates { tx: tx.clone(), cancel: cancel.clone(), one: Mutex::new(()) };
     let notes = tx.clone();
     let failed = move |line: String| {
         let _ = notes.send(Msg::Feed(Feed::Note(Note { level: Level::Warning, text: line })));
@@ -213,20 +213,28 @@ impl Sink for BufferSink {
 }
 
 /// The gates, answered on the screen: the runtime's thread waits (checking the cancel flag).
+/// One at a time: the screen shows one gate, and pieces running together may each ask.
 struct ScreenGates {
     tx: UnboundedSender<Msg>,
     cancel: Cancel,
+    one: Mutex<()>,
 }
 
 impl ScreenGates {
     fn wait(&self, gate: Gate) -> Option<Answer> {
-        let (send, recv) = std_mpsc::channel();
-        self.tx.send(Msg::Gate(gate, send)).ok()?;
-        let wait = || loop {
-            match recv.recv_timeout(Duration::from_millis(50)) {
-                Ok(answer) => return Some(answer),
-                Err(std_mpsc::RecvTimeoutError::Timeout) if !self.cancel.is_cancelled() => {}
-                Err(_) => return None,
+        let wait = || {
+            let _one = self.one.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if self.cancel.is_cancelled() {
+                return None;
+            }
+            let (send, recv) = std_mpsc::channel();
+            self.tx.send(Msg::Gate(gate, send)).ok()?;
+            loop {
+                match recv.recv_timeout(Duration::from_millis(50)) {
+                    Ok(answer) => return Some(answer),
+                    Err(std_mpsc::RecvTimeoutError::Timeout) if !self.cancel.is_cancelled() => {}
+                    Err(_) => return None,
+                }
             }
         };
         match tokio::runtime::Handle::try_current() {

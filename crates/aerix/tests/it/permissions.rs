@@ -308,3 +308,59 @@ fn the_screen_in_accept_edits_plan_and_bypass_permissions() {
     assert!(world.home.join("bypass.txt").exists() && world.repo.join("calc.sh").exists());
     assert_eq!(results(&world, "bash")[1].0, "error: denied by permission rule Bash(rm:*)");
 }
+
+/// Two pieces running together each ask: the screen shows one gate at a time, and each answer
+/// reaches the piece that asked (a second gate never takes the first one's place).
+#[test]
+fn pieces_asking_together_are_asked_one_at_a_time() {
+    let root = calls(
+        "Two pieces.",
+        vec![
+            call("agent", json!({"brief": "Touch one.", "check": "true"})),
+            call("agent", json!({"brief": "Touch another.", "check": "true"})),
+        ],
+    );
+    let touch = calls("Touch.", vec![bash("touch ../piece-$PPID.txt")]);
+    let verdict = json!({"thought": "Checked.", "final": {"reason": "ok", "verdict": "pass"}});
+    let replies = vec![
+        "edit".to_owned(),
+        root,
+        touch.clone(),
+        touch,
+        final_turn("Touched.", "one"),
+        verdict.to_string(),
+        final_turn("Touched.", "two"),
+        verdict.to_string(),
+        final_turn("Delegated.", "both pieces ran"),
+    ];
+    let world = World::scripted_with("perm-pieces", &replies, true, "[delegation]\nparallel = 2\n");
+    let pane = Pane::open(&world, "perm-pieces", "true");
+    pane.wait_for("ready in", STARTUP);
+    pane.type_line("Go.");
+    pane.wait_for("allows touch ../piece-$PPID.txt", STEP);
+    pane.keys(&["y"]);
+    // The second gate is answered once the first piece has been verified, so the scripted
+    // replies go to the agents they were written for.
+    let verified = || {
+        let events = world.events();
+        let ended = of_type(&events, "agent.end");
+        ended.iter().any(|e| e["agent"].as_str().is_some_and(|a| a.ends_with(".v1")))
+    };
+    let deadline = std::time::Instant::now() + STEP;
+    while !verified() {
+        assert!(std::time::Instant::now() < deadline, "no piece was verified:\n{}", pane.text());
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    pane.wait_for("allows touch ../piece-$PPID.txt", STEP);
+    pane.keys(&["y"]);
+    pane.wait_for("both pieces ran", STEP);
+    pane.keys(&["C-d"]);
+    exited(&pane);
+    let touched: Vec<(String, String)> = of_type(&world.events(), "message")
+        .into_iter()
+        .filter(|m| m["role"] == "tool" && m["tool"] == "bash")
+        .map(|m| (m["agent"].as_str().unwrap().to_owned(), m["text"].as_str().unwrap().to_owned()))
+        .collect();
+    assert_eq!(touched.len(), 2, "{touched:?}");
+    assert!(touched.iter().all(|(_, text)| !text.starts_with("error:")), "{touched:?}");
+}
