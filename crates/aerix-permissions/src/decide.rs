@@ -222,14 +222,15 @@ pub(crate) enum Part {
 
 impl Part {
     /// What `acceptEdits` lets through: a file command or a write inside the directories.
-    pub(crate) fn is_edit_inside(&self, dirs: &Dirs, cwd: &Path) -> bool {
+    pub(crate) fn is_edit_inside(&self, dirs: &Dirs) -> bool {
         let inside = |paths: &[PathBuf]| {
             !paths.is_empty()
                 && paths.iter().all(|p| dirs.holds(p) && !dirs.list.iter().any(|d| d == p))
         };
         match self {
-            Part::Command(simple) => command::file_command_paths(simple)
-                .is_some_and(|args| args.iter().all(|a| inside(&candidates(Path::new(a), cwd)))),
+            Part::Command(simple) => command::file_command_paths(simple).is_some_and(|args| {
+                args.iter().all(|a| inside(&candidates(Path::new(a), &dirs.cwd)))
+            }),
             Part::Write(_, paths) => inside(paths),
         }
     }

@@ -104,6 +104,14 @@ impl Permissions {
         let mode = flag.or(loaded.default_mode).unwrap_or_default();
         let mut list = vec![loaded.cwd.clone(), loaded.root.clone()];
         list.extend(loaded.additional_directories.iter().cloned());
+        // A path is checked as it resolves too: a directory reached through a symlink counts
+        // as itself.
+        let real: Vec<PathBuf> = list.iter().filter_map(|d| d.canonicalize().ok()).collect();
+        for dir in real {
+            if !list.contains(&dir) {
+                list.push(dir);
+            }
+        }
         Permissions {
             deny: loaded.deny,
             ask: loaded.ask,
@@ -210,10 +218,9 @@ impl Permissions {
                 };
             };
             let parts: Vec<Part> = match mode {
-                Mode::AcceptEdits => parts
-                    .into_iter()
-                    .filter(|p| !p.is_edit_inside(&self.dirs, &self.dirs.cwd))
-                    .collect(),
+                Mode::AcceptEdits => {
+                    parts.into_iter().filter(|p| !p.is_edit_inside(&self.dirs)).collect()
+                }
                 _ => parts,
             };
             if parts.is_empty() {

@@ -255,6 +255,14 @@ fn a_symlink_is_checked_as_itself_and_as_its_target() {
     // Without the deny, an allow rule needs both paths: the symlink asks.
     let p = make(Vec::new());
     assert!(matches!(p.check("read", &input("key"), &[]), Verdict::Ask { .. }));
+
+    // A working directory reached through a symlink is itself: reads in it need no rule.
+    std::os::unix::fs::symlink(&cwd, root.join("link")).unwrap();
+    let mut l = loaded(&[], &[], &[]);
+    (l.cwd, l.root) = (root.join("link"), root.join("link"));
+    let p = Permissions::new(l, None, Front::Screen);
+    let inside = json!({"path": root.join("link/project/plain").display().to_string()});
+    assert_eq!(p.check("read", &inside, &[]), Verdict::Allow);
 }
 
 #[test]
