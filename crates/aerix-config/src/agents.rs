@@ -58,6 +58,10 @@ pub struct AgentDefinition {
     pub description: String,
     /// aerix tool names, each once, in `AERIX_TOOLS` order; `None`: every tool.
     pub tools: Option<Vec<String>>,
+    /// The entries of `tools` with a permission pattern (`Bash(git diff:*)`), as written, for
+    /// the tools it names only so: its agent may call such a tool only as they allow
+    /// (`aerix-permissions` holds it to them).
+    pub held: Vec<String>,
     /// A model reference; `None` for `inherit` or no `model` (the caller's member).
     pub model: Option<String>,
     pub max_turns: Option<u32>,
@@ -245,8 +249,15 @@ pub fn parse_agent(path: &Path, text: &str) -> Result<(AgentDefinition, Vec<Stri
     let mut note = |what: String| notes.push(format!("agents: {}: {what}", path.display()));
     let name = required_string(&map, "name")?;
     let description = required_string(&map, "description")?;
-    let granted = tool_list(&map, "tools")?.map(|names| mapped(&names, &mut note));
-    let denied = tool_list(&map, "disallowedTools")?.map(|names| mapped(&names, &mut note));
+    let (granted, held) = match tool_list(&map, "tools")? {
+        Some(names) => {
+            let (tools, held) = mapped(&names, &mut note);
+            (Some(tools), held)
+        }
+        None => (None, Vec::new()),
+    };
+    // A pattern here takes its whole tool away: narrower than the pattern, never wider.
+    let denied = tool_list(&map, "disallowedTools")?.map(|names| mapped(&names, &mut note).0);
     let tools = match (granted, denied) {
         (granted, None) => granted,
         (granted, Some(denied)) => {
@@ -275,6 +286,7 @@ pub fn parse_agent(path: &Path, text: &str) -> Result<(AgentDefinition, Vec<Stri
         name,
         description,
         tools,
+        held,
         model,
         max_turns,
         body: body.to_owned(),
@@ -314,11 +326,13 @@ fn tool_list(map: &Mapping, key: &str) -> Result<Option<Vec<String>>, String> {
     }
 }
 
-/// Claude Code's (or aerix's own) tool names as aerix tools, each once, in `AERIX_TOOLS` order.
-fn mapped(names: &[String], note: &mut impl FnMut(String)) -> Vec<String> {
+/// Claude Code's (or aerix's own) tool names as aerix tools, each once, in `AERIX_TOOLS` order,
+/// and the entries with a pattern (`Bash(git diff:*)`) for the tools no bare entry grants whole.
+fn mapped(names: &[String], note: &mut impl FnMut(String)) -> (Vec<String>, Vec<String>) {
     let mut found = Vec::new();
+    let mut whole = Vec::new();
+    let mut patterns = Vec::new();
     for name in names {
-        // `Bash(git diff:*)`: a permission pattern; aerix grants the whole tool.
         let (base, pattern) = match name.split_once('(') {
             Some((base, rest)) if rest.ends_with(')') => (base.trim(), true),
             _ => (name.as_str(), false),
@@ -327,7 +341,9 @@ fn mapped(names: &[String], note: &mut impl FnMut(String)) -> Vec<String> {
         match tool {
             Some(tool) => {
                 if pattern {
-                    note(format!("the pattern of `{name}` is not enforced; all of `{tool}` is"));
+                    patterns.push((tool, name.clone()));
+                } else {
+                    whole.push(tool);
                 }
                 if !found.contains(&tool) {
                     found.push(tool);
@@ -336,7 +352,8 @@ fn mapped(names: &[String], note: &mut impl FnMut(String)) -> Vec<String> {
             None => note(format!("tool `{name}` has no aerix equivalent and is left out")),
         }
     }
-    AERIX_TOOLS.iter().filter(|t| found.contains(t)).map(|t| t.to_string()).collect()
+    let held = patterns.into_iter().filter(|(t, _)| !whole.contains(t)).map(|(_, p)| p).collect();
+    (AERIX_TOOLS.iter().filter(|t| found.contains(t)).map(|t| t.to_string()).collect(), held)
 }
 
 #[cfg(test)]
@@ -372,9 +389,23 @@ mod tests {
         .unwrap();
         assert_eq!(d.tools.unwrap(), ["edit", "bash", "glob", "repo_map", "plan", "agent"]);
         assert_eq!(d.model, None, "inherit is the caller's member");
-        assert_eq!(notes.len(), 2, "{notes:?}");
+        assert_eq!(notes.len(), 1, "{notes:?}");
         assert!(notes[0].contains("`WebFetch` has no aerix equivalent"), "{notes:?}");
-        assert!(notes[1].contains("pattern of `Bash(git diff:*)` is not enforced"), "{notes:?}");
+        // The pattern holds the agent to it: kept for `aerix-permissions`, not widened.
+        assert_eq!(d.held, ["Bash(git diff:*)"]);
+    }
+
+    #[test]
+    fn a_pattern_holds_only_a_tool_no_bare_entry_grants_whole() {
+        let (d, notes) = check(
+            "---\nname: x\ndescription: y\ntools: Bash(git diff:*), Bash(git log:*), Read, \
+             Edit(src/**), Edit\ndisallowedTools: Bash(rm:*)\n---\n",
+        )
+        .unwrap();
+        assert!(notes.is_empty(), "{notes:?}");
+        assert_eq!(d.held, ["Bash(git diff:*)", "Bash(git log:*)"], "Edit is granted whole");
+        // A pattern in `disallowedTools` takes the whole tool away.
+        assert_eq!(d.tools.unwrap(), ["read", "edit"]);
     }
 
     #[test]

@@ -10,6 +10,7 @@ mod env;
 mod frontmatter;
 mod instructions;
 mod named;
+mod permissions;
 mod settings;
 
 use std::path::PathBuf;
@@ -23,10 +24,11 @@ pub use env::Env;
 pub use frontmatter::{NoFrontmatter, split_frontmatter};
 pub use instructions::{InstructionFile, Instructions, instruction_files, project_root};
 pub use named::{ByName, Named};
+pub use permissions::{FilePermissions, PermissionMode, SettingsScope};
 pub use settings::{
     ContextSettings, DEFAULT_MODEL, DEFAULT_TOOL_CAP, Delegation, HookSettings, Layered, Member,
-    PluginSettings, PoolSettings, ProjectSetting, SandboxSettings, Settings, SettingsPaths,
-    TuneSettings, defaults, load, load_layered, valid_profile_name,
+    PermissionSettings, PluginSettings, PoolSettings, ProjectSetting, SandboxSettings, Settings,
+    SettingsPaths, TuneSettings, defaults, load, load_layered, valid_profile_name,
 };
 
 #[derive(Debug, thiserror::Error)]

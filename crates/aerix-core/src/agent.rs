@@ -10,6 +10,7 @@ use aerix_turn::Answer;
 
 use crate::context::{Context, Label};
 use crate::error::CoreError;
+use crate::permissions::Held;
 use crate::repeats::Guard;
 use crate::runtime::Runtime;
 
@@ -32,6 +33,8 @@ pub struct AgentSpec {
     /// A subagent's type for hooks (a definition's name, `implementer`, `verifier`); `None`
     /// for the root.
     pub agent_type: Option<String>,
+    /// The definitions whose tool patterns hold it: its own and its callers'.
+    pub held: Vec<Held>,
 }
 
 /// How an agent ended.

@@ -8,6 +8,9 @@ pub struct Definition {
     pub name: String,
     /// The aerix tools it may call (`None`: all of them).
     pub tools: Option<Vec<String>>,
+    /// Its tool patterns (`Bash(git diff:*)`) for the tools it names only so: its agent is
+    /// held to them (`Permissions`), and so is every piece that agent delegates to.
+    pub held: Vec<String>,
     /// A member to run on; one the pool does not have (or Claude Code's `inherit`, `sonnet`,
     /// ...) leaves the caller's.
     pub model: Option<String>,

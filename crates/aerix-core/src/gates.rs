@@ -1,5 +1,5 @@
 //! What the runtime asks of the user, when there is one to ask: the root's first plan write of
-//! a request, and a `PreToolUse` hook's `ask`. The runtime knows no screen: the binary answers
+//! a request, a `PreToolUse` hook's `ask`, and a call the permission rules ask about. The runtime knows no screen: the binary answers
 //! through these traits (the interactive screen asks; headless accepts the plan and denies the
 //! ask), tests with scripts.
 
@@ -21,10 +21,38 @@ pub enum PlanDecision {
     Abort,
 }
 
-/// A `PreToolUse` hook asked to confirm a call (and none denied it).
+/// The user's answer to a permission prompt.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AskAnswer {
+    Once,
+    /// Once, and "always for this project" (`Permissions::remember`).
+    Always,
+    /// Refused, with the reason the model reads.
+    Deny(String),
+}
+
+/// A `PreToolUse` hook asked to confirm a call (and none denied it), or the permission rules
+/// ask about it.
 pub trait AskGate: Send + Sync {
     /// `Ok(())` runs the call; `Err(reason)` refuses it with `refused: <reason>`.
     fn ask(&self, agent: &str, tool: &str, input: &Value, reason: &str) -> Result<(), String>;
+
+    /// The permission rules ask (`always`: "always for this project" may be answered). By
+    /// default asked as a hook's ask is, without that choice.
+    fn ask_permission(
+        &self,
+        agent: &str,
+        tool: &str,
+        input: &Value,
+        reason: &str,
+        always: bool,
+    ) -> AskAnswer {
+        let _ = always;
+        match self.ask(agent, tool, input, reason) {
+            Ok(()) => AskAnswer::Once,
+            Err(why) => AskAnswer::Deny(why),
+        }
+    }
 }
 
 /// Accepts every plan (headless runs, tests).
@@ -46,6 +74,10 @@ impl AskGate for DenyAsks {
         Err(format!(
             "a PreToolUse hook asks to confirm this call, which a headless run cannot: {reason}"
         ))
+    }
+
+    fn ask_permission(&self, _: &str, _: &str, _: &Value, reason: &str, _: bool) -> AskAnswer {
+        AskAnswer::Deny(format!("{reason}, and no one can be asked"))
     }
 }
 

@@ -1,6 +1,6 @@
 //! The agent runtime: one agent's turn loop, its context, the dispatch of its calls, and the
 //! seams the binary fills (the model connection, compaction, delegation, hooks, gates,
-//! definitions, skills).
+//! permissions, definitions, skills).
 //!
 //! **Resist adding here.** This crate decides what an agent does next and nothing else: no
 //! terminal, no command line, no settings files, no session files (it emits `Event`s to a
@@ -19,6 +19,7 @@ mod definitions;
 mod error;
 mod gates;
 mod hooks;
+mod permissions;
 mod repeats;
 mod runtime;
 mod sink;
@@ -31,8 +32,11 @@ pub use connection::{Connection, Later, Pending};
 pub use context::{Context, Label, Segment, role_name};
 pub use definitions::{Definition, Definitions, NO_DEFINITIONS, NoDefinitions};
 pub use error::{CoreError, pool_gone};
-pub use gates::{ACCEPT_PLANS, AcceptPlans, AskGate, DENY_ASKS, DenyAsks, PlanDecision, PlanGate};
+pub use gates::{
+    ACCEPT_PLANS, AcceptPlans, AskAnswer, AskGate, DENY_ASKS, DenyAsks, PlanDecision, PlanGate,
+};
 pub use hooks::{HookFire, HookReply, NO_HOOKS, NoHooks, RuntimeHooks};
+pub use permissions::{ALLOW_ALL, AllowAll, Asked, Held, Permission, Permissions};
 pub use runtime::{
     Caller, Compaction, Delegation, NoCompaction, NoDelegation, Options, Runtime, Stats,
 };

@@ -20,6 +20,7 @@ use crate::definitions::{Definitions, NO_DEFINITIONS};
 use crate::error::CoreError;
 use crate::gates::{ACCEPT_PLANS, AskGate, DENY_ASKS, PlanGate};
 use crate::hooks::{NO_HOOKS, RuntimeHooks};
+use crate::permissions::{ALLOW_ALL, Held, Permissions};
 use crate::sink::{Live, Sink};
 use crate::skills::{NO_SKILLS, Skills};
 
@@ -123,6 +124,8 @@ pub struct Caller {
     pub member: String,
     pub window: u32,
     pub json: bool,
+    /// The definitions whose tool patterns hold the caller: its pieces are held to them too.
+    pub held: Vec<Held>,
     /// The leading system and instruction segments: every piece's context starts with them, so
     /// the pool's prefix store resumes their rows.
     pub prefix: Vec<Segment>,
@@ -186,8 +189,10 @@ pub struct Runtime<'a> {
     pub members: Vec<String>,
     /// The root's first plan write of the request; `ACCEPT_PLANS` by default.
     pub plan_gate: &'a dyn PlanGate,
-    /// A `PreToolUse` hook's `ask`; `DENY_ASKS` by default.
+    /// A `PreToolUse` hook's `ask` and the permission rules' asking; `DENY_ASKS` by default.
     pub ask_gate: &'a dyn AskGate,
+    /// The user's permission rules, after `PreToolUse`; `ALLOW_ALL` by default.
+    pub permissions: &'a dyn Permissions,
     /// Each context's budget; `NoCompaction` by default.
     pub compaction: Arc<dyn Compaction>,
     /// The pieces of `agent` calls; `NoDelegation` (no `agent` tool) by default.
@@ -249,6 +254,7 @@ impl<'a> Runtime<'a> {
             members: Vec::new(),
             plan_gate: &ACCEPT_PLANS,
             ask_gate: &DENY_ASKS,
+            permissions: &ALLOW_ALL,
             compaction: Arc::new(NoCompaction),
             delegation: Arc::new(NoDelegation),
             plan_gated: false,
@@ -286,6 +292,11 @@ impl<'a> Runtime<'a> {
     /// The same runtime, asking `plan` and `ask` of the user.
     pub fn with_gates(self, plan_gate: &'a dyn PlanGate, ask_gate: &'a dyn AskGate) -> Runtime<'a> {
         Runtime { plan_gate, ask_gate, ..self }
+    }
+
+    /// The same runtime, checking calls against `permissions`.
+    pub fn with_permissions(self, permissions: &'a dyn Permissions) -> Runtime<'a> {
+        Runtime { permissions, ..self }
     }
 
     /// The same runtime, knowing the pool's members (an `agent` call's `member` names one).

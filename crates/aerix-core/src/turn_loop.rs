@@ -14,7 +14,9 @@ use crate::agent::{Agent, AgentEnd, AgentSpec, job_ended};
 use crate::calls;
 use crate::context::{Context, Label, Segment};
 use crate::error::CoreError;
+use crate::gates::AskAnswer;
 use crate::hooks::HookFire;
+use crate::permissions::{Asked, Permission};
 use crate::runtime::{Caller, Runtime};
 
 /// Hard-limit hits before an agent is killed.
@@ -300,8 +302,9 @@ impl Agent {
         self.result_segment(rt, &call, text, error)
     }
 
-    /// `PreToolUse` for a call: its context, or the refusal that is its result. An updated
-    /// input replaces the call's.
+    /// `PreToolUse` for a call, then the permission rules on the input it left: its context,
+    /// or the refusal that is its result. One prompt at most: the rules' (naming a hook's ask
+    /// too), else a hook's.
     fn pre_tool(
         &mut self,
         rt: &mut Runtime<'_>,
@@ -322,13 +325,32 @@ impl Agent {
         if let Some(reason) = reply.block {
             return Err(format!("refused: {reason}"));
         }
-        if let Some(reason) = reply.ask
-            && let Err(why) = rt.ask_gate.ask(&self.spec.id, &call.tool, &call.input, &reason)
-        {
-            return Err(format!("refused: {why}"));
-        }
         if let Some(input) = reply.updated_input {
             call.input = input;
+        }
+        let (agent, tool, input) = (self.spec.id.as_str(), call.tool.as_str(), &call.input);
+        let asked =
+            Asked { agent, agent_type: agent_type.as_deref(), held: &self.spec.held, tool, input };
+        match rt.permissions.check(&asked) {
+            Permission::Deny(why) => return Err(format!("error: {why}")),
+            Permission::Ask { reason, always } => {
+                let reason = match &reply.ask {
+                    Some(hook) => format!("{reason}; a PreToolUse hook asks too: {hook}"),
+                    None => reason,
+                };
+                match rt.ask_gate.ask_permission(agent, tool, input, &reason, always) {
+                    AskAnswer::Once => {}
+                    AskAnswer::Always => rt.permissions.remember(&asked),
+                    AskAnswer::Deny(why) => return Err(format!("error: {why}")),
+                }
+            }
+            Permission::Allow => {
+                if let Some(reason) = &reply.ask
+                    && let Err(why) = rt.ask_gate.ask(agent, tool, input, reason)
+                {
+                    return Err(format!("refused: {why}"));
+                }
+            }
         }
         Ok(reply.context)
     }
@@ -411,6 +433,7 @@ impl Agent {
             member: self.spec.member.clone(),
             window: self.spec.window,
             json: self.spec.json,
+            held: self.spec.held.clone(),
             prefix: self
                 .context
                 .segments

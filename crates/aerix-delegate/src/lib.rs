@@ -16,8 +16,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use aerix_core::{
-    AskGate, Caller, Compaction, Definitions, Delegation, Options, Prompts, Runtime, RuntimeHooks,
-    Sink, Skills, Stats,
+    AskGate, Caller, Compaction, Definitions, Delegation, Options, Permissions, Prompts, Runtime,
+    RuntimeHooks, Sink, Skills, Stats,
 };
 use aerix_tools::{Cancel, Roots, Sandbox, ToolError};
 use aerix_turn::Call;
@@ -52,6 +52,7 @@ pub(crate) struct Shared<'s> {
     pub(crate) definitions: &'s dyn Definitions,
     pub(crate) skills: &'s dyn Skills,
     pub(crate) ask_gate: &'s dyn AskGate,
+    pub(crate) permissions: &'s dyn Permissions,
     pub(crate) compaction: Arc<dyn Compaction>,
     pub(crate) delegation: Arc<dyn Delegation>,
     pub(crate) cancel: Cancel,
@@ -88,6 +89,7 @@ impl Delegation for Delegator {
             definitions: rt.definitions,
             skills: rt.skills,
             ask_gate: rt.ask_gate,
+            permissions: rt.permissions,
             compaction: Arc::clone(&rt.compaction),
             delegation: Arc::clone(&rt.delegation),
             cancel: rt.cancel.clone(),

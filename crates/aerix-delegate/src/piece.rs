@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use std::sync::{Arc, Mutex};
 
 use aerix_core::{
-    ACCEPT_PLANS, AgentEnd, AgentSpec, Caller, CoreError, Definition, HookFire, Label, Runtime,
-    Segment, Sink, Stats, fill, offer_skill, run_agent,
+    ACCEPT_PLANS, AgentEnd, AgentSpec, Caller, CoreError, Definition, Held, HookFire, Label,
+    Runtime, Segment, Sink, Stats, fill, offer_skill, run_agent,
 };
 use aerix_session::{Event, Outcome};
 use aerix_tools::ToolError;
@@ -68,6 +68,7 @@ pub(crate) async fn run(
     .with_definitions(shared.definitions)
     .with_skills(shared.skills)
     .with_gates(&ACCEPT_PLANS, shared.ask_gate)
+    .with_permissions(shared.permissions)
     .with_compaction(Arc::clone(&shared.compaction))
     .with_delegation(Arc::clone(&shared.delegation));
     let ending = attempts(&mut rt, shared.delegator, caller, &piece, call, &trace).await;
@@ -245,6 +246,7 @@ async fn implementer(
         depth,
         answer: Answer::Text,
         agent_type: Some(definition.map_or("implementer", |d| d.name.as_str()).to_owned()),
+        held: held(caller, definition),
     };
     let mut segments = caller.prefix.clone();
     if let Some(definition) = definition.filter(|d| !d.body.trim().is_empty()) {
@@ -266,6 +268,16 @@ async fn implementer(
     }
     segments.push(user("brief", Label::Prompt, brief));
     spawn(rt, caller, spec, segments, None).await
+}
+
+/// The patterns holding an implementer: its caller's, and its definition's (never widened: a
+/// piece of a held agent is held as it is).
+fn held(caller: &Caller, definition: Option<&Definition>) -> Vec<Held> {
+    let mut held = caller.held.clone();
+    if let Some(d) = definition.filter(|d| !d.held.is_empty()) {
+        held.push(Held { definition: d.name.clone(), patterns: d.held.clone() });
+    }
+    held
 }
 
 enum Verdict {
@@ -304,6 +316,8 @@ async fn verifier(
         depth: caller.depth + 1,
         answer: Answer::Verdict,
         agent_type: Some("verifier".to_owned()),
+        // A verifier checks the piece's work with the caller's rights, never wider ones.
+        held: caller.held.clone(),
     };
     let text = fill(
         rt.prompts.get("verifier.md"),

@@ -24,6 +24,29 @@ pub struct HookFiles {
     pub claude: Vec<PathBuf>,
 }
 
+/// Claude Code's settings files: the user's, the project's and the project's local one (its
+/// hooks here; its permissions are `aerix-permissions`'s).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClaudeSettings {
+    /// `~/.claude/settings.json`.
+    pub user: Option<PathBuf>,
+    /// `<project>/.claude/settings.json`.
+    pub project: PathBuf,
+    /// `<project>/.claude/settings.local.json`.
+    pub local: PathBuf,
+}
+
+impl ClaudeSettings {
+    /// For the user's `home` and the project at `project_root`.
+    pub fn standard(home: Option<&Path>, project_root: &Path) -> ClaudeSettings {
+        ClaudeSettings {
+            user: home.map(|h| h.join(".claude/settings.json")),
+            project: project_root.join(".claude/settings.json"),
+            local: project_root.join(".claude/settings.local.json"),
+        }
+    }
+}
+
 impl HookFiles {
     /// aerix's files, and Claude Code's when `claude_settings` (`home`: the user's home).
     pub fn standard(
@@ -35,9 +58,10 @@ impl HookFiles {
         let dir = project_root.join(".aerix");
         let mut claude = Vec::new();
         if claude_settings {
-            claude.extend(home.map(|h| h.join(".claude/settings.json")));
-            claude.push(project_root.join(".claude/settings.json"));
-            claude.push(project_root.join(".claude/settings.local.json"));
+            let files = ClaudeSettings::standard(home, project_root);
+            claude.extend(files.user);
+            claude.push(files.project);
+            claude.push(files.local);
         }
         HookFiles {
             user: config_home.map(|c| c.join("aerix/hooks.json")),

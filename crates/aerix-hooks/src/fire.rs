@@ -27,6 +27,8 @@ pub struct Session {
     pub project_dir: PathBuf,
     /// Where injected text over [`MAX_INJECTED_CHARS`] is saved.
     pub spool_dir: PathBuf,
+    /// The session's permission mode, by Claude Code's name (`default`, `plan`, ...).
+    pub permission_mode: String,
 }
 
 /// Why a session starts (`SessionStart`'s `source`).
@@ -277,8 +279,7 @@ impl<'a> Fire<'a> {
             "transcript_path": session.transcript_path,
             "cwd": session.cwd,
             "hook_event_name": self.event().name(),
-            // A headless run asks no permission.
-            "permission_mode": "bypassPermissions",
+            "permission_mode": session.permission_mode,
         });
         let tool = |input: &mut Value, call: ToolCall<'_>| {
             if let Some(sub) = call.subagent {
@@ -528,6 +529,7 @@ mod tests {
                 cwd: self.0.clone(),
                 project_dir: self.0.clone(),
                 spool_dir: self.0.join("spool"),
+                permission_mode: "default".into(),
             }
         }
 

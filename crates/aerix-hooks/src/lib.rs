@@ -23,7 +23,7 @@ mod process;
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub use config::{HookFiles, Hooks, Loaded, load, load_file};
+pub use config::{ClaudeSettings, HookFiles, Hooks, Loaded, load, load_file};
 pub use fire::{
     Blocked, CompactTrigger, EndReason, Fire, Fired, Session, StartSource, Subagent, ToolCall,
 };

@@ -221,6 +221,7 @@ pub async fn run_request(rt: &mut Runtime<'_>, request: Request) -> Result<Reque
         depth: 0,
         answer: Answer::Text,
         agent_type: None,
+        held: Vec::new(),
     };
     let mut agent = Agent::new(spec, context, rt.cwd, rt.cancel.clone());
     if let Some(rebuilt) = &rebuilt {

@@ -17,10 +17,19 @@ pub enum Action {
     Plan(PlanAnswer),
     /// Edit this plan in `$EDITOR`, then answer the gate with what was saved.
     EditPlan(String),
-    /// The answer to a `PreToolUse` hook's `ask`: allowed or not.
-    Ask(bool),
+    /// The answer to an ask gate (a `PreToolUse` hook's `ask`, or the permission rules').
+    Ask(AskAnswer),
     /// The answer to the startup's trust question: trusted, or run without the project's parts.
     Trust(bool),
+}
+
+/// The answer to an ask gate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AskAnswer {
+    Once,
+    /// Once, and always for this project (offered only when the gate says so).
+    Always,
+    Deny,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -44,7 +53,7 @@ pub const HELP_KEYS: &[(&str, &str)] = &[
     ("ctrl-d", "exit (on an empty prompt)"),
     ("?", "this help (on an empty prompt)"),
     ("plan gate", "enter accepts · e edits in $EDITOR · esc aborts the request"),
-    ("hook asks", "y allows the call · n or esc denies it"),
+    ("a call asks", "y once · a always here · n or esc denies"),
 ];
 
 /// Every command, for the `?` help.
@@ -147,8 +156,9 @@ impl Screen {
             (Gate::Plan { .. }, KeyCode::Enter) => Action::Plan(PlanAnswer::Accept),
             (Gate::Plan { text, .. }, KeyCode::Char('e')) => Action::EditPlan(text.clone()),
             (Gate::Plan { .. }, KeyCode::Esc) => Action::Plan(PlanAnswer::Abort),
-            (Gate::Ask { .. }, KeyCode::Char('y') | KeyCode::Enter) => Action::Ask(true),
-            (Gate::Ask { .. }, KeyCode::Char('n') | KeyCode::Esc) => Action::Ask(false),
+            (Gate::Ask { .. }, KeyCode::Char('y') | KeyCode::Enter) => Action::Ask(AskAnswer::Once),
+            (Gate::Ask { always: true, .. }, KeyCode::Char('a')) => Action::Ask(AskAnswer::Always),
+            (Gate::Ask { .. }, KeyCode::Char('n') | KeyCode::Esc) => Action::Ask(AskAnswer::Deny),
             // Trusting runs the project's commands: only a deliberate `y`, never Enter.
             (Gate::Trust { .. }, KeyCode::Char('y')) => Action::Trust(true),
             (Gate::Trust { .. }, KeyCode::Char('n') | KeyCode::Esc) => Action::Trust(false),
@@ -218,6 +228,29 @@ mod tests {
         assert!(screen.gate().is_none());
         screen.set_gate(gate);
         assert_eq!(screen.key(key(KeyCode::Esc)), Some(Action::Plan(PlanAnswer::Abort)));
+    }
+
+    #[test]
+    fn the_ask_gate_takes_y_a_only_when_offered_and_n() {
+        use crate::AskAnswer;
+        let mut screen = Screen::new(Launch::default());
+        let gate = |always| Gate::Ask {
+            agent: "a1".into(),
+            tool: "bash".into(),
+            input: "{}".into(),
+            reason: "no permission rule allows ls".into(),
+            always,
+        };
+        screen.set_gate(gate(true));
+        assert_eq!(screen.key(key(KeyCode::Char('a'))), Some(Action::Ask(AskAnswer::Always)));
+        assert!(screen.gate().is_none());
+        // Without the offer, `a` is no answer: the gate stays.
+        screen.set_gate(gate(false));
+        assert_eq!(screen.key(key(KeyCode::Char('a'))), None);
+        assert!(screen.gate().is_some());
+        assert_eq!(screen.key(key(KeyCode::Char('y'))), Some(Action::Ask(AskAnswer::Once)));
+        screen.set_gate(gate(true));
+        assert_eq!(screen.key(key(KeyCode::Esc)), Some(Action::Ask(AskAnswer::Deny)));
     }
 
     #[test]

@@ -21,7 +21,7 @@ mod snapshots;
 
 pub use editor::Editor;
 pub use feed::{DiffStat, Feed, RequestEnd};
-pub use keys::{Action, HELP_COMMANDS, HELP_KEYS, PlanAnswer};
+pub use keys::{Action, AskAnswer, HELP_COMMANDS, HELP_KEYS, PlanAnswer};
 pub use launch::{peak_mark, wordmark};
 pub use screen::{Gate, Screen, Verifier};
 pub use startup::{Launch, Level, Note, PoolRow, ProfileRow, Startup};

@@ -38,8 +38,9 @@ pub struct Screen {
 pub enum Gate {
     /// The root's first plan write of the request.
     Plan { agent: String, text: String },
-    /// A `PreToolUse` hook's `ask`.
-    Ask { agent: String, tool: String, input: String, reason: String },
+    /// A `PreToolUse` hook's `ask`, or the permission rules': `reason` is the line shown,
+    /// `always` whether "always for this project" may be answered.
+    Ask { agent: String, tool: String, input: String, reason: String, always: bool },
     /// At startup: the project is not trusted, and would run `items` (`changed`: it was
     /// trusted before they changed).
     Trust { root: String, items: Vec<String>, changed: bool },

@@ -210,6 +210,20 @@ fn trust_question_at_startup() {
 }
 
 #[test]
+fn the_permission_ask_gate() {
+    let now = Instant::now();
+    let mut screen = running(now);
+    screen.set_gate(Gate::Ask {
+        agent: "a1".into(),
+        tool: "bash".into(),
+        input: r#"{"command":"cargo test --workspace"}"#.into(),
+        reason: "no permission rule allows cargo test --workspace".into(),
+        always: true,
+    });
+    check("ask_gate", &screen, now);
+}
+
+#[test]
 fn a_compaction_shows_the_clients_count() {
     let now = Instant::now();
     let mut screen = running(now);

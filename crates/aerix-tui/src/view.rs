@@ -264,7 +264,10 @@ fn draw_editor(frame: &mut Frame<'_>, screen: &Screen, area: Rect, shown: usize)
 fn footer_line(screen: &Screen) -> String {
     match screen.gate() {
         Some(Gate::Plan { .. }) => " plan: enter accepts · e edits · esc aborts".to_owned(),
-        Some(Gate::Ask { .. }) => " hook asks: y allows · n denies".to_owned(),
+        Some(Gate::Ask { always: true, .. }) => {
+            " asks: y allows once · a always, in this project · n denies".to_owned()
+        }
+        Some(Gate::Ask { .. }) => " asks: y allows · n denies".to_owned(),
         Some(Gate::Trust { .. }) => {
             " trust: y trusts this project · n runs without its parts".to_owned()
         }
@@ -336,18 +339,21 @@ fn draw_gate(frame: &mut Frame<'_>, gate: &Gate, area: Rect) {
             ]));
             draw_boxed(frame, area, "plan", Text::from(lines));
         }
-        Gate::Ask { agent, tool, input, reason } => {
+        Gate::Ask { agent, tool, input, reason, always } => {
+            let mut keys =
+                vec![Span::styled("y", Style::new().fg(EMBER)), Span::raw(" allows once · ")];
+            if *always {
+                keys.push(Span::styled("a", Style::new().fg(EMBER)));
+                keys.push(Span::raw(" always, in this project · "));
+            }
+            keys.push(Span::styled("n", Style::new().fg(EMBER)));
+            keys.push(Span::raw(" denies"));
             let lines = vec![
                 Line::from(format!("{agent} calls {tool} {input}")),
                 Line::default(),
-                Line::from(format!("a PreToolUse hook asks: {reason}")),
+                Line::from(reason.clone()),
                 Line::default(),
-                Line::from(vec![
-                    Span::styled("y", Style::new().fg(EMBER)),
-                    Span::raw(" allows · "),
-                    Span::styled("n", Style::new().fg(EMBER)),
-                    Span::raw(" denies"),
-                ]),
+                Line::from(keys),
             ];
             draw_boxed(frame, area, "allow this call?", Text::from(lines));
         }

@@ -1,22 +1,26 @@
 //! Where the binary joins the runtime to the crates around it: `aerix-core`'s traits for the
-//! types of `aerix-config` and `aerix-skills` (the core knows neither crate), and the runtime a
-//! request runs on: the settings as the core's `Options`, the file tools' roots, `bash`'s
-//! sandbox, `aerix-compact`'s compaction and `aerix-delegate`'s delegation wired in.
+//! types of `aerix-config`, `aerix-skills` and `aerix-permissions` (the core knows none of
+//! them), and the runtime a request runs on: the settings as the core's `Options`, the file
+//! tools' roots, `bash`'s sandbox, `aerix-compact`'s compaction and `aerix-delegate`'s
+//! delegation wired in.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use aerix_config::{AgentDefinitions, Settings};
-use aerix_core::{Connection, Definition, Definitions, Options, Prompts, Runtime, Sink};
+use aerix_core::{
+    Asked, Connection, Definition, Definitions, Options, Permission, Prompts, Runtime, Sink,
+};
 use aerix_tools::{Cancel, Roots, Sandbox};
 
-/// A request's runtime: `Runtime::new` with the settings' options, compaction and delegation.
+/// A request's runtime: `Runtime::new` with the settings' options, compaction and delegation;
+/// the file tools' roots are the tree and `additional` (`permissions.additionalDirectories`).
 pub(crate) fn runtime<'a>(
     client: &'a mut dyn Connection,
     sink: &'a mut dyn Sink,
     settings: &Settings,
     prompts: &'a Prompts,
-    cwd: &'a Path,
+    (cwd, additional): (&'a Path, &[PathBuf]),
     cancel: Cancel,
 ) -> Runtime<'a> {
     let context = &settings.context;
@@ -35,7 +39,9 @@ pub(crate) fn runtime<'a>(
         depth: delegation.depth,
     };
     // The file tools act in the repository (or the working directory outside one).
-    let roots = Roots::new(&aerix_config::project_root(cwd));
+    let roots = additional
+        .iter()
+        .fold(Roots::new(&aerix_config::project_root(cwd)), |roots, dir| roots.with_dir(dir));
     Runtime::new(client, sink, options(settings), prompts, cwd, cancel)
         .with_roots(roots)
         .with_sandbox(sandbox(settings))
@@ -72,6 +78,7 @@ impl Definitions for Agents<'_> {
         Some(Definition {
             name: d.name.clone(),
             tools: d.tools.clone(),
+            held: d.held.clone(),
             model: d.model.clone(),
             max_turns: d.max_turns,
             body: d.body.clone(),
@@ -80,6 +87,41 @@ impl Definitions for Agents<'_> {
 
     fn names(&self) -> Vec<String> {
         self.0.iter().map(|d| d.name.clone()).collect()
+    }
+}
+
+/// The session's permission rules (`aerix-permissions`), as the runtime checks a call against
+/// them. `failed` shows a line when an "always" answer cannot be kept on disk (it still holds
+/// for this run).
+pub(crate) struct Rules<'a> {
+    pub(crate) permissions: &'a aerix_permissions::Permissions,
+    pub(crate) failed: &'a (dyn Fn(String) + Send + Sync),
+}
+
+impl Rules<'_> {
+    fn held<'h>(call: &'h Asked<'_>) -> Vec<aerix_permissions::Held<'h>> {
+        call.held
+            .iter()
+            .map(|h| aerix_permissions::Held { definition: &h.definition, patterns: &h.patterns })
+            .collect()
+    }
+}
+
+impl aerix_core::Permissions for Rules<'_> {
+    fn check(&self, call: &Asked<'_>) -> Permission {
+        match self.permissions.check(call.tool, call.input, &Rules::held(call)) {
+            aerix_permissions::Verdict::Allow => Permission::Allow,
+            aerix_permissions::Verdict::Deny(why) => Permission::Deny(why),
+            aerix_permissions::Verdict::Ask { reason, always } => {
+                Permission::Ask { reason, always: !always.is_empty() }
+            }
+        }
+    }
+
+    fn remember(&self, call: &Asked<'_>) {
+        if let Err(e) = self.permissions.remember(call.tool, call.input, &Rules::held(call)) {
+            (self.failed)(format!("the answer holds for this run only: {e}"));
+        }
     }
 }
 

@@ -32,6 +32,8 @@ pub struct Options {
     pub profile: Option<String>,
     /// `--profile-refresh`.
     pub profile_refresh: bool,
+    /// `--permission-mode`.
+    pub permission_mode: Option<aerix_permissions::Mode>,
     /// When the process started (for `AERIX_TIMING`).
     pub started: Instant,
 }
@@ -136,7 +138,11 @@ pub async fn run(
         Err(e) => eprintln!("aerix: a second signal cannot end the session: {e}"),
     }
     let hooks = std::mem::take(&mut files.hooks.hooks);
-    let hooks = startup::session_hooks(hooks, &log, &options.cwd, &files.root, None);
+    // No one to ask: an ask rule denies, the mode's own asking lets the call through.
+    let permissions =
+        files.permissions(options.permission_mode, aerix_permissions::Front::Headless);
+    let hooks =
+        startup::session_hooks(hooks, &log, &options.cwd, &files.root, permissions.mode(), None);
     let mut sink = HeadlessSink { log, failed: None, quiet: options.quiet };
     let mut end = End {
         store: &store,
@@ -229,13 +235,22 @@ pub async fn run(
         quiet: options.quiet,
     });
     let (core_agents, core_skills) = (bridge::Agents(&definitions), bridge::SkillSet(&skills));
-    let mut runtime =
-        bridge::runtime(&mut client, &mut sink, settings, &prompts, &options.cwd, cancel.clone())
-            .with_members(members);
+    let failed = |line: String| eprintln!("aerix: {line}");
+    let rules = bridge::Rules { permissions: &permissions, failed: &failed };
+    let mut runtime = bridge::runtime(
+        &mut client,
+        &mut sink,
+        settings,
+        &prompts,
+        (&options.cwd, permissions.additional_directories()),
+        cancel.clone(),
+    )
+    .with_members(members);
     if let Some(agent_hooks) = &agent_hooks {
         runtime = runtime.with_hooks(agent_hooks);
     }
-    let mut runtime = runtime.with_definitions(&core_agents).with_skills(&core_skills);
+    let mut runtime =
+        runtime.with_definitions(&core_agents).with_skills(&core_skills).with_permissions(&rules);
     let request_start = Instant::now();
     let result = run_request(&mut runtime, request).await;
     let stats = runtime.stats.clone();

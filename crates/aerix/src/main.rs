@@ -69,6 +69,10 @@ struct Cli {
     /// recorded; `aerix trust` trusts it for good).
     #[arg(long, global = true)]
     trust: bool,
+    /// How calls no permission rule decides are treated: default, acceptEdits, plan,
+    /// bypassPermissions or dontAsk (else the settings' defaultMode).
+    #[arg(long, value_name = "MODE", value_parser = permission_mode)]
+    permission_mode: Option<aerix_permissions::Mode>,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -163,6 +167,11 @@ fn profile_name(value: &str) -> Result<String, String> {
     }
 }
 
+/// `--permission-mode`'s value, by Claude Code's names.
+fn permission_mode(value: &str) -> Result<aerix_permissions::Mode, String> {
+    value.parse()
+}
+
 fn main() -> ExitCode {
     let started = std::time::Instant::now();
     tracing_subscriber::fmt()
@@ -245,6 +254,7 @@ fn run(cli: Cli, started: std::time::Instant) -> anyhow::Result<Exit> {
                 continue_latest: cli.continue_latest,
                 profile: cli.profile,
                 profile_refresh: cli.profile_refresh,
+                permission_mode: cli.permission_mode,
                 started,
             },
         ));
@@ -324,6 +334,7 @@ fn run(cli: Cli, started: std::time::Instant) -> anyhow::Result<Exit> {
             quiet: cli.quiet,
             profile: cli.profile,
             profile_refresh: cli.profile_refresh,
+            permission_mode: cli.permission_mode,
             started,
         },
     ))

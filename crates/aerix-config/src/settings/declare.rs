@@ -74,6 +74,7 @@ scalar_layers!(
     Option<bool>,
     Option<String>,
     Option<caldrix_proto::Render>,
+    Option<crate::PermissionMode>,
 );
 
 /// A map (`context.tool_caps`): entries merge one by one, a later file's winning per entry.

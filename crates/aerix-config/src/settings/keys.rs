@@ -29,6 +29,9 @@ section! {
         plugins: PluginSettings = PluginSettings::declared();
         tune: TuneSettings = TuneSettings::declared();
         sandbox: SandboxSettings = SandboxSettings::declared();
+        /// Each file's `[permissions]` table, in the order the files were read (the rules add
+        /// up; `aerix-permissions` applies a project's only as far as its trust allows).
+        permissions: Vec<crate::FilePermissions> = Vec::new();
         /// The files the settings came from, in the order they were applied.
         sources: Vec<PathBuf> = Vec::new();
     }
@@ -132,6 +135,24 @@ section! {
         /// Claude Code's settings files (`~/.claude/settings.json`, the project's
         /// `.claude/settings.json` and `settings.local.json`) add their hooks after aerix's own.
         claude_settings: bool = true;
+    }
+}
+
+section! {
+    /// One file's `[permissions]`, in Claude Code's terms (`aerix-permissions` reads them with
+    /// Claude Code's settings files).
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct PermissionSettings {
+        /// Rules that let a call through without asking (`Bash(npm run test:*)`).
+        allow: Vec<String> = Vec::new();
+        /// Rules that ask before a call, whatever allows it.
+        ask: Vec<String> = Vec::new();
+        /// Rules that refuse a call, in every mode.
+        deny: Vec<String> = Vec::new();
+        /// The mode when `--permission-mode` is not given.
+        default_mode: Option<crate::PermissionMode> = None;
+        /// Directories besides the working tree that count as working directories.
+        additional_directories: Vec<String> = Vec::new();
     }
 }
 

@@ -13,17 +13,27 @@ use std::path::{Path, PathBuf};
 
 use toml::{Table, Value};
 
-use crate::ConfigError;
+use crate::{ConfigError, FilePermissions, SettingsScope};
 use declare::{Bad, Section, unknown};
 pub use keys::{
     ContextSettings, DEFAULT_MODEL, DEFAULT_TOOL_CAP, Delegation, HookSettings, Member,
-    PluginSettings, PoolSettings, SandboxSettings, Settings, TuneSettings, valid_profile_name,
+    PermissionSettings, PluginSettings, PoolSettings, SandboxSettings, Settings, TuneSettings,
+    valid_profile_name,
 };
 pub use layers::{Layered, ProjectSetting, load_layered};
 
 /// The tables of a settings file besides the top-level keys, in the order errors list them.
-const TABLES: [&str; 8] =
-    ["members", "pool", "delegation", "context", "hooks", "plugins", "tune", "sandbox"];
+const TABLES: [&str; 9] = [
+    "members",
+    "pool",
+    "delegation",
+    "context",
+    "hooks",
+    "plugins",
+    "tune",
+    "sandbox",
+    "permissions",
+];
 const ROLES: [&str; 2] = ["main", "decision"];
 
 /// Where settings files are looked for.
@@ -53,14 +63,19 @@ impl SettingsPaths {
 /// defaults.
 pub fn load(paths: &SettingsPaths, env: &crate::Env) -> Result<Settings, ConfigError> {
     let mut settings = defaults(env);
-    let files = [&paths.user, &paths.project, &paths.local];
-    for path in files.into_iter().flatten() {
+    let files = [
+        (&paths.user, SettingsScope::User),
+        (&paths.project, SettingsScope::Project),
+        (&paths.local, SettingsScope::Local),
+    ];
+    for (path, scope) in files {
+        let Some(path) = path else { continue };
         let text = match std::fs::read_to_string(path) {
             Ok(text) => text,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
             Err(source) => return Err(ConfigError::Read { path: path.clone(), source }),
         };
-        apply(&mut settings, path, &text)?;
+        apply(&mut settings, path, scope, &text)?;
         settings.sources.push(path.clone());
     }
     Ok(settings)
@@ -129,7 +144,12 @@ impl File<'_> {
     }
 }
 
-fn apply(settings: &mut Settings, path: &Path, text: &str) -> Result<(), ConfigError> {
+fn apply(
+    settings: &mut Settings,
+    path: &Path,
+    scope: SettingsScope,
+    text: &str,
+) -> Result<(), ConfigError> {
     let root: Table = toml::from_str(text).map_err(|e| {
         let line = e.span().map(|span| line_of(text, span.start));
         let key = line.and_then(|line| key_at(text, line));
@@ -150,6 +170,11 @@ fn apply(settings: &mut Settings, path: &Path, text: &str) -> Result<(), ConfigE
             "plugins" => file.section(&mut settings.plugins, "plugins", value, None)?,
             "tune" => tune(settings, &file, value)?,
             "sandbox" => file.section(&mut settings.sandbox, "sandbox", value, None)?,
+            "permissions" => {
+                let mut table = PermissionSettings::declared();
+                file.section(&mut table, "permissions", value, None)?;
+                settings.permissions.push(FilePermissions { path: path.to_owned(), scope, table });
+            }
             _ => settings.set(&key, value).map_err(|bad| {
                 let expected: Vec<&str> = Settings::KEYS.iter().chain(&TABLES).copied().collect();
                 file.bad("", &key, bad, &expected)

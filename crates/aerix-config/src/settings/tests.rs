@@ -7,7 +7,8 @@ fn env() -> crate::Env {
 
 fn check(text: &str) -> Result<Settings, ConfigError> {
     let mut settings = defaults(&env());
-    apply(&mut settings, Path::new("/p/.aerix/settings.toml"), text).map(|()| settings)
+    apply(&mut settings, Path::new("/p/.aerix/settings.toml"), SettingsScope::Project, text)
+        .map(|()| settings)
 }
 
 #[test]
@@ -188,6 +189,7 @@ fn code_keys() -> Vec<String> {
     under::<HookSettings>("hooks", &mut out);
     under::<PluginSettings>("plugins", &mut out);
     under::<SandboxSettings>("sandbox", &mut out);
+    under::<PermissionSettings>("permissions", &mut out);
     out
 }
 
@@ -271,10 +273,49 @@ fn unknown_keys_are_refused_with_the_keys_of_their_table() {
 fn a_later_file_layers_over_an_earlier_one_key_by_key() {
     let mut s = defaults(&env());
     let path = Path::new("/u/settings.toml");
-    apply(&mut s, path, "[context.tool_caps]\nread = 1000\n[tune]\nmember = \"r.gguf\"\n").unwrap();
-    apply(&mut s, path, "[context.tool_caps]\nbash = 2000\n[tune.flags]\nctx = 512\n").unwrap();
+    apply(
+        &mut s,
+        path,
+        SettingsScope::Project,
+        "[context.tool_caps]\nread = 1000\n[tune]\nmember = \"r.gguf\"\n",
+    )
+    .unwrap();
+    apply(
+        &mut s,
+        path,
+        SettingsScope::Project,
+        "[context.tool_caps]\nbash = 2000\n[tune.flags]\nctx = 512\n",
+    )
+    .unwrap();
     assert_eq!((s.context.tool_cap("read"), s.context.tool_cap("bash")), (1000, 2000));
     assert_eq!(s.context.tool_cap("grep"), 12_000);
     let member = s.tune.member.unwrap();
     assert_eq!((member.model.as_str(), member.ctx), ("r.gguf", Some(512)));
+}
+
+#[test]
+fn each_file_s_permissions_are_kept_apart_with_where_they_came_from() {
+    let mut s = defaults(&env());
+    let user = Path::new("/u/settings.toml");
+    let project = Path::new("/p/.aerix/settings.toml");
+    let text = "[permissions]\nallow = [\"Bash(npm run test:*)\"]\ndefault_mode = \"plan\"\n";
+    apply(&mut s, user, SettingsScope::User, text).unwrap();
+    apply(&mut s, project, SettingsScope::Project, "[permissions]\ndeny = [\"Read(./.env)\"]\n")
+        .unwrap();
+    assert_eq!(s.permissions.len(), 2);
+    let (first, second) = (&s.permissions[0], &s.permissions[1]);
+    assert_eq!((first.path.as_path(), first.scope), (user, SettingsScope::User));
+    assert_eq!(first.table.allow, ["Bash(npm run test:*)"]);
+    assert_eq!(first.table.default_mode, Some(crate::PermissionMode::Plan));
+    assert_eq!(
+        (second.scope, second.table.deny.as_slice()),
+        (SettingsScope::Project, &["Read(./.env)".to_owned()][..])
+    );
+    assert!(second.table.allow.is_empty() && second.table.default_mode.is_none());
+
+    let e = check("[permissions]\ndefault_mode = \"yolo\"\n").unwrap_err().to_string();
+    assert!(e.contains(":2:") && e.contains("`permissions.default_mode`"), "{e}");
+    assert!(e.contains("not a permission mode"), "{e}");
+    let e = check("[permissions]\nallowed = []\n").unwrap_err().to_string();
+    assert!(e.contains("`permissions.allowed`") && e.contains("expected one of"), "{e}");
 }

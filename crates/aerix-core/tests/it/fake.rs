@@ -335,6 +335,7 @@ pub async fn run_in(
         depth: 0,
         answer: aerix_turn::Answer::Text,
         agent_type: None,
+        held: Vec::new(),
     };
     let mut agent = Agent::new(spec, context, cwd, cancel.clone());
     let mut rt =

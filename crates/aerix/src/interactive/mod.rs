@@ -16,7 +16,7 @@ use aerix_session::{Event, Log, Outcome, Store};
 use aerix_tools::Cancel;
 use aerix_tui::terminal::{Input, Tty, read_input};
 use aerix_tui::{
-    Action, DiffStat, Feed, Gate, Launch, Level, Note, PlanAnswer, RequestEnd, Screen,
+    Action, AskAnswer, DiffStat, Feed, Gate, Launch, Level, Note, PlanAnswer, RequestEnd, Screen,
 };
 use anyhow::Context as _;
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
@@ -47,6 +47,8 @@ pub struct Options {
     pub profile: Option<String>,
     /// `--profile-refresh`.
     pub profile_refresh: bool,
+    /// `--permission-mode`.
+    pub permission_mode: Option<aerix_permissions::Mode>,
     pub started: Instant,
 }
 
@@ -64,7 +66,7 @@ enum Msg {
 
 enum Answer {
     Plan(PlanAnswer),
-    Ask(bool),
+    Ask(AskAnswer),
 }
 
 /// What a request hands back: the connection and the log, for the next.
@@ -91,6 +93,8 @@ struct Session {
     profile: Option<(String, String, String)>,
     hooks: Arc<SessionHooks>,
     hook_context: Option<String>,
+    /// The permission rules, the mode, and the screen as who answers.
+    permissions: aerix_permissions::Permissions,
     main: pool::Bound,
     decision: Option<String>,
     members: Vec<String>,
@@ -195,7 +199,7 @@ pub async fn run(
                 Some(Action::Submit(prompt)) => submit = Some(prompt),
                 Some(Action::Cancel) => cancel.cancel(),
                 Some(Action::Plan(answer)) => reply(&mut gate_reply, Answer::Plan(answer)),
-                Some(Action::Ask(allow)) => reply(&mut gate_reply, Answer::Ask(allow)),
+                Some(Action::Ask(answer)) => reply(&mut gate_reply, Answer::Ask(answer)),
                 // The trust question is the startup's, answered before this loop.
                 Some(Action::Trust(_)) => {}
                 Some(Action::EditPlan(text)) => {

@@ -5,11 +5,11 @@ use std::sync::mpsc as std_mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use aerix_core::{AskGate, CoreError, Live, PlanDecision, PlanGate, Sink};
+use aerix_core::{AskAnswer as Answered, AskGate, CoreError, Live, PlanDecision, PlanGate, Sink};
 use aerix_request::{Request, run_request};
 use aerix_session::{Event, Log, Outcome, read_log, rebuild};
 use aerix_tools::Cancel;
-use aerix_tui::{Feed, Gate, Level, Note, PlanAnswer};
+use aerix_tui::{AskAnswer, Feed, Gate, Level, Note, PlanAnswer};
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::{Answer, Ended, Msg, Session};
@@ -131,15 +131,27 @@ async fn request(
         cancel: cancel.clone(),
         quiet: true,
     };
-    let gates = ScreenGates { tx: tx.clone(), cancel: cancel.clone() };
+    let gates = ScreenGates { tx: tx.clone(), cancel: cancel.clone(), one: Mutex::new(()) };
+    let notes = tx.clone();
+    let failed = move |line: String| {
+        let _ = notes.send(Msg::Feed(Feed::Note(Note { level: Level::Warning, text: line })));
+    };
+    let rules = bridge::Rules { permissions: &session.permissions, failed: &failed };
     let (agents, skills) = (bridge::Agents(&session.agents), bridge::SkillSet(&session.skills));
-    let mut runtime =
-        bridge::runtime(&mut client, &mut sink, settings, &prompts, &session.cwd, cancel.clone())
-            .with_members(session.members.clone())
-            .with_hooks(&agent_hooks)
-            .with_definitions(&agents)
-            .with_skills(&skills)
-            .with_gates(&gates, &gates);
+    let mut runtime = bridge::runtime(
+        &mut client,
+        &mut sink,
+        settings,
+        &prompts,
+        (&session.cwd, session.permissions.additional_directories()),
+        cancel.clone(),
+    )
+    .with_members(session.members.clone())
+    .with_hooks(&agent_hooks)
+    .with_definitions(&agents)
+    .with_skills(&skills)
+    .with_gates(&gates, &gates)
+    .with_permissions(&rules);
     let result = run_request(&mut runtime, request).await;
     drop(runtime);
     let (outcome, answer, error) = match result {
@@ -215,20 +227,28 @@ impl Sink for BufferSink {
 }
 
 /// The gates, answered on the screen: the runtime's thread waits (checking the cancel flag).
+/// One at a time: the screen shows one gate, and pieces running together may each ask.
 struct ScreenGates {
     tx: UnboundedSender<Msg>,
     cancel: Cancel,
+    one: Mutex<()>,
 }
 
 impl ScreenGates {
     fn wait(&self, gate: Gate) -> Option<Answer> {
-        let (send, recv) = std_mpsc::channel();
-        self.tx.send(Msg::Gate(gate, send)).ok()?;
-        let wait = || loop {
-            match recv.recv_timeout(Duration::from_millis(50)) {
-                Ok(answer) => return Some(answer),
-                Err(std_mpsc::RecvTimeoutError::Timeout) if !self.cancel.is_cancelled() => {}
-                Err(_) => return None,
+        let wait = || {
+            let _one = self.one.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if self.cancel.is_cancelled() {
+                return None;
+            }
+            let (send, recv) = std_mpsc::channel();
+            self.tx.send(Msg::Gate(gate, send)).ok()?;
+            loop {
+                match recv.recv_timeout(Duration::from_millis(50)) {
+                    Ok(answer) => return Some(answer),
+                    Err(std_mpsc::RecvTimeoutError::Timeout) if !self.cancel.is_cancelled() => {}
+                    Err(_) => return None,
+                }
             }
         };
         match tokio::runtime::Handle::try_current() {
@@ -256,16 +276,39 @@ impl AskGate for ScreenGates {
         input: &serde_json::Value,
         reason: &str,
     ) -> Result<(), String> {
-        let input = input.to_string().chars().take(200).collect();
-        let gate = Gate::Ask {
-            agent: agent.to_owned(),
-            tool: tool.to_owned(),
-            input,
-            reason: reason.to_owned(),
-        };
-        match self.wait(gate) {
-            Some(Answer::Ask(true)) => Ok(()),
+        let reason_line = format!("a PreToolUse hook asks: {reason}");
+        match self.wait(ask_gate(agent, tool, input, reason_line, false)) {
+            Some(Answer::Ask(AskAnswer::Once | AskAnswer::Always)) => Ok(()),
             _ => Err(format!("the user denied the call a PreToolUse hook asked about: {reason}")),
         }
     }
+
+    fn ask_permission(
+        &self,
+        agent: &str,
+        tool: &str,
+        input: &serde_json::Value,
+        reason: &str,
+        always: bool,
+    ) -> Answered {
+        match self.wait(ask_gate(agent, tool, input, reason.to_owned(), always)) {
+            Some(Answer::Ask(AskAnswer::Once)) => Answered::Once,
+            Some(Answer::Ask(AskAnswer::Always)) if always => Answered::Always,
+            // "Always" where it was not offered counts once.
+            Some(Answer::Ask(AskAnswer::Always)) => Answered::Once,
+            _ => Answered::Deny(format!("denied by the user ({reason})")),
+        }
+    }
+}
+
+/// The gate the screen shows: the call (its input cut to 200 characters) and the reason.
+fn ask_gate(
+    agent: &str,
+    tool: &str,
+    input: &serde_json::Value,
+    reason: String,
+    always: bool,
+) -> Gate {
+    let input = input.to_string().chars().take(200).collect();
+    Gate::Ask { agent: agent.to_owned(), tool: tool.to_owned(), input, reason, always }
 }

@@ -171,7 +171,10 @@ pub(super) async fn startup(
         }
     }));
     let hooks = std::mem::take(&mut files.hooks.hooks);
-    let hooks = Arc::new(startup::session_hooks(hooks, &log, &options.cwd, &files.root, show));
+    let permissions = files.permissions(options.permission_mode, aerix_permissions::Front::Screen);
+    let mode = permissions.mode();
+    let hooks =
+        Arc::new(startup::session_hooks(hooks, &log, &options.cwd, &files.root, mode, show));
     let mut sink = BufferSink(Vec::new());
     let cancel = Cancel::default();
     let resumed = resume_id.is_some();
@@ -213,6 +216,7 @@ pub(super) async fn startup(
         branch: attached.branch,
         hooks,
         hook_context,
+        permissions,
         early: Mutex::new(sink.0),
         main,
         decision,

@@ -43,6 +43,7 @@ pub fn session_hooks(
     log: &Log,
     cwd: &Path,
     root: &Path,
+    mode: aerix_permissions::Mode,
     notes: Notes,
 ) -> SessionHooks {
     let session = aerix_hooks::Session {
@@ -52,6 +53,7 @@ pub fn session_hooks(
         cwd: cwd.to_owned(),
         project_dir: root.to_owned(),
         spool_dir: log.spool_dir(),
+        permission_mode: mode.as_str().to_owned(),
     };
     SessionHooks { hooks, session, notes }
 }

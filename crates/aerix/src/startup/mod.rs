@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use aerix_config::{AgentDefinitions, Env, InstructionFile, Settings};
+use aerix_hooks::ClaudeSettings;
 use aerix_session::{Event, Log, Store, read_log};
 use aerix_skills::Skills;
 use anyhow::Context as _;
@@ -65,6 +66,9 @@ pub struct Files {
     pub loaded: Option<String>,
     /// Every startup note so far; each becomes a `Notification` once `SessionStart` fired.
     pub notes: Vec<String>,
+    /// The permission rules of every settings file, read once (`permissions` makes them the
+    /// session's, with the mode and the front end).
+    pub rules: aerix_permissions::Loaded,
 }
 
 impl Files {
@@ -96,6 +100,20 @@ impl Files {
         let sources = trust.plugin_sources();
         let extensions = extensions::load(sources, env, &root, cwd, &mut agents, &mut hooks);
         let loaded = loaded_line(&instructions, &hooks.files, &agents.definitions, &extensions);
+        // A project's allow rules, default mode and added directories count only once trusted.
+        let project_trusted = trust.allows();
+        let claude = ClaudeSettings::standard(env.home.as_deref(), &root);
+        let sources = aerix_permissions::Sources {
+            claude_user: claude.user,
+            claude_project: claude.project,
+            claude_local: claude.local,
+            aerix: &settings.permissions,
+            remembered: Some(aerix_permissions::store_path(&data, &project)),
+            cwd: cwd.to_owned(),
+            root: root.clone(),
+            home: env.home.clone(),
+        };
+        let rules = aerix_permissions::load(&sources, project_trusted);
         let mut files = Files {
             root,
             instructions,
@@ -107,6 +125,7 @@ impl Files {
             loaded,
             notes: Vec::new(),
             hooks,
+            rules,
         };
         let notes: Vec<String> = trust
             .notes()
@@ -114,11 +133,22 @@ impl Files {
             .chain(&files.hooks.notes)
             .chain(&agents.notes)
             .chain(&files.extensions.notes)
+            .chain(&files.rules.notes)
             .chain(&skipped)
             .cloned()
             .collect();
         files.tell(front, notes);
         Ok(files)
+    }
+
+    /// The session's permissions: the rules read, the mode (`--permission-mode`, else the
+    /// settings' `defaultMode`), and who answers when a call asks.
+    pub fn permissions(
+        &self,
+        flag: Option<aerix_permissions::Mode>,
+        front: aerix_permissions::Front,
+    ) -> aerix_permissions::Permissions {
+        aerix_permissions::Permissions::new(self.rules.clone(), flag, front)
     }
 
     /// Shows `lines` and keeps them for the startup `Notification`s.

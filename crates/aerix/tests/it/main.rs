@@ -14,6 +14,7 @@ mod crash;
 mod delegate;
 mod hooks;
 mod parse;
+mod permissions;
 mod profiles;
 mod real;
 mod remote;

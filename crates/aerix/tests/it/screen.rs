@@ -18,6 +18,9 @@ pub fn exited(pane: &Pane) {
     }
 }
 
+/// Settings allowing every command and edit, so the screen asks before none.
+pub const ALLOW: &str = "[permissions]\nallow = [\"Bash\", \"Edit\"]\n";
+
 /// The first frame waits for the pool to start and load.
 pub const STARTUP: Duration = Duration::from_secs(120);
 pub const STEP: Duration = Duration::from_secs(20);
@@ -158,7 +161,8 @@ fn whole_requests_on_the_screen() {
         "answer".to_owned(),
         calls("Wait.", vec![call("bash", json!({"command": "touch ../long.started; sleep 30"}))]),
     ];
-    let world = World::scripted("screen", &replies, true);
+    // The screen asks before a command or an edit no rule allows: these are allowed.
+    let world = World::scripted_with("screen", &replies, true, ALLOW);
     let pane = Pane::open(&world, "screen", "true");
     pane.wait_for("ready in", STARTUP);
     let launch = pane.text();
@@ -231,7 +235,7 @@ fn the_plan_edited_in_the_editor_and_a_hooks_ask_answered() {
         calls("Denied?", vec![call("bash", json!({"command": "echo no > ../denied.txt"}))]),
         final_turn("Done.", "asked twice"),
     ];
-    let world = World::scripted("screen-gates", &replies, true);
+    let world = World::scripted_with("screen-gates", &replies, true, ALLOW);
     let ask = r#"cat > /dev/null; echo '{"hookSpecificOutput":{"permissionDecision":"ask","permissionDecisionReason":"sure?"}}'"#;
     let hooks = json!({"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": ask}]}]}});
     let path = world.home.join("config/aerix/hooks.json");
@@ -280,7 +284,7 @@ fn signals_give_the_terminal_back_and_stray_stderr_never_reaches_the_screen() {
         "answer".to_owned(),
         calls("Wait.", vec![call("bash", json!({"command": "touch ../long.started; sleep 30"}))]),
     ];
-    let world = World::scripted("screen-signals", &replies, true);
+    let world = World::scripted_with("screen-signals", &replies, true, ALLOW);
     // The hook writes to its own stderr (captured) and to aerix's (the `sh -c` that runs it
     // expands `$PPID` to aerix's pid).
     let bin = world.home.join("bin");
