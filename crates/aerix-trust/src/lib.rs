@@ -25,6 +25,9 @@ pub enum Kind {
     Plugin,
     /// A setting that runs a program or sends a key off the machine.
     Setting,
+    /// A permission a project's file would grant (an allow rule, a default mode, an added
+    /// directory): it runs nothing itself, but lets the agent do more without asking.
+    Permission,
 }
 
 impl Kind {
@@ -33,6 +36,7 @@ impl Kind {
             Kind::Hook => "hook",
             Kind::Plugin => "plugin",
             Kind::Setting => "setting",
+            Kind::Permission => "permission",
         }
     }
 }

@@ -83,6 +83,21 @@ impl Trust {
         for gated in &layered.gated {
             inventory.add(Kind::Setting, &gated.file, format!("{} = {}", gated.key, gated.value));
         }
+        // What the project's files would allow without asking: trusted with the rest.
+        let claude = aerix_hooks::ClaudeSettings::standard(env.home.as_deref(), &root);
+        let permission_sources = aerix_permissions::Sources {
+            claude_user: claude.user,
+            claude_project: claude.project,
+            claude_local: claude.local,
+            aerix: &settings.permissions,
+            remembered: None,
+            cwd: root.clone(),
+            root: root.clone(),
+            home: env.home.clone(),
+        };
+        for (file, what) in aerix_permissions::load(&permission_sources, false).widening {
+            inventory.add(Kind::Permission, &file, what);
+        }
 
         let record = env.data_home().map(|data| Record::standard_path(&data));
         let (standing, record_error) = match record.as_deref().map(Record::open) {
@@ -184,15 +199,22 @@ impl Trust {
             "`aerix trust {}` trusts it (`--trust` for one run)",
             shell_word(&self.root.display().to_string())
         );
-        for item in self.inventory.items().iter().filter(|i| wanted(i.kind)) {
+        let skipped = |i: &&aerix_trust::Item| wanted(i.kind) && i.kind != Kind::Permission;
+        for item in self.inventory.items().iter().filter(skipped) {
             let what = match item.kind {
                 Kind::Hook => format!("the hook `{}` of {} is not run", item.what, item.source),
                 Kind::Plugin => format!("the plugin {} ({}) is not loaded", item.what, item.source),
-                Kind::Setting => {
+                Kind::Setting | Kind::Permission => {
                     format!("the setting `{}` of {} is not applied", item.what, item.source)
                 }
             };
             notes.push(format!("trust: this project is {why}: {what}; {how}"));
+        }
+        if self.inventory.items().iter().any(|i| i.kind == Kind::Permission && wanted(i.kind)) {
+            // Each ignored permission has its note from the rules' loader; this says how.
+            notes.push(format!(
+                "trust: this project is {why}: its permission grants are ignored; {how}"
+            ));
         }
         notes
     }

@@ -152,3 +152,44 @@ fn sandbox_enabled_without_bwrap_is_a_startup_error_naming_the_package() {
     // Nothing ran: no session was started.
     assert!(world.try_log_path().is_none(), "{err}");
 }
+
+/// One `read` of `outside.txt` in the world's home, beside the repository.
+fn read_outside(name: &str, user_settings: &str, project_settings: Option<&str>) -> String {
+    let replies = vec![
+        "answer".to_owned(),
+        calls("Read it.", vec![call("read", json!({"path": "../outside.txt"}))]),
+        final_turn("Done.", "read"),
+    ];
+    let world = World::scripted_with(name, &replies, true, user_settings);
+    std::fs::write(world.home.join("outside.txt"), "beside the tree\n").unwrap();
+    if let Some(text) = project_settings {
+        world.write(".aerix/settings.toml", text);
+    }
+    let out = run_within(&world, 120);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    result(&world.events(), "c1")
+}
+
+#[test]
+fn an_added_directory_is_a_root_of_the_file_tools_and_a_projects_only_once_trusted() {
+    let home =
+        |name: &str| std::env::temp_dir().join(format!("aerix-e2e-{name}-{}", std::process::id()));
+    // Without it: refused, naming the setting.
+    let text = read_outside("bounds-added-none", "", None);
+    assert!(text.contains("outside the working tree"), "{text}");
+    assert!(text.contains("permissions.additionalDirectories"), "{text}");
+    // The user's setting adds the home (the file's directory): the read works.
+    let name = "bounds-added-user";
+    let dir = home(name);
+    let setting =
+        format!("[permissions]\nadditional_directories = [{:?}]\n", dir.display().to_string());
+    let text = read_outside(name, &setting, None);
+    assert!(text.contains("beside the tree"), "{text}");
+    // The same from an untrusted project's settings: not applied.
+    let name = "bounds-added-project";
+    let dir = home(name);
+    let setting =
+        format!("[permissions]\nadditional_directories = [{:?}]\n", dir.display().to_string());
+    let text = read_outside(name, "", Some(&setting));
+    assert!(text.contains("outside the working tree"), "an untrusted project added a root: {text}");
+}
