@@ -10,9 +10,9 @@ use aerix_turn::Answer;
 
 use crate::context::{Context, Label};
 use crate::error::CoreError;
-use crate::permissions::Held;
 use crate::repeats::Guard;
 use crate::runtime::Runtime;
+use aerix_seams::Held;
 
 /// How an agent is set up.
 #[derive(Clone, Debug)]

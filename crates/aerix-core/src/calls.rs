@@ -10,8 +10,8 @@ use aerix_turn::{Call, RESERVED_TOOLS};
 use serde_json::Value;
 
 use crate::agent::{Agent, job_started};
-use crate::gates::PlanDecision;
 use crate::runtime::Runtime;
+use aerix_seams::PlanDecision;
 
 /// A call's result text, or the error the model sees as `error: ...`.
 pub(crate) async fn run(

@@ -15,31 +15,27 @@ mod agent;
 mod calls;
 mod connection;
 mod context;
-mod definitions;
 mod error;
-mod gates;
 mod hooks;
-mod permissions;
 mod repeats;
 mod runtime;
 mod sink;
-mod skills;
 mod turn_loop;
 
 pub use aerix_prompts::{EMBEDDED, Prompts, fill};
+pub use aerix_seams::{
+    ACCEPT_PLANS, AcceptPlans, AskAnswer, AskGate, DENY_ASKS, DenyAsks, PlanDecision, PlanGate,
+};
+pub use aerix_seams::{ALLOW_ALL, AllowAll, Asked, Held, Permission, Permissions};
+pub use aerix_seams::{Definition, Definitions, NO_DEFINITIONS, NoDefinitions};
+pub use aerix_seams::{NO_SKILLS, NoSkills, Skills, offer_skill};
 pub use agent::{Agent, AgentEnd, AgentSpec};
 pub use connection::{Connection, Later, Pending};
 pub use context::{Context, Label, Segment, role_name};
-pub use definitions::{Definition, Definitions, NO_DEFINITIONS, NoDefinitions};
 pub use error::{CoreError, pool_gone};
-pub use gates::{
-    ACCEPT_PLANS, AcceptPlans, AskAnswer, AskGate, DENY_ASKS, DenyAsks, PlanDecision, PlanGate,
-};
 pub use hooks::{HookFire, HookReply, NO_HOOKS, NoHooks, RuntimeHooks};
-pub use permissions::{ALLOW_ALL, AllowAll, Asked, Held, Permission, Permissions};
 pub use runtime::{
     Caller, Compaction, Delegation, NoCompaction, NoDelegation, Options, Runtime, Stats,
 };
 pub use sink::{Live, Sink};
-pub use skills::{NO_SKILLS, NoSkills, Skills, offer_skill};
 pub use turn_loop::{HARD_LIMIT_HITS, MIN_TURN_TOKENS, STOP_CONTINUES, run_agent};

@@ -16,13 +16,13 @@ use serde_json::Value;
 
 use crate::connection::{Connection, Later};
 use crate::context::{Context, Segment};
-use crate::definitions::{Definitions, NO_DEFINITIONS};
 use crate::error::CoreError;
-use crate::gates::{ACCEPT_PLANS, AskGate, DENY_ASKS, PlanGate};
 use crate::hooks::{NO_HOOKS, RuntimeHooks};
-use crate::permissions::{ALLOW_ALL, Held, Permissions};
 use crate::sink::{Live, Sink};
-use crate::skills::{NO_SKILLS, Skills};
+use aerix_seams::{ACCEPT_PLANS, AskGate, DENY_ASKS, PlanGate};
+use aerix_seams::{ALLOW_ALL, Held, Permissions};
+use aerix_seams::{Definitions, NO_DEFINITIONS};
+use aerix_seams::{NO_SKILLS, Skills};
 
 /// What the runtime reads of the settings (the binary fills it from its settings files).
 #[derive(Clone, Debug, PartialEq)]

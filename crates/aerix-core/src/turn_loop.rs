@@ -14,10 +14,10 @@ use crate::agent::{Agent, AgentEnd, AgentSpec, job_ended};
 use crate::calls;
 use crate::context::{Context, Label, Segment};
 use crate::error::CoreError;
-use crate::gates::AskAnswer;
 use crate::hooks::HookFire;
-use crate::permissions::{Asked, Permission};
 use crate::runtime::{Caller, Runtime};
+use aerix_seams::AskAnswer;
+use aerix_seams::{Asked, Permission};
 
 /// Hard-limit hits before an agent is killed.
 pub const HARD_LIMIT_HITS: u32 = 2;

@@ -146,6 +146,15 @@ impl Repo {
         let env = [("GIT_INDEX_FILE", index.as_os_str())];
         if own.is_file() {
             std::fs::copy(&own, &index).map_err(temp)?;
+            // The copy keeps the index's time. git rereads an entry whose stat data is as new as
+            // its index ("racily clean"); a copy stamped later makes a same-size edit made in the
+            // entry's own second look clean, and the diff missed it.
+            let written = std::fs::metadata(&own).and_then(|m| m.modified()).map_err(temp)?;
+            std::fs::File::options()
+                .write(true)
+                .open(&index)
+                .and_then(|f| f.set_modified(written))
+                .map_err(temp)?;
         } else {
             self.run_env(&["read-tree", "HEAD"], &env, GIT_TIMEOUT)?;
         }
@@ -299,6 +308,39 @@ mod tests {
             dir.canonicalize().unwrap()
         );
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// A same-size edit made in the second its file was added is in the diff, however much
+    /// later the diff is taken (the temporary index keeps the index's time, so git rereads
+    /// the racily clean entry).
+    #[test]
+    fn a_same_size_edit_in_the_second_of_the_add_is_in_the_diff() {
+        let repo = repo("racy");
+        let dir = repo.dir().to_owned();
+        // The write, the add and the edit within one second of the clock.
+        let second = || {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap()
+        };
+        for _ in 0..5 {
+            let started = second();
+            std::fs::write(dir.join("calc.sh"), "echo $(($1 - $2))\n").unwrap();
+            repo.run(&["add", "calc.sh"], GIT_TIMEOUT).unwrap();
+            repo.run(&["commit", "-qm", "calc", "--allow-empty"], GIT_TIMEOUT).unwrap();
+            let base = repo.snapshot().unwrap().unwrap();
+            std::fs::write(dir.join("calc.sh"), "echo $(($1 + $2))\n").unwrap();
+            if second() != started {
+                continue;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1100));
+            let diff = repo.diff_since(&base, &[], false).unwrap();
+            assert!(diff.contains("+echo $(($1 + $2))"), "the edit is missing: {diff:?}");
+            std::fs::remove_dir_all(dir).unwrap();
+            return;
+        }
+        panic!("five tries never fit the write, the add and the edit in one second");
     }
 
     /// A file untracked at the snapshot is in it: an edit to it is in the diff after, a new
