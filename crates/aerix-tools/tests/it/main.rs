@@ -26,7 +26,11 @@ pub struct Scratch {
 
 impl Scratch {
     pub fn new(name: &str, git: bool) -> Scratch {
-        let dir = std::env::temp_dir().join(format!("aerix-tools-{name}-{}", std::process::id()));
+        // One directory per call: tests sharing a helper (and so a name) run in parallel.
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir =
+            std::env::temp_dir().join(format!("aerix-tools-{name}-{}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         if git {
