@@ -148,6 +148,10 @@ impl Remote {
         };
         let client = reqwest::Client::builder()
             .connect_timeout(options.connect_timeout)
+            // Under the servers' own keep-alive (llama-server's and uvicorn's are 5 s): a pooled
+            // connection the server is closing is not reused ("connection closed before message
+            // completed", seen once on a counting request after a pause).
+            .pool_idle_timeout(std::time::Duration::from_secs(2))
             .redirect(reqwest::redirect::Policy::none())
             .no_proxy()
             .build()
