@@ -208,7 +208,8 @@ fn the_same_startup_through_p_and_the_screen_fires_the_same_events_and_ends_alik
     world.write_settings("/nonexistent/missing-model.gguf", "");
     let p = headless(&world);
     assert_eq!((p.status, p.fired.len()), (1, 0));
-    let s = screen(&world, "one-startup-model", Drive::Failed { until: "missing-model.gguf" });
+    // The error row's own words: the launch line names the model before the row exists.
+    let s = screen(&world, "one-startup-model", Drive::Failed { until: "cannot read model" });
     assert_eq!((s.status, s.fired.len()), (1, 0));
     world.write_settings(&model, "");
 }
