@@ -41,32 +41,28 @@ fn not_regular(shown: &str, file_type: FileType) -> ToolError {
 
 /// A regular file at `path` (resolved: no link in it), opened to read, and its metadata.
 pub(crate) fn regular(path: &Path, shown: &str) -> Result<(File, Metadata), ToolError> {
-    let meta = std::fs::symlink_metadata(path)
-        .map_err(|e| ToolError::new(format!("cannot read {shown}: {e}")))?;
-    if !meta.is_file() {
-        return Err(not_regular(shown, meta.file_type()));
-    }
-    let file = OpenOptions::new()
-        .read(true)
-        .custom_flags(FLAGS)
-        .open(path)
-        .map_err(|e| ToolError::new(format!("cannot read {shown}: {e}")))?;
-    checked(file, shown)
+    open_regular(path, shown, false)
 }
 
 /// A regular file at `path`, opened to read and write (`edit`).
 pub(crate) fn regular_rw(path: &Path, shown: &str) -> Result<(File, Metadata), ToolError> {
+    open_regular(path, shown, true)
+}
+
+/// Its kind checked before the open (a FIFO is never opened to wait on), then again on the file.
+fn open_regular(path: &Path, shown: &str, write: bool) -> Result<(File, Metadata), ToolError> {
     let meta = std::fs::symlink_metadata(path)
         .map_err(|e| ToolError::new(format!("cannot read {shown}: {e}")))?;
     if !meta.is_file() {
         return Err(not_regular(shown, meta.file_type()));
     }
+    let verb = if write { "open" } else { "read" };
     let file = OpenOptions::new()
         .read(true)
-        .write(true)
+        .write(write)
         .custom_flags(FLAGS)
         .open(path)
-        .map_err(|e| ToolError::new(format!("cannot open {shown}: {e}")))?;
+        .map_err(|e| ToolError::new(format!("cannot {verb} {shown}: {e}")))?;
     checked(file, shown)
 }
 

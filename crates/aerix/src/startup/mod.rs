@@ -102,17 +102,8 @@ impl Files {
         let loaded = loaded_line(&instructions, &hooks.files, &agents.definitions, &extensions);
         // A project's allow rules, default mode and added directories count only once trusted.
         let project_trusted = trust.allows();
-        let claude = ClaudeSettings::standard(env.home.as_deref(), &root);
-        let sources = aerix_permissions::Sources {
-            claude_user: claude.user,
-            claude_project: claude.project,
-            claude_local: claude.local,
-            aerix: &settings.permissions,
-            remembered: Some(aerix_permissions::store_path(&data, &project)),
-            cwd: cwd.to_owned(),
-            root: root.clone(),
-            home: env.home.clone(),
-        };
+        let remembered = Some(aerix_permissions::store_path(&data, &project));
+        let sources = permission_sources(settings, env, (&root, cwd), remembered);
         let rules = aerix_permissions::load(&sources, project_trusted);
         let mut files = Files {
             root,
@@ -226,6 +217,27 @@ impl Files {
         );
         self.tell(front, attached.lines.clone());
         Profiled { attached, skills, definitions }
+    }
+}
+
+/// Where the permission rules are read: Claude Code's settings files, aerix's `[permissions]`
+/// tables, and `remembered` (the project's "always" answers).
+fn permission_sources<'a>(
+    settings: &'a Settings,
+    env: &Env,
+    (root, cwd): (&Path, &Path),
+    remembered: Option<PathBuf>,
+) -> aerix_permissions::Sources<'a> {
+    let claude = ClaudeSettings::standard(env.home.as_deref(), root);
+    aerix_permissions::Sources {
+        claude_user: claude.user,
+        claude_project: claude.project,
+        claude_local: claude.local,
+        aerix: &settings.permissions,
+        remembered,
+        cwd: cwd.to_owned(),
+        root: root.to_owned(),
+        home: env.home.clone(),
     }
 }
 

@@ -84,17 +84,7 @@ impl Trust {
             inventory.add(Kind::Setting, &gated.file, format!("{} = {}", gated.key, gated.value));
         }
         // What the project's files would allow without asking: trusted with the rest.
-        let claude = aerix_hooks::ClaudeSettings::standard(env.home.as_deref(), &root);
-        let permission_sources = aerix_permissions::Sources {
-            claude_user: claude.user,
-            claude_project: claude.project,
-            claude_local: claude.local,
-            aerix: &settings.permissions,
-            remembered: None,
-            cwd: root.clone(),
-            root: root.clone(),
-            home: env.home.clone(),
-        };
+        let permission_sources = super::permission_sources(settings, env, (&root, &root), None);
         for (file, what) in aerix_permissions::load(&permission_sources, false).widening {
             inventory.add(Kind::Permission, &file, what);
         }
@@ -204,6 +194,7 @@ impl Trust {
             let what = match item.kind {
                 Kind::Hook => format!("the hook `{}` of {} is not run", item.what, item.source),
                 Kind::Plugin => format!("the plugin {} ({}) is not loaded", item.what, item.source),
+                // Filtered out above: the rules' loader notes each ignored grant.
                 Kind::Setting | Kind::Permission => {
                     format!("the setting `{}` of {} is not applied", item.what, item.source)
                 }
