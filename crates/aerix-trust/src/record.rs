@@ -22,6 +22,8 @@ pub enum TrustError {
         #[source]
         source: std::io::Error,
     },
+    #[error("no data directory for the trust record: set HOME or XDG_DATA_HOME")]
+    NoDataDir,
     #[error(
         "the trust record {} is not readable ({message}); fix or remove it (nothing is trusted \
          until then)",

@@ -133,10 +133,7 @@ impl Trust {
 
     /// Trusts the root with what it would run now, in the user's record.
     pub fn trust(&mut self) -> Result<(), TrustError> {
-        let path = self.record.clone().ok_or_else(|| TrustError::Io {
-            path: PathBuf::from("trust.json"),
-            source: std::io::Error::other("no data directory: set HOME or XDG_DATA_HOME"),
-        })?;
+        let path = self.record.clone().ok_or(TrustError::NoDataDir)?;
         let mut record = Record::open(&path)?;
         record.trust(&self.inventory);
         record.save()?;
