@@ -1,16 +1,19 @@
 //! The one door to git. Every call has a time bound; a call that passes it is killed and named.
 //!
 //! This crate runs the `git` command where exact porcelain semantics matter in the user's
-//! repository (`git diff`, `git ls-files`, a snapshot written through a temporary index);
-//! `bare` writes bare repositories
+//! repository (`git diff`, `git ls-files`, a snapshot written through a temporary index, linked
+//! worktrees and `git merge-file`); `bare` writes bare repositories
 //! (the memory wiki) through libgit2, objects directly and the branch by compare-and-swap.
 
 pub mod bare;
+mod worktree;
+
+pub use worktree::WORKTREE_TIMEOUT;
 
 use std::ffi::OsStr;
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
 use std::time::Duration;
 
 use wait_timeout::ChildExt;
@@ -68,13 +71,28 @@ impl Repo {
         self.run_env(args, &[], timeout)
     }
 
-    /// As [`Repo::run`], with `env` set for git (a temporary index, an identity).
-    fn run_env(
+    /// As [`Repo::run`], with `env` set for git (a temporary index, an identity, `GIT_DIR`).
+    pub fn run_env(
         &self,
         args: &[&str],
         env: &[(&str, &OsStr)],
         timeout: Duration,
     ) -> Result<Vec<u8>, GitError> {
+        let (status, stdout, stderr) = self.output(args, env, timeout)?;
+        if !status.success() {
+            return Err(self.failed(args, status, &stderr));
+        }
+        Ok(stdout)
+    }
+
+    /// Runs `git ARGS` within `timeout` and returns its exit status, stdout and stderr, for
+    /// the commands whose non-zero exit is an answer (`merge-file`'s count of conflicts).
+    fn output(
+        &self,
+        args: &[&str],
+        env: &[(&str, &OsStr)],
+        timeout: Duration,
+    ) -> Result<(ExitStatus, Vec<u8>, Vec<u8>), GitError> {
         let mut child = Command::new("git")
             .args(args)
             .envs(env.iter().copied())
@@ -113,15 +131,16 @@ impl Repo {
         };
         let stdout = stdout.join().unwrap_or_default();
         let stderr = stderr.join().unwrap_or_default();
-        if !status.success() {
-            return Err(GitError::Failed {
-                dir: self.dir.clone(),
-                args: args.join(" "),
-                status: status.to_string(),
-                stderr: String::from_utf8_lossy(&stderr).trim().to_owned(),
-            });
+        Ok((status, stdout, stderr))
+    }
+
+    fn failed(&self, args: &[&str], status: ExitStatus, stderr: &[u8]) -> GitError {
+        GitError::Failed {
+            dir: self.dir.clone(),
+            args: args.join(" "),
+            status: status.to_string(),
+            stderr: String::from_utf8_lossy(stderr).trim().to_owned(),
         }
-        Ok(stdout)
     }
 
     fn text(&self, args: &[&str], timeout: Duration) -> Result<String, GitError> {
@@ -155,9 +174,10 @@ impl Repo {
                 .open(&index)
                 .and_then(|f| f.set_modified(written))
                 .map_err(temp)?;
-        } else {
+        } else if self.head().is_some() {
             self.run_env(&["read-tree", "HEAD"], &env, GIT_TIMEOUT)?;
-        }
+        } // else no commit and no index: the temporary index starts empty
+
         f(&env, scratch.path())
     }
 
@@ -181,28 +201,56 @@ impl Repo {
         Ok(files)
     }
 
+    /// The commit `HEAD` names, or `None` in a repository without a commit.
+    pub fn head(&self) -> Option<String> {
+        self.text(&["rev-parse", "--verify", "--quiet", "HEAD"], GIT_TIMEOUT)
+            .ok()
+            .filter(|head| !head.is_empty())
+    }
+
     /// A snapshot of the working tree that touches neither the index nor the tree: a commit
     /// (parent `HEAD`) of the tracked files as they are and the untracked files that are not
     /// ignored, written through a temporary index; `HEAD` itself when that is `HEAD`'s tree.
     /// `None` in a repository without a commit.
     pub fn snapshot(&self) -> Result<Option<String>, GitError> {
-        let head = match self.text(&["rev-parse", "--verify", "--quiet", "HEAD"], GIT_TIMEOUT) {
-            Ok(head) if !head.is_empty() => head,
+        match self.head() {
             // No commit yet: nothing to diff against.
-            _ => return Ok(None),
-        };
-        let tree = self.with_temp_index(|env, _| {
-            self.run_env(&["add", "-A"], env, GIT_TIMEOUT)?;
-            self.text_env(&["write-tree"], env)
-        })?;
-        if tree == self.text(&["rev-parse", "HEAD^{tree}"], GIT_TIMEOUT)? {
-            return Ok(Some(head));
+            None => Ok(None),
+            Some(head) => self.snapshot_on(Some(&head)).map(Some),
+        }
+    }
+
+    /// As [`Repo::snapshot`], and in a repository without a commit a commit without a parent
+    /// (a worktree needs a commit to check out, even of a repository nobody committed to).
+    pub fn snapshot_commit(&self) -> Result<String, GitError> {
+        self.snapshot_on(self.head().as_deref())
+    }
+
+    fn snapshot_on(&self, head: Option<&str>) -> Result<String, GitError> {
+        let tree = self.working_tree()?;
+        if let Some(head) = head
+            && tree == self.text(&["rev-parse", "HEAD^{tree}"], GIT_TIMEOUT)?
+        {
+            return Ok(head.to_owned());
         }
         let ident: Vec<(&str, &OsStr)> =
             SNAPSHOT_IDENT.iter().map(|(k, v)| (*k, OsStr::new(*v))).collect();
         let message = "aerix: the working tree at a request's start";
-        let commit = self.text_env(&["commit-tree", &tree, "-p", &head, "-m", message], &ident)?;
-        Ok(Some(commit))
+        let mut args = vec!["commit-tree", tree.as_str(), "-m", message];
+        if let Some(head) = head {
+            args.extend(["-p", head]);
+        }
+        self.text_env(&args, &ident)
+    }
+
+    /// The tree of the working tree as `git add -A` would stage it (the tracked files as they
+    /// are, the untracked files that are not ignored), written through a temporary index: the
+    /// user's index is never touched.
+    pub fn working_tree(&self) -> Result<String, GitError> {
+        self.with_temp_index(|env, _| {
+            self.run_env(&["add", "-A"], env, GIT_TIMEOUT)?;
+            self.text_env(&["write-tree"], env)
+        })
     }
 
     /// The working tree now against `base` (a [`Repo::snapshot`]), as a unified diff, or as
@@ -384,6 +432,32 @@ mod tests {
         let status =
             String::from_utf8(repo.run(&["status", "--porcelain"], GIT_TIMEOUT).unwrap()).unwrap();
         assert_eq!(status, "M  a.txt\n?? new.txt\n?? notes.txt\n", "{status_before:?}");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// A repository without a commit: `snapshot` has no base to give, `snapshot_commit` a
+    /// commit without a parent holding the files (none staged, then one staged), and the
+    /// user's index stays as it was (absent, then with the one entry).
+    #[test]
+    fn a_repository_without_a_commit_gets_a_parentless_snapshot() {
+        let repo = repo("unborn");
+        let dir = repo.dir().to_owned();
+        std::fs::write(dir.join("a.txt"), "a\n").unwrap();
+        assert_eq!(repo.snapshot().unwrap(), None);
+        let index = dir.join(".git/index");
+        let commit = repo.snapshot_commit().unwrap();
+        assert!(!index.exists(), "the snapshot wrote the user's index");
+        let files = |commit: &str| repo.text(&["ls-tree", "--name-only", commit], GIT_TIMEOUT);
+        assert_eq!(files(&commit).unwrap(), "a.txt");
+        let parents = repo.text(&["rev-list", "--parents", "-n1", &commit], GIT_TIMEOUT).unwrap();
+        assert_eq!(parents, commit, "a parent in a repository without a commit");
+        std::fs::write(dir.join("b.txt"), "b\n").unwrap();
+        repo.run(&["add", "b.txt"], GIT_TIMEOUT).unwrap();
+        let staged = repo.run(&["ls-files", "-s"], GIT_TIMEOUT).unwrap();
+        let commit = repo.snapshot_commit().unwrap();
+        assert_eq!(files(&commit).unwrap(), "a.txt\nb.txt");
+        assert_eq!(repo.run(&["ls-files", "-s"], GIT_TIMEOUT).unwrap(), staged);
+        assert_eq!(repo.head(), None, "the snapshot moved HEAD");
         std::fs::remove_dir_all(dir).unwrap();
     }
 
