@@ -59,15 +59,19 @@ impl Fixture {
         git(&self.root, args)
     }
 
-    /// Everything of the user's repository that aerix must not move: the index file's bytes,
-    /// HEAD, the branches, tags and stash, the stash list and the status.
-    pub(crate) fn user_state(&self) -> (Vec<u8>, String, String, String, String) {
-        let index = std::fs::read(self.root.join(".git/index")).unwrap_or_default();
+    /// Everything of the user's repository that aerix must not move: the index file (its
+    /// blob id: any byte written changes it), HEAD, the branches, tags and stash, the stash
+    /// list and the status.
+    pub(crate) fn user_state(&self) -> [String; 5] {
+        let index = match self.root.join(".git/index").exists() {
+            true => self.git(&["hash-object", ".git/index"]),
+            false => "no index".to_owned(),
+        };
         let refs = self.git(&["for-each-ref", "refs/heads", "refs/tags", "refs/stash"]);
         let head = std::fs::read_to_string(self.root.join(".git/HEAD")).unwrap();
         let stash = self.git(&["stash", "list"]);
         let status = self.git(&["status", "--porcelain", "--untracked-files=all"]);
-        (index, head, refs, stash, status)
+        [index, head, refs, stash, status]
     }
 }
 

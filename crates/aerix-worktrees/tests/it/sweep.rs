@@ -25,22 +25,44 @@ fn child_that_makes_a_worktree_and_waits() {
     std::thread::sleep(std::time::Duration::from_secs(60));
 }
 
-/// Starts the child above on the work tree at `root`; returns it once its worktree exists,
-/// with the worktree's path.
-fn start_run(root: &Path, data_home: &Path) -> (Child, PathBuf) {
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["sweep::child_that_makes_a_worktree_and_waits", "--exact", "--nocapture"])
-        .env(CHILD, format!("{}\n{}", root.display(), data_home.display()))
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
-    let path = stdout
-        .lines()
-        .map(|line| line.unwrap())
-        .find_map(|line| line.strip_prefix("ready ").map(PathBuf::from))
-        .expect("the child never made its worktree");
-    (child, path)
+/// The child above, running on one work tree; killed with `SIGKILL` when dropped too, so a
+/// failed assertion leaves no process behind.
+struct Run {
+    child: Child,
+    /// Its worktree.
+    path: PathBuf,
+}
+
+impl Run {
+    /// Starts the child on the work tree at `root`; returns once its worktree exists.
+    fn start(root: &Path, data_home: &Path) -> Run {
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args(["sweep::child_that_makes_a_worktree_and_waits", "--exact", "--nocapture"])
+            .env(CHILD, format!("{}\n{}", root.display(), data_home.display()))
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+        let path = stdout
+            .lines()
+            .map(|line| line.unwrap())
+            .find_map(|line| line.strip_prefix("ready ").map(PathBuf::from));
+        let mut run = Run { child, path: PathBuf::new() };
+        run.path = path.expect("the child never made its worktree");
+        run
+    }
+
+    /// `kill -9`, and reaped (a zombie has ended too, but is not what a next run meets).
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        self.kill();
+    }
 }
 
 /// A run killed with `kill -9` left a worktree (directory, entry, ref, record); the next
@@ -49,12 +71,12 @@ fn start_run(root: &Path, data_home: &Path) -> (Child, PathBuf) {
 fn a_killed_runs_worktree_is_swept_and_a_live_ones_kept() {
     let f = Fixture::new();
     let live = f.store.create("live-run", &f.store.snapshot().unwrap(), None).unwrap();
-    let (mut child, dead) = start_run(&f.root, &f.data_home);
-    // A live owner is kept, even while its worktree's record sits beside a dead one's.
+    let mut run = Run::start(&f.root, &f.data_home);
+    let dead = run.path.clone();
+    // Both owners alive (the child and this process): nothing is swept.
     assert_eq!(f.store.sweep().unwrap(), Vec::<PathBuf>::new());
     assert!(dead.join("a.txt").is_file());
-    child.kill().unwrap(); // SIGKILL
-    child.wait().unwrap();
+    run.kill();
 
     assert!(dead.is_dir() && listed(&f.root).contains(&dead), "the kill left nothing to sweep");
     assert_eq!(f.store.sweep().unwrap(), std::slice::from_ref(&dead));
@@ -74,9 +96,9 @@ fn a_killed_runs_worktree_is_swept_and_a_live_ones_kept() {
 #[test]
 fn a_dead_runs_worktree_without_its_directory_is_swept() {
     let f = Fixture::new();
-    let (mut child, dead) = start_run(&f.root, &f.data_home);
-    child.kill().unwrap();
-    child.wait().unwrap();
+    let mut run = Run::start(&f.root, &f.data_home);
+    let dead = run.path.clone();
+    run.kill();
     std::fs::remove_dir_all(&dead).unwrap();
     assert_eq!(f.store.sweep().unwrap(), std::slice::from_ref(&dead));
     assert!(!listed(&f.root).contains(&dead));
@@ -93,9 +115,9 @@ fn a_sweep_leaves_another_clones_worktrees_alone() {
     // The other clone's store, under this fixture's data home (one project key for both).
     let theirs = Store::open(&other.root, &f.data_home, "proj-0123").unwrap().unwrap();
     assert_eq!(theirs.dir(), f.store.dir());
-    let (mut child, dead) = start_run(&other.root, &f.data_home);
-    child.kill().unwrap();
-    child.wait().unwrap();
+    let mut run = Run::start(&other.root, &f.data_home);
+    let dead = run.path.clone();
+    run.kill();
     assert_eq!(f.store.sweep().unwrap(), Vec::<PathBuf>::new());
     assert!(dead.join("a.txt").is_file(), "a sweep removed another clone's worktree");
     assert_eq!(theirs.sweep().unwrap(), std::slice::from_ref(&dead));
