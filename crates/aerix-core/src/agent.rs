@@ -35,6 +35,9 @@ pub struct AgentSpec {
     pub agent_type: Option<String>,
     /// The definitions whose tool patterns hold it: its own and its callers'.
     pub held: Vec<Held>,
+    /// How its turns are sampled: `None` greedy (every agent but a sampled attempt); turn n
+    /// of a sampled agent uses `seed + n`, so its turns differ yet replay the same.
+    pub sampling: Option<caldrix_proto::Sampling>,
 }
 
 /// How an agent ended.

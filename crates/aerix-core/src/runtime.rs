@@ -187,6 +187,9 @@ pub struct Runtime<'a> {
     pub skills: &'a dyn Skills,
     /// The pool's member aliases, for the `agent` call's `member` (empty: not offered).
     pub members: Vec<String>,
+    /// The repository's test commands (`verify.commands`, else detected): an `agent` call's
+    /// `check` offers them, and a check that is one of them is run by the harness.
+    pub checks: Vec<String>,
     /// The root's first plan write of the request; `ACCEPT_PLANS` by default.
     pub plan_gate: &'a dyn PlanGate,
     /// A `PreToolUse` hook's `ask` and the permission rules' asking; `DENY_ASKS` by default.
@@ -252,6 +255,7 @@ impl<'a> Runtime<'a> {
             definitions: &NO_DEFINITIONS,
             skills: &NO_SKILLS,
             members: Vec::new(),
+            checks: Vec::new(),
             plan_gate: &ACCEPT_PLANS,
             ask_gate: &DENY_ASKS,
             permissions: &ALLOW_ALL,
@@ -304,6 +308,11 @@ impl<'a> Runtime<'a> {
         Runtime { members, ..self }
     }
 
+    /// The same runtime, knowing the repository's test commands.
+    pub fn with_checks(self, checks: Vec<String>) -> Runtime<'a> {
+        Runtime { checks, ..self }
+    }
+
     /// The same runtime, keeping each context's budget with `compaction`.
     pub fn with_compaction(self, compaction: Arc<dyn Compaction>) -> Runtime<'a> {
         Runtime { compaction, ..self }
@@ -348,8 +357,9 @@ impl<'a> Runtime<'a> {
         ids: ContextIds,
     ) -> String {
         let (definitions, members, skills) = (self.definitions, &self.members, self.skills);
+        let checks = &self.checks;
         self.schemas.text(tools, answer, ids, |schema| {
-            schemas::restrict_agent_call(schema, &definitions.names(), members);
+            schemas::restrict_agent_call(schema, &definitions.names(), members, checks);
             schemas::restrict_skill_call(schema, &skills.names());
         })
     }

@@ -148,7 +148,10 @@ impl Agent {
                     Constraint::None
                 },
                 max_new_tokens,
-                sampling: None,
+                sampling: self.spec.sampling.map(|s| proto::Sampling {
+                    seed: s.seed.wrapping_add(u64::from(self.turns)),
+                    ..s
+                }),
                 logprobs: None,
                 append_as: Some(segment_id.clone()),
             };

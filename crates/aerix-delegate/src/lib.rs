@@ -1,6 +1,8 @@
 //! Delegation, as the turn loop calls it through `aerix_core::Delegation`: a turn's `agent`
-//! calls run after its other calls, each a piece (`piece.rs`: implementer, verifier, retries),
-//! up to `delegation.parallel` at once.
+//! calls run after its other calls, each a piece (`piece.rs`: attempts in worktrees of their
+//! own, `attempt.rs`: an implementer and its check, `checks.rs`: test commands), up to
+//! `delegation.parallel` at once; their changes land in the caller's tree in call order
+//! (`land.rs`).
 //!
 //! Each piece runs on a thread of its own (scoped, so it borrows the caller's prompts, hooks
 //! and sink) driving its future with the request's tokio handle, on a pool connection of its
@@ -8,8 +10,14 @@
 //! stall the others, which concurrent futures on one task would. The caller's task waits in a
 //! blocking section meanwhile (it has nothing else to do until its pieces end).
 
+mod attempt;
+pub mod checks;
+mod land;
 mod piece;
 mod sink;
+mod tree;
+
+pub use tree::WorktreePlace;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -22,8 +30,8 @@ use aerix_core::{
 use aerix_tools::{Cancel, Roots, Sandbox, ToolError};
 use aerix_turn::Call;
 
-/// The `[delegation]` settings and the pool a piece connects to.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// The `[delegation]` and `[verify]` settings and the pool a piece connects to.
+#[derive(Clone, Debug, PartialEq)]
 pub struct Delegator {
     /// The pool's socket: each piece opens a connection of its own.
     pub socket: PathBuf,
@@ -35,10 +43,21 @@ pub struct Delegator {
     pub max_turns: u32,
     /// An agent at this depth or deeper gets no `agent` tool.
     pub depth: u32,
+    /// Implementers a piece runs at once, each in a worktree of its own.
+    pub attempts: u32,
+    /// The sampling temperature of every attempt but the first.
+    pub temperature: f64,
+    /// The request's seed: attempt k of a piece samples with a seed made from it.
+    pub seed: u64,
+    /// After a command check passes, a verifier reviews too (`verify.review`).
+    pub review: bool,
+    /// Where attempts' worktrees live; `None`: pieces run in place, one at a time (the tree is
+    /// not a git work tree).
+    pub worktrees: Option<WorktreePlace>,
 }
 
-/// A piece that ran: its call's id, its result, its generations' time.
-type Ended = (String, Result<String, ToolError>, Stats);
+/// A piece that ran: its call's id, how it ended, its generations' time.
+type Ended = (String, Result<piece::Ending, ToolError>, Stats);
 
 /// What every piece of one turn shares: the caller's runtime, borrowed.
 pub(crate) struct Shared<'s> {
@@ -53,6 +72,7 @@ pub(crate) struct Shared<'s> {
     pub(crate) skills: &'s dyn Skills,
     pub(crate) ask_gate: &'s dyn AskGate,
     pub(crate) permissions: &'s dyn Permissions,
+    pub(crate) checks: &'s [String],
     pub(crate) compaction: Arc<dyn Compaction>,
     pub(crate) delegation: Arc<dyn Delegation>,
     pub(crate) cancel: Cancel,
@@ -75,7 +95,10 @@ impl Delegation for Delegator {
         if calls.is_empty() {
             return Vec::new();
         }
-        let workers = usize::try_from(self.parallel).unwrap_or(1).clamp(1, calls.len());
+        // In place (no worktrees), pieces would edit one tree at once: one at a time.
+        let parallel = if self.worktrees.is_some() { self.parallel } else { 1 };
+        let workers = usize::try_from(parallel).unwrap_or(1).clamp(1, calls.len());
+        let checks = rt.checks.clone();
         let handle = tokio::runtime::Handle::current();
         let options = rt.options.clone();
         let shared = Shared {
@@ -90,6 +113,7 @@ impl Delegation for Delegator {
             skills: rt.skills,
             ask_gate: rt.ask_gate,
             permissions: rt.permissions,
+            checks: &checks,
             compaction: Arc::clone(&rt.compaction),
             delegation: Arc::clone(&rt.delegation),
             cancel: rt.cancel.clone(),
@@ -121,9 +145,18 @@ impl Delegation for Delegator {
             });
         });
         drop(shared);
+        let mut ended = std::mem::take(&mut *lock(&ended));
+        // Changes land in call order, each on the tree the earlier ones left.
+        ended.sort_by_key(|(id, ..)| calls.iter().position(|c| c.id == *id));
+        let cap = usize::try_from(rt.options.tool_cap("agent")).unwrap_or(usize::MAX);
         let mut results = Vec::new();
-        for (id, result, stats) in lock(&ended).drain(..) {
+        for (id, ending, stats) in ended {
             rt.stats.add(&stats);
+            let piece = format!("{}.{id}", caller.id);
+            let result = ending.map(|mut ending| {
+                let landed = land::land(&piece, &mut ending, &mut *rt.sink);
+                land::result_json(&ending, &landed, cap, &mut *rt.sink)
+            });
             results.push((id, result));
         }
         results

@@ -1,59 +1,86 @@
-//! One piece: the implementer on a fresh copy of the caller's shared prefix, then a verifier on
-//! a fresh context, the implementer rerun with the verifier's reason at most
-//! `delegation.retries` times; the caller gets `{summary, files_touched, checks_run, outcome}`.
+//! One piece: `delegation.attempts` implementers at once, each in a worktree of the caller's
+//! tree (`attempt.rs`), the first to pass its check winning (the others are cancelled); when
+//! every attempt fails, each is rerun with every attempt's reason, at most `delegation.retries`
+//! times. The winner's change lands in the caller's tree later, in call order (`lib.rs`); the
+//! caller gets `{summary, files_touched, checks_run, outcome, verdicts, landed}`.
 
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use std::sync::{Arc, Mutex};
-
-use aerix_core::{
-    ACCEPT_PLANS, AgentEnd, AgentSpec, Caller, CoreError, Definition, Held, HookFire, Label,
-    Runtime, Segment, Sink, Stats, fill, offer_skill, run_agent,
-};
+use aerix_core::{CoreError, Definition, Runtime, Stats};
 use aerix_session::{Event, Outcome};
 use aerix_tools::ToolError;
-use aerix_turn::{ALL_TOOLS, Answer, Call, VERIFIER_TOOLS};
+use aerix_turn::Call;
+use aerix_worktrees::Change;
 use caldrix_client::Client;
-use caldrix_proto::{ErrorKind, FrameFormat, Role};
-use serde_json::{Value, json};
+use caldrix_proto::{ErrorKind, FrameFormat, Sampling};
+use serde_json::Value;
 
+use crate::attempt::{self, Judged, Lane, Verdict};
 use crate::sink::{PieceSink, Trace};
-use crate::{Delegator, Shared, lock};
+use crate::tree::Trees;
+use crate::{Shared, lock};
 
 /// How long a piece waits for a free pool connection (the pool's `max_connections`) before its
 /// call is an error: the bound of a control request.
 const CONNECT_WAIT: Duration = Duration::from_secs(30);
 const CONNECT_POLL: Duration = Duration::from_millis(100);
 
-/// What `brief.md` says done looks like.
-const DONE_LOOKS_LIKE: &str = "The check passes when you run it, and again when a verifier who sees only this brief, your summary and the files you touched runs it.";
-
 /// The member a piece's agents run on.
-struct Member {
-    alias: String,
-    window: u32,
-    json: bool,
+pub(crate) struct Member {
+    pub(crate) alias: String,
+    pub(crate) window: u32,
+    pub(crate) json: bool,
 }
 
-/// How a piece ended.
-struct Ending {
-    outcome: Outcome,
-    summary: String,
+/// How a piece ended, before its change lands.
+pub(crate) struct Ending {
+    pub(crate) outcome: Outcome,
+    pub(crate) summary: String,
+    pub(crate) trace: Trace,
+    pub(crate) judged: Vec<Judged>,
+    /// The passing attempt's change, to land in the caller's tree.
+    pub(crate) landing: Option<Landing>,
+    /// Why nothing lands when it ran in place (not a git work tree).
+    pub(crate) in_place: bool,
+    /// The outcome the caller reads when it is not an agent's (`conflict`).
+    pub(crate) outcome_text: Option<&'static str>,
 }
 
-/// Runs the piece of `call`; its result for the caller, and the time its generations took.
+/// A passing attempt's change and the worktrees it came from (kept until it lands).
+pub(crate) struct Landing {
+    pub(crate) trees: Trees,
+    pub(crate) change: Change,
+    pub(crate) attempt: u32,
+}
+
+/// Runs the piece of `call`; how it ended, and the time its generations took.
 pub(crate) async fn run(
     shared: &Shared<'_>,
-    caller: &Caller,
+    caller: &aerix_core::Caller,
     call: &Call,
-) -> (Result<String, ToolError>, Stats) {
+) -> (Result<Ending, ToolError>, Stats) {
     let piece = format!("{}.{}", caller.id, call.id);
-    let mut client = match connect(shared).await {
-        Ok(client) => client,
-        Err(e) => return (Err(e), Stats::default()),
-    };
+    let mut stats = Stats::default();
+    let ending = async {
+        let (input, member) = prepare(shared, caller, &piece, call).await?;
+        rounds(shared, caller, &piece, &input, &member, &mut stats).await
+    }
+    .await;
+    (ending, stats)
+}
+
+/// The call's input and the member, on a connection of the piece's own.
+async fn prepare(
+    shared: &Shared<'_>,
+    caller: &aerix_core::Caller,
+    piece: &str,
+    call: &Call,
+) -> Result<(Input, Member), ToolError> {
+    let mut client = connect(shared).await?;
     let trace = Mutex::new(Trace::default());
-    let mut sink = PieceSink::new(&shared.sink, &piece, &trace);
+    let mut sink = PieceSink::new(&shared.sink, piece, &trace);
     let mut rt = Runtime::new(
         &mut client,
         &mut sink,
@@ -62,29 +89,220 @@ pub(crate) async fn run(
         shared.cwd,
         shared.cancel.clone(),
     )
-    .with_roots(shared.roots.clone())
-    .with_sandbox(shared.sandbox.clone())
-    .with_hooks(shared.hooks)
-    .with_definitions(shared.definitions)
-    .with_skills(shared.skills)
-    .with_gates(&ACCEPT_PLANS, shared.ask_gate)
-    .with_permissions(shared.permissions)
-    .with_compaction(Arc::clone(&shared.compaction))
-    .with_delegation(Arc::clone(&shared.delegation));
-    let ending = attempts(&mut rt, shared.delegator, caller, &piece, call, &trace).await;
-    let stats = rt.stats.clone();
-    drop(rt);
-    let result = ending.map(|ending| {
-        let cap = usize::try_from(shared.options.tool_cap("agent")).unwrap_or(usize::MAX);
-        let trace = lock(&trace).clone();
-        result_json(&ending, &trace.files, &trace.checks, cap, &mut sink)
-    });
-    (result, stats)
+    .with_definitions(shared.definitions);
+    let input = input(&rt, &call.input)?;
+    let member = member(&mut rt, caller, &input).await?;
+    Ok((input, member))
+}
+
+async fn rounds(
+    shared: &Shared<'_>,
+    caller: &aerix_core::Caller,
+    piece: &str,
+    input: &Input,
+    member: &Member,
+    stats: &mut Stats,
+) -> Result<Ending, ToolError> {
+    let delegator = shared.delegator;
+    let trees = match &delegator.worktrees {
+        Some(place) => Trees::open(shared.cwd, place)?,
+        None => None,
+    };
+    let in_place = trees.is_none();
+    let n = if in_place { 1 } else { delegator.attempts.max(1) };
+    let mut lanes = Vec::new();
+    for k in 1..=n {
+        let prefix = if n == 1 { piece.to_owned() } else { format!("{piece}.a{k}") };
+        let tree = match &trees {
+            Some(trees) => trees.make(&prefix)?,
+            None => shared.cwd.to_owned(),
+        };
+        lanes.push(Lane {
+            number: k,
+            tree,
+            sampling: (k > 1).then(|| Sampling {
+                // Bounded to (0, 2] by the settings.
+                #[allow(clippy::cast_possible_truncation, reason = "bounded by the settings")]
+                temperature: delegator.temperature as f32,
+                top_p: 1.0,
+                seed: seed(delegator.seed, piece, k),
+            }),
+            prefix,
+            trace: Mutex::new(Trace::default()),
+            cancel: shared.cancel.child(),
+        });
+    }
+    let handle = tokio::runtime::Handle::current();
+    let mut reasons: Vec<String> = Vec::new();
+    let mut judged = Vec::new();
+    let mut live: Vec<&Lane> = lanes.iter().collect();
+    for round in 0..=delegator.retries {
+        for lane in &live {
+            lock(&shared.sink).event(Event::Attempt {
+                agent: piece.to_owned(),
+                attempt: lane.number,
+                of: n,
+                round: round + 1,
+                implementer: if round == 0 {
+                    lane.prefix.clone()
+                } else {
+                    format!("{}.r{round}", lane.prefix)
+                },
+                tree: lane.tree.display().to_string(),
+                temperature: lane.sampling.map(|_| delegator.temperature),
+                seed: lane.sampling.map(|s| s.seed),
+                request_seed: lane.sampling.map(|_| delegator.seed),
+            });
+        }
+        let winner = AtomicU32::new(0);
+        let ended: Vec<(u32, attempt::Ended)> = tokio::task::block_in_place(|| {
+            std::thread::scope(|scope| {
+                let running: Vec<_> = live
+                    .iter()
+                    .map(|lane| {
+                        let (handle, winner, lanes, reasons) = (&handle, &winner, &lanes, &reasons);
+                        scope.spawn(move || {
+                            let ended = handle.block_on(attempt::run(
+                                shared, caller, lane, input, member, round, reasons,
+                            ));
+                            // The first to pass wins; the others stop where they are.
+                            if matches!(ended.verdict, Verdict::Pass)
+                                && winner
+                                    .compare_exchange(
+                                        0,
+                                        lane.number,
+                                        Ordering::SeqCst,
+                                        Ordering::SeqCst,
+                                    )
+                                    .is_ok()
+                            {
+                                for other in lanes.iter().filter(|l| l.number != lane.number) {
+                                    other.cancel.cancel();
+                                }
+                            }
+                            (lane.number, ended)
+                        })
+                    })
+                    .collect();
+                running.into_iter().filter_map(|t| t.join().ok()).collect()
+            })
+        });
+        let won = winner.load(Ordering::SeqCst);
+        let mut next_reasons = Vec::new();
+        let mut still = Vec::new();
+        let mut summary = None;
+        let mut stopped: Option<(Outcome, String)> = None;
+        for (number, end) in ended {
+            stats.add(&end.stats);
+            judged.extend(end.judged);
+            match end.verdict {
+                Verdict::Pass if number == won => summary = Some(end.summary),
+                Verdict::Fail(reason) => {
+                    next_reasons.push(reason);
+                    if let Some(lane) = lanes.iter().find(|l| l.number == number) {
+                        still.push(lane);
+                    }
+                }
+                Verdict::Ended(outcome, why) => {
+                    stopped.get_or_insert((outcome, why));
+                }
+                Verdict::Pass | Verdict::Cancelled => {}
+            }
+        }
+        if let Some(summary) = summary {
+            let lane = lanes
+                .iter()
+                .find(|l| l.number == won)
+                .map_or_else(Trace::default, |l| lock(&l.trace).clone());
+            let landing = match &trees {
+                Some(trees) => {
+                    let path = &lanes[usize::try_from(won - 1).unwrap_or(0)].tree;
+                    Some(trees.change(path)?)
+                }
+                None => None,
+            };
+            if let Some(trees) = &trees {
+                trees.clear();
+            }
+            return Ok(Ending {
+                outcome: Outcome::Done,
+                summary,
+                trace: lane,
+                judged,
+                landing: match (landing, trees) {
+                    (Some(change), Some(trees)) => Some(Landing { trees, change, attempt: won }),
+                    _ => None,
+                },
+                in_place,
+                outcome_text: None,
+            });
+        }
+        if shared.cancel.is_cancelled() {
+            return Ok(ending(
+                Outcome::Cancelled,
+                "cancelled".to_owned(),
+                &lanes,
+                judged,
+                in_place,
+            ));
+        }
+        if still.is_empty() {
+            // No attempt is left to retry: each ended without a verdict (as one implementer's
+            // ending ends the piece), or was cancelled.
+            let (outcome, summary) =
+                stopped.take().unwrap_or((Outcome::Failed, "every attempt stopped".to_owned()));
+            return Ok(ending(outcome, summary, &lanes, judged, in_place));
+        }
+        reasons = next_reasons;
+        live = still;
+    }
+    let summary = format!(
+        "verification failed after {} attempts: {}",
+        delegator.retries + 1,
+        reasons.join("\n\n")
+    );
+    Ok(ending(Outcome::Failed, summary, &lanes, judged, in_place))
+}
+
+/// An ending where nothing lands: every attempt's files and commands, once each.
+fn ending(
+    outcome: Outcome,
+    summary: String,
+    lanes: &[Lane],
+    judged: Vec<Judged>,
+    in_place: bool,
+) -> Ending {
+    let mut trace = Trace::default();
+    for lane in lanes {
+        let t = lock(&lane.trace);
+        for f in &t.files {
+            if !trace.files.contains(f) {
+                trace.files.push(f.clone());
+            }
+        }
+        for c in &t.checks {
+            if !trace.checks.contains(c) {
+                trace.checks.push(c.clone());
+            }
+        }
+    }
+    Ending { outcome, summary, trace, judged, landing: None, in_place, outcome_text: None }
+}
+
+/// Attempt `k`'s seed: the request's, mixed with the piece (so pieces differ) and `k`.
+fn seed(base: u64, piece: &str, k: u32) -> u64 {
+    // FNV-1a: stable across builds, unlike the standard hasher.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in piece.bytes().chain(k.to_le_bytes()) {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    base ^ h
 }
 
 /// A connection of the piece's own; the pool's `TooManyConnections` is waited out (a piece
 /// ending frees one), up to `CONNECT_WAIT`.
-async fn connect(shared: &Shared<'_>) -> Result<Client, ToolError> {
+pub(crate) async fn connect(shared: &Shared<'_>) -> Result<Client, ToolError> {
     let socket = &shared.delegator.socket;
     let start = Instant::now();
     loop {
@@ -105,11 +323,11 @@ async fn connect(shared: &Shared<'_>) -> Result<Client, ToolError> {
 }
 
 /// The `agent` call's input, checked.
-struct Input {
-    brief: String,
-    check: String,
-    definition: Option<Definition>,
-    member: Option<String>,
+pub(crate) struct Input {
+    pub(crate) brief: String,
+    pub(crate) check: String,
+    pub(crate) definition: Option<Definition>,
+    pub(crate) member: Option<String>,
 }
 
 fn input(rt: &Runtime<'_>, value: &Value) -> Result<Input, ToolError> {
@@ -134,7 +352,11 @@ fn input(rt: &Runtime<'_>, value: &Value) -> Result<Input, ToolError> {
 }
 
 /// The call's `member`, else the definition's `model` when the pool has it, else the caller's.
-async fn member(rt: &mut Runtime<'_>, caller: &Caller, input: &Input) -> Result<Member, ToolError> {
+async fn member(
+    rt: &mut Runtime<'_>,
+    caller: &aerix_core::Caller,
+    input: &Input,
+) -> Result<Member, ToolError> {
     let wanted = input.member.clone();
     let from_definition = input.definition.as_ref().and_then(|d| d.model.clone());
     if wanted.is_none() && from_definition.is_none() {
@@ -168,315 +390,4 @@ async fn member(rt: &mut Runtime<'_>, caller: &Caller, input: &Input) -> Result<
         }
         None => Member { alias: caller.member.clone(), window: caller.window, json: caller.json },
     })
-}
-
-/// The implementer, the verifier, the retries.
-async fn attempts(
-    rt: &mut Runtime<'_>,
-    delegator: &Delegator,
-    caller: &Caller,
-    piece: &str,
-    call: &Call,
-    trace: &Mutex<Trace>,
-) -> Result<Ending, ToolError> {
-    let input = input(rt, &call.input)?;
-    let member = member(rt, caller, &input).await?;
-    let retries = delegator.retries;
-    let mut last_reason: Option<String> = None;
-    for attempt in 0..=retries {
-        let id = if attempt == 0 { piece.to_owned() } else { format!("{piece}.r{attempt}") };
-        let end = implementer(rt, delegator, caller, &member, &input, &id, last_reason.as_deref())
-            .await?;
-        if end.outcome != Outcome::Done {
-            let reason = end.reason.unwrap_or_default();
-            return Ok(Ending {
-                outcome: end.outcome,
-                summary: format!("the implementer {id} ended {}: {reason}", end.outcome.as_str()),
-            });
-        }
-        let summary = end.final_text.unwrap_or_default();
-        let verifier_id = format!("{piece}.v{}", attempt + 1);
-        let files = files_text(&lock(trace).files);
-        let attempt = Attempt { implementer: &id, verifier: &verifier_id, number: attempt + 1 };
-        match verifier(rt, delegator, caller, &member, &input, &attempt, &summary, &files).await? {
-            Verdict::Pass => return Ok(Ending { outcome: Outcome::Done, summary }),
-            Verdict::Fail(reason) => last_reason = Some(reason),
-            Verdict::Cancelled => {
-                return Ok(Ending { outcome: Outcome::Cancelled, summary: "cancelled".into() });
-            }
-        }
-    }
-    Ok(Ending {
-        outcome: Outcome::Failed,
-        summary: format!(
-            "verification failed after {} attempts: {}",
-            retries + 1,
-            last_reason.unwrap_or_default()
-        ),
-    })
-}
-
-async fn implementer(
-    rt: &mut Runtime<'_>,
-    delegator: &Delegator,
-    caller: &Caller,
-    member: &Member,
-    input: &Input,
-    id: &str,
-    failed: Option<&str>,
-) -> Result<AgentEnd, ToolError> {
-    let depth = caller.depth + 1;
-    let definition = input.definition.as_ref();
-    let tools: Vec<String> = match definition.and_then(|d| d.tools.as_ref()) {
-        Some(tools) => ALL_TOOLS
-            .iter()
-            .filter(|t| tools.iter().any(|d| d == *t))
-            .map(|t| (*t).to_owned())
-            .collect(),
-        None => ALL_TOOLS.iter().map(|t| (*t).to_owned()).collect(),
-    };
-    let tools = offer_skill(tools, rt.skills);
-    let spec = AgentSpec {
-        id: id.to_owned(),
-        member: member.alias.clone(),
-        window: member.window,
-        json: member.json,
-        tools: rt.tools_at(tools, depth),
-        max_turns: definition.and_then(|d| d.max_turns).unwrap_or(delegator.max_turns),
-        depth,
-        answer: Answer::Text,
-        agent_type: Some(definition.map_or("implementer", |d| d.name.as_str()).to_owned()),
-        held: held(caller, definition),
-    };
-    let mut segments = caller.prefix.clone();
-    if let Some(definition) = definition.filter(|d| !d.body.trim().is_empty()) {
-        segments.push(user("definition", Label::Instructions, definition.body.trim().to_owned()));
-    }
-    let mut brief = fill(
-        rt.prompts.get("brief.md"),
-        &[
-            ("brief", &input.brief),
-            ("check", &input.check),
-            ("check_turn", &check_turn("First I run the check, to see what fails.", &input.check)),
-            ("done_looks_like", DONE_LOOKS_LIKE),
-        ],
-    );
-    if let Some(reason) = failed {
-        brief.push_str(&format!(
-            "\n\n# The last attempt failed verification\n\n{reason}\n\nThe repository holds that attempt's changes: fix what the verifier found."
-        ));
-    }
-    segments.push(user("brief", Label::Prompt, brief));
-    spawn(rt, caller, spec, segments, None).await
-}
-
-/// The patterns holding an implementer: its caller's, and its definition's (never widened: a
-/// piece of a held agent is held as it is).
-fn held(caller: &Caller, definition: Option<&Definition>) -> Vec<Held> {
-    let mut held = caller.held.clone();
-    if let Some(d) = definition.filter(|d| !d.held.is_empty()) {
-        held.push(Held { definition: d.name.clone(), patterns: d.held.clone() });
-    }
-    held
-}
-
-enum Verdict {
-    Pass,
-    Fail(String),
-    Cancelled,
-}
-
-/// Which verification this is.
-struct Attempt<'a> {
-    implementer: &'a str,
-    verifier: &'a str,
-    /// From 1.
-    number: u32,
-}
-
-#[allow(clippy::too_many_arguments, reason = "the piece's parts, each once")]
-async fn verifier(
-    rt: &mut Runtime<'_>,
-    delegator: &Delegator,
-    caller: &Caller,
-    member: &Member,
-    input: &Input,
-    attempt: &Attempt<'_>,
-    summary: &str,
-    files: &str,
-) -> Result<Verdict, ToolError> {
-    let id = attempt.verifier;
-    let spec = AgentSpec {
-        id: id.to_owned(),
-        member: member.alias.clone(),
-        window: member.window,
-        json: member.json,
-        tools: VERIFIER_TOOLS.iter().map(|t| (*t).to_owned()).collect(),
-        max_turns: delegator.max_turns,
-        depth: caller.depth + 1,
-        answer: Answer::Verdict,
-        agent_type: Some("verifier".to_owned()),
-        // A verifier checks the piece's work with the caller's rights, never wider ones.
-        held: caller.held.clone(),
-    };
-    let text = fill(
-        rt.prompts.get("verifier.md"),
-        &[
-            ("brief", &input.brief),
-            ("check", &input.check),
-            ("check_turn", &check_turn("First I run the check: does it still fail?", &input.check)),
-            ("summary", summary),
-            ("files", files),
-        ],
-    );
-    let mut segments = caller.prefix.clone();
-    segments.push(user("brief", Label::Prompt, text));
-    let verify =
-        HookFire::Verify { agent: id, implementer: attempt.implementer, attempt: attempt.number };
-    let end = spawn(rt, caller, spec, segments, Some(verify)).await?;
-    Ok(match end.outcome {
-        Outcome::Cancelled => Verdict::Cancelled,
-        Outcome::Done => read_verdict(end.final_text.as_deref().unwrap_or_default()),
-        other => Verdict::Fail(format!(
-            "the verifier ended {} without a verdict: {}",
-            other.as_str(),
-            end.reason.unwrap_or_default()
-        )),
-    })
-}
-
-/// A turn that runs the check as a command, for `brief.md` and `verifier.md` (rendered here,
-/// so the check's quotes are escaped).
-fn check_turn(thought: &str, check: &str) -> String {
-    json!({"thought": thought, "calls": [{"tool": "bash", "input": {"command": check}}]})
-        .to_string()
-}
-
-/// `{"verdict": "pass"|"fail", "reason": ...}`; anything else is a `fail`.
-fn read_verdict(text: &str) -> Verdict {
-    let value: Value = serde_json::from_str(text.trim()).unwrap_or(Value::Null);
-    let reason = value.get("reason").and_then(Value::as_str).unwrap_or_default().to_owned();
-    match value.get("verdict").and_then(Value::as_str) {
-        Some("pass") => Verdict::Pass,
-        Some("fail") => Verdict::Fail(reason),
-        _ => Verdict::Fail(format!("the verifier gave no verdict; its final was: {text}")),
-    }
-}
-
-/// The files the piece touched so far, one a line, for `verifier.md`.
-fn files_text(files: &[String]) -> String {
-    if files.is_empty() {
-        return "(none written or edited)".to_owned();
-    }
-    files.iter().map(|f| format!("- {f}")).collect::<Vec<_>>().join("\n")
-}
-
-/// `AgentSpawn` and `SubagentStart` (a `continue: false` ends it before it runs, a context is
-/// appended to its brief), its events, its run, its context dropped.
-async fn spawn(
-    rt: &mut Runtime<'_>,
-    caller: &Caller,
-    spec: AgentSpec,
-    mut segments: Vec<Segment>,
-    verify: Option<HookFire<'_>>,
-) -> Result<AgentEnd, ToolError> {
-    let agent_type = spec.agent_type.clone().unwrap_or_default();
-    let id = spec.id.clone();
-    rt.sink.event(Event::AgentSpawn {
-        agent: id.clone(),
-        parent: Some(caller.id.clone()),
-        kind: agent_type.clone(),
-        route: "delegate".to_owned(),
-        member: spec.member.clone(),
-        tools: spec.tools.clone(),
-        max_turns: spec.max_turns,
-    });
-    let mut stopped = None;
-    let mut fire = |event: HookFire<'_>, segments: &mut Vec<Segment>| {
-        let reply = rt.hooks.fire(event);
-        if let Some(context) = reply.context
-            && let Some(brief) = segments.last_mut()
-        {
-            brief.text.push_str(&format!("\n\n# Hook context\n\n{}", context.trim()));
-        }
-        if stopped.is_none() {
-            stopped = reply.stop.map(|r| format!("a {} hook ended it: {r}", event.name()));
-        }
-    };
-    fire(
-        HookFire::AgentSpawn { agent: &id, parent: &caller.id, agent_type: &agent_type },
-        &mut segments,
-    );
-    fire(HookFire::SubagentStart { agent: &id, agent_type: &agent_type }, &mut segments);
-    if let Some(verify) = verify {
-        fire(verify, &mut segments);
-    }
-    if let Some(reason) = stopped {
-        let end =
-            AgentEnd { outcome: Outcome::Killed, reason: Some(reason), final_text: None, turns: 0 };
-        rt.sink.event(Event::AgentEnd {
-            agent: id,
-            outcome: end.outcome,
-            reason: end.reason.clone(),
-            final_text: None,
-            turns: 0,
-        });
-        return Ok(end);
-    }
-    run_agent(rt, spec, segments).await.map_err(|e: CoreError| ToolError::new(format!("{id}: {e}")))
-}
-
-fn user(id: &str, label: Label, text: String) -> Segment {
-    Segment { id: id.to_owned(), role: Role::User, label, text, pinned: true, tokens: 0 }
-}
-
-/// The caller's JSON, within `cap` bytes: a long summary is cut, the whole result spooled.
-fn result_json(
-    ending: &Ending,
-    files: &[String],
-    checks: &[String],
-    cap: usize,
-    sink: &mut PieceSink<'_, '_>,
-) -> String {
-    let render = |summary: &str, files: &[String], checks: &[String]| {
-        json!({
-            "summary": summary,
-            "files_touched": files,
-            "checks_run": checks,
-            "outcome": ending.outcome.as_str(),
-        })
-        .to_string()
-    };
-    let whole = render(&ending.summary, files, checks);
-    if whole.len() <= cap {
-        return whole;
-    }
-    let pointer = match Sink::spool(sink, "agent.json", &whole) {
-        Some(path) => format!(" [truncated: the whole result is in {}]", path.display()),
-        None => " [truncated]".to_owned(),
-    };
-    // Lists first kept whole, then cut from the end; the summary takes what room is left.
-    let (mut files, mut checks) = (files.to_vec(), checks.to_vec());
-    loop {
-        let bare = render(&pointer, &files, &checks);
-        if bare.len() <= cap || (files.is_empty() && checks.is_empty()) {
-            let room = cap.saturating_sub(bare.len());
-            let mut summary = String::new();
-            for c in ending.summary.chars() {
-                // JSON escapes may grow a character: measure as rendered.
-                let grown = serde_json::to_string(&c.to_string()).map_or(6, |s| s.len() - 2);
-                if summary.len() + grown > room {
-                    break;
-                }
-                summary.push(c);
-            }
-            summary.push_str(&pointer);
-            return render(&summary, &files, &checks);
-        }
-        if checks.len() >= files.len() {
-            checks.pop()
-        } else {
-            files.pop()
-        };
-    }
 }

@@ -67,7 +67,7 @@ const NOTE_REQUEST_CHARS: usize = 2000;
 /// The note a planner's prompt carries, with the start of the call that delegates the whole
 /// request (a small model copies an example call: without one it filled briefs with
 /// `parse.rs` and `1.0.0.0`, eight pieces a turn).
-fn planner_note(tools: &[String], request: &str) -> String {
+fn planner_note(tools: &[String], request: &str, checks: &[String]) -> String {
     let tools_line =
         format!("You are planning this request: you may call only {}.", tools.join(", "));
     if !tools.iter().any(|t| t == "agent") {
@@ -78,10 +78,31 @@ fn planner_note(tools: &[String], request: &str) -> String {
     } else {
         "<the request above, in full>"
     };
-    let call = serde_json::json!({"tool": "agent", "input": {"brief": brief}});
+    // A request that names none of the repository's test commands gets the first as its
+    // default check: only a command's exit status decides without a model.
+    let check = default_check(request, checks);
+    let mut input = serde_json::json!({"brief": brief});
+    if let Some(check) = check {
+        input["check"] = serde_json::json!(check);
+    }
+    let call = serde_json::json!({"tool": "agent", "input": input});
+    let which = match check {
+        Some(check) => format!(
+            "the command that shows it works (here `{check}`, the repository's test command, unless the request names another)"
+        ),
+        None => {
+            "the command that shows it works (one the request names, when it names one)".to_owned()
+        }
+    };
     format!(
-        "\n\n({tools_line} Delegate anything that reads files or runs commands with `agent`, giving each piece a complete brief and a check. A request that is one piece of work is one call whose brief is the request, and whose check is the command that shows it works (one the request names, when it names one):\n\n{call}\n)"
+        "\n\n({tools_line} Delegate anything that reads files or runs commands with `agent`, giving each piece a complete brief and a check. A request that is one piece of work is one call whose brief is the request, and whose check is {which}:\n\n{call}\n)"
     )
+}
+
+/// The check a planning root's pieces default to: the test command the request names, else
+/// the repository's first.
+fn default_check<'c>(request: &str, checks: &'c [String]) -> Option<&'c str> {
+    checks.iter().find(|c| request.contains(c.as_str())).or(checks.first()).map(String::as_str)
 }
 
 /// The root's pinned segments as this start reads them: the system segment (the profile's
@@ -185,7 +206,7 @@ pub async fn run_request(rt: &mut Runtime<'_>, request: Request) -> Result<Reque
         prompt.push_str(&hook_context_text(context));
     }
     if planner {
-        prompt.push_str(&planner_note(&tools, &request.prompt));
+        prompt.push_str(&planner_note(&tools, &request.prompt, &rt.checks));
     }
     let pinned = pinned_segments(rt, &request);
     let (segments, log_them, rebuilt) = match request.resume {
@@ -222,6 +243,7 @@ pub async fn run_request(rt: &mut Runtime<'_>, request: Request) -> Result<Reque
         answer: Answer::Text,
         agent_type: None,
         held: Vec::new(),
+        sampling: None,
     };
     let mut agent = Agent::new(spec, context, rt.cwd, rt.cancel.clone());
     if let Some(rebuilt) = &rebuilt {

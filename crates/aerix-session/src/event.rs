@@ -156,6 +156,57 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         blocked: Option<String>,
     },
+    /// One attempt of a delegated piece (`agent`: the piece, `a1.c3`): its implementer, the tree
+    /// it works in and how its turns are sampled (none: greedy), so a session replays exactly.
+    #[serde(rename = "attempt")]
+    Attempt {
+        agent: String,
+        /// From 1, of `of`.
+        attempt: u32,
+        of: u32,
+        /// Rounds from 1: round 2 is the first retry.
+        round: u32,
+        implementer: String,
+        /// The worktree, or the caller's tree when the piece runs in place.
+        tree: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        temperature: Option<f64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        seed: Option<u64>,
+        /// The request's seed the attempt's was made from (`delegation.seed` replays it).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        request_seed: Option<u64>,
+    },
+    /// How an attempt's work was judged: `by` is `command` (the harness ran the check; its
+    /// `exit` decides) or `verifier` (a model read it).
+    #[serde(rename = "check")]
+    Check {
+        agent: String,
+        attempt: u32,
+        round: u32,
+        by: String,
+        check: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        exit: Option<i32>,
+        /// `pass` or `fail`.
+        verdict: String,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        reason: String,
+    },
+    /// What reached the caller's tree from a piece: `landed` (the attempt's files), `unchanged`
+    /// (it passed without a change), `conflict` (nothing written; the patch kept at `patch`),
+    /// or `none` (no attempt passed).
+    #[serde(rename = "land")]
+    Land {
+        agent: String,
+        state: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        attempt: Option<u32>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        files: Vec<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        patch: Option<String>,
+    },
     #[serde(rename = "agent.end")]
     AgentEnd {
         agent: String,
@@ -217,6 +268,45 @@ pub struct Usage {
 }
 
 impl Event {
+    /// One line for a piece's attempt, check or landing (how the front ends show them); `None`
+    /// for every other event.
+    pub fn attempt_line(&self) -> Option<String> {
+        Some(match self {
+            Event::Attempt { agent, attempt, of, round, tree, temperature, seed, .. } => {
+                let how = match (temperature, seed) {
+                    (Some(t), Some(s)) => format!("sampled at {t}, seed {s}"),
+                    _ => "greedy".to_owned(),
+                };
+                let round =
+                    if *round > 1 { format!(", retry {}", round - 1) } else { String::new() };
+                format!("{agent} attempt {attempt}/{of}{round} ({how}) in {tree}")
+            }
+            Event::Check { agent, by, check, exit, verdict, .. } => match (by.as_str(), exit) {
+                ("command", Some(exit)) => {
+                    format!("{agent} check `{check}`: exit {exit}, {verdict}")
+                }
+                ("command", None) => format!("{agent} check `{check}`: did not finish, {verdict}"),
+                _ => format!("{agent} verifier: {verdict}"),
+            },
+            Event::Land { agent, state, attempt, files, patch } => match state.as_str() {
+                "landed" => format!(
+                    "{agent} landed attempt {}: {}",
+                    attempt.unwrap_or_default(),
+                    files.join(", ")
+                ),
+                "conflict" => format!(
+                    "{agent} conflict: attempt {}'s change does not apply to the tree now; patch kept at {}",
+                    attempt.unwrap_or_default(),
+                    patch.as_deref().unwrap_or("(nowhere)")
+                ),
+                "unchanged" => format!("{agent} passed without a change"),
+                "in place" => format!("{agent} ran in place"),
+                _ => format!("{agent} landed nothing: no attempt passed its check"),
+            },
+            _ => return None,
+        })
+    }
+
     /// The agent an event belongs to (none for the session's own events).
     pub fn agent(&self) -> Option<&str> {
         match self {
@@ -228,6 +318,9 @@ impl Event {
             | Event::Message { agent, .. }
             | Event::ContextOp { agent, .. }
             | Event::Plan { agent, .. }
+            | Event::Attempt { agent, .. }
+            | Event::Check { agent, .. }
+            | Event::Land { agent, .. }
             | Event::Job { agent, .. }
             | Event::Compaction { agent, .. }
             | Event::AgentEnd { agent, .. } => Some(agent),

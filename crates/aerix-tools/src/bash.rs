@@ -59,6 +59,22 @@ pub fn run(input: BashInput, env: &ToolEnv<'_>) -> Result<String, ToolError> {
     Ok(finished.render(None))
 }
 
+/// `command` run in the foreground as `bash` runs it (the tree, the sandbox, the cancel), up to
+/// `timeout`: how it ended and its rendered output (a harness-run check reads the status
+/// itself, not a model).
+pub fn run_command(
+    command: &str,
+    timeout: Duration,
+    env: &ToolEnv<'_>,
+) -> Result<(Ending, String), ToolError> {
+    if command.trim().is_empty() {
+        return Err(ToolError::new("the command is empty"));
+    }
+    let launch = Launch::new(command, env)?;
+    let finished = execute(&launch, timeout, &[env.cancel])?;
+    Ok((finished.ending.clone(), finished.render(None)))
+}
+
 /// How a command ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Ending {

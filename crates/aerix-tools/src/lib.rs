@@ -22,7 +22,9 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-pub use bash::{Job, JobEnd, Jobs, MAX_JOBS, MAX_TIMEOUT_SECS};
+pub use bash::{
+    DEFAULT_TIMEOUT_SECS, Ending, Job, JobEnd, Jobs, MAX_JOBS, MAX_TIMEOUT_SECS, run_command,
+};
 pub use confine::{Access, MAX_LINKS, Roots, resolve};
 pub use files::{EDIT_MAX_BYTES, READ_BYTES};
 pub use fileset::FileSet;
@@ -46,29 +48,44 @@ pub struct ToolEnv<'a> {
 }
 
 /// A cancellation flag shared by the runtime and the tools. Cancelled, a command gets `TERM`
-/// and a grace before `KILL`; hurried as well (the user asked twice), no more grace.
+/// and a grace before `KILL`; hurried as well (the user asked twice), no more grace. A child
+/// (`child`) is cancelled with its parent or on its own (one attempt of several, ended when
+/// another passed).
 #[derive(Clone, Debug, Default)]
-pub struct Cancel(Arc<AtomicU8>);
+pub struct Cancel {
+    own: Arc<AtomicU8>,
+    parent: Option<Box<Cancel>>,
+}
 
 const CANCELLED: u8 = 1;
 const HURRIED: u8 = 2;
 
 impl Cancel {
     pub fn cancel(&self) {
-        self.0.fetch_max(CANCELLED, Ordering::SeqCst);
+        self.own.fetch_max(CANCELLED, Ordering::SeqCst);
     }
 
     /// Cancels, and ends the grace of commands already sent `TERM`.
     pub fn hurry(&self) {
-        self.0.store(HURRIED, Ordering::SeqCst);
+        self.own.store(HURRIED, Ordering::SeqCst);
     }
 
     pub fn is_cancelled(&self) -> bool {
-        self.0.load(Ordering::SeqCst) >= CANCELLED
+        self.level() >= CANCELLED
     }
 
     pub fn is_hurried(&self) -> bool {
-        self.0.load(Ordering::SeqCst) >= HURRIED
+        self.level() >= HURRIED
+    }
+
+    /// A flag cancelled with this one, that can also be cancelled alone.
+    pub fn child(&self) -> Cancel {
+        Cancel { own: Arc::default(), parent: Some(Box::new(self.clone())) }
+    }
+
+    fn level(&self) -> u8 {
+        let own = self.own.load(Ordering::SeqCst);
+        self.parent.as_ref().map_or(own, |p| own.max(p.level()))
     }
 }
 
@@ -148,4 +165,20 @@ fn parse<T: DeserializeOwned>(input: &Value) -> Result<T, ToolError> {
     // `repo_map` and friends may be called with `null` input by a model without the constraint.
     let input = if input.is_null() { Value::Object(Default::default()) } else { input.clone() };
     serde_json::from_value(input).map_err(|e| ToolError::new(format!("bad input: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Cancel;
+
+    #[test]
+    fn a_child_is_cancelled_with_its_parent_or_alone_and_never_cancels_it() {
+        let parent = Cancel::default();
+        let (a, b) = (parent.child(), parent.child());
+        a.cancel();
+        assert!(a.is_cancelled() && !b.is_cancelled() && !parent.is_cancelled());
+        let grandchild = b.child();
+        parent.hurry();
+        assert!(b.is_hurried() && grandchild.is_hurried(), "down every level");
+    }
 }

@@ -341,6 +341,11 @@ impl Screen {
                 self.history.push(Entry::Step(format!("{agent} {call} {tool} {input}{mark}")));
             }
             Event::Plan { agent, text } => self.history.push(Entry::Plan { agent, text }),
+            Event::Attempt { .. } | Event::Check { .. } | Event::Land { .. } => {
+                if let Some(line) = event.attempt_line() {
+                    self.history.push(Entry::Step(line));
+                }
+            }
             Event::Compaction { agent, before, after, compacted, blocked, .. } => {
                 if agent == ROOT && blocked.is_none() {
                     self.context = Some(Figure { tokens: after, approx: true });

@@ -118,8 +118,15 @@ pub fn restrict_context_call(turn_schema: &mut Value, ids: &ContextIds) {
 /// Narrows the `agent` call of a turn schema to what exists: `definition` an enum of the
 /// loaded definitions (left out when there are none), `member` an enum of the pool's members
 /// (left out with one or none: the caller's serves). A small model fills every field it is
-/// offered, and a name that does not exist only earns a refusal.
-pub fn restrict_agent_call(turn_schema: &mut Value, definitions: &[String], members: &[String]) {
+/// offered, and a name that does not exist only earns a refusal. With test commands known,
+/// `check` is one of them or prose (the commands first: a small model otherwise copies the
+/// request into it, and only a command's exit status can decide without a model).
+pub fn restrict_agent_call(
+    turn_schema: &mut Value,
+    definitions: &[String],
+    members: &[String],
+    checks: &[String],
+) {
     let Some(calls) = calls_of(turn_schema) else { return };
     for call in calls {
         if call["properties"]["tool"]["const"] != "agent" {
@@ -128,6 +135,9 @@ pub fn restrict_agent_call(turn_schema: &mut Value, definitions: &[String], memb
         let Some(props) = call["properties"]["input"]["properties"].as_object_mut() else {
             continue;
         };
+        if !checks.is_empty() {
+            props.insert("check".to_owned(), json!({"anyOf": [{"enum": checks}, text(500)]}));
+        }
         for (field, names) in [("definition", definitions), ("member", members)] {
             let least = if field == "member" { 2 } else { 1 };
             if names.len() < least {

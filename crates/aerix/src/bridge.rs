@@ -13,14 +13,24 @@ use aerix_core::{
 };
 use aerix_tools::{Cancel, Roots, Sandbox};
 
+/// Where a request acts: the working directory, the directories added to it
+/// (`permissions.additionalDirectories`), where its pieces' worktrees live (`None`: not a git
+/// work tree, pieces run in place) and the repository's test commands.
+pub(crate) struct Place<'a> {
+    pub(crate) cwd: &'a Path,
+    pub(crate) additional: &'a [PathBuf],
+    pub(crate) worktrees: Option<&'a aerix_delegate::WorktreePlace>,
+    pub(crate) checks: &'a [String],
+}
+
 /// A request's runtime: `Runtime::new` with the settings' options, compaction and delegation;
-/// the file tools' roots are the tree and `additional` (`permissions.additionalDirectories`).
+/// the file tools' roots are the tree and the added directories.
 pub(crate) fn runtime<'a>(
     client: &'a mut dyn Connection,
     sink: &'a mut dyn Sink,
     settings: &Settings,
     prompts: &'a Prompts,
-    (cwd, additional): (&'a Path, &[PathBuf]),
+    place: Place<'a>,
     cancel: Cancel,
 ) -> Runtime<'a> {
     let context = &settings.context;
@@ -37,16 +47,44 @@ pub(crate) fn runtime<'a>(
         retries: delegation.retries,
         max_turns: delegation.max_turns,
         depth: delegation.depth,
+        attempts: attempts(settings),
+        temperature: delegation.attempt_temperature,
+        seed: delegation.seed.unwrap_or_else(random_seed),
+        review: settings.verify.review,
+        worktrees: place.worktrees.cloned(),
     };
     // The file tools act in the repository (or the working directory outside one).
-    let roots = additional
+    let roots = place
+        .additional
         .iter()
-        .fold(Roots::new(&aerix_config::project_root(cwd)), |roots, dir| roots.with_dir(dir));
-    Runtime::new(client, sink, options(settings), prompts, cwd, cancel)
+        .fold(Roots::new(&aerix_config::project_root(place.cwd)), |roots, dir| roots.with_dir(dir));
+    Runtime::new(client, sink, options(settings), prompts, place.cwd, cancel)
         .with_roots(roots)
         .with_sandbox(sandbox(settings))
+        .with_checks(place.checks.to_vec())
         .with_compaction(Arc::new(compactor))
         .with_delegation(Arc::new(delegator))
+}
+
+/// `delegation.attempts`, else `LOCAL_ATTEMPTS` on a local main member and 1 on a remote one
+/// (whose every attempt is paid for, and whose engine samples its own way).
+pub(crate) fn attempts(settings: &Settings) -> u32 {
+    settings.delegation.attempts.unwrap_or(if settings.main.is_remote() {
+        1
+    } else {
+        aerix_config::LOCAL_ATTEMPTS
+    })
+}
+
+/// A request's seed when `delegation.seed` is unset: the clock's nanoseconds and the process
+/// id (a seed needs to differ between runs, not to be secret; the log keeps each attempt's).
+fn random_seed() -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    #[allow(clippy::cast_possible_truncation, reason = "the low bits are the varying ones")]
+    let low = nanos as u64;
+    low ^ (u64::from(std::process::id()) << 32)
 }
 
 /// `bash`'s sandbox, when `sandbox.enabled` is set.

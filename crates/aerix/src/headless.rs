@@ -228,6 +228,7 @@ pub async fn run(
         max_turns: options.max_turns.unwrap_or(settings.max_turns),
         resume: rebuilt,
     };
+    let (worktrees, checks) = (files.worktrees.clone(), files.checks.clone());
     let agent_hooks = end.hooks.as_ref().map(|hooks| AgentHooks {
         hooks,
         log: sink.log.try_clone().ok().map(Mutex::new),
@@ -242,7 +243,12 @@ pub async fn run(
         &mut sink,
         settings,
         &prompts,
-        (&options.cwd, permissions.additional_directories()),
+        bridge::Place {
+            cwd: &options.cwd,
+            additional: permissions.additional_directories(),
+            worktrees: worktrees.as_ref(),
+            checks: &checks,
+        },
         cancel.clone(),
     )
     .with_members(members);

@@ -102,11 +102,17 @@ impl Batching {
         (took < asked).then(|| {
             format!(
                 "the pool decodes {took} of `{}`'s generations together, not {asked} \
-                 (delegation.parallel): the KV windows of more would pass its memory limit",
+                 (delegation.parallel × attempts): the KV windows of more would pass its memory limit",
                 bound.alias
             )
         })
     }
+}
+
+/// The main member's generations one turn's pieces may run at once: `delegation.parallel`
+/// pieces of `delegation.attempts` attempts each (at most the pool's batch bound).
+pub fn generations(settings: &Settings) -> u32 {
+    settings.delegation.parallel.saturating_mul(crate::bridge::attempts(settings))
 }
 
 /// A connection to the pool, started if needed.
@@ -150,13 +156,10 @@ async fn autostart(
         .arg("--max-connections")
         // Room for the root's connection beside `parallel` pieces of one turn (each piece
         // has a connection of its own): the spec's defaults, 4 and 4, would leave one waiting.
-        .arg(settings.pool.max_connections.max(settings.delegation.parallel + 1).to_string())
+        .arg(settings.pool.max_connections.max(generations(settings) + 1).to_string())
         .arg("--load")
         .arg(&settings.main.model)
-        .args(member_flags(
-            &settings.main,
-            Serving::main(&settings.main, settings.delegation.parallel),
-        ))
+        .args(member_flags(&settings.main, Serving::main(&settings.main, generations(settings))))
         // Its own process group: the pool outlives this run and ignores its terminal's signals.
         .process_group(0)
         .stdin(Stdio::null())

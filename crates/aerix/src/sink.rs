@@ -86,7 +86,11 @@ pub fn progress(event: &Event) {
             };
             eprintln!("{agent} {} after {turns} turns{reason}{said}", outcome.as_str());
         }
-        _ => {}
+        other => {
+            if let Some(line) = other.attempt_line() {
+                eprintln!("{line}");
+            }
+        }
     }
 }
 

@@ -240,7 +240,7 @@ async fn with_reflector<T>(
         None => (
             &settings.main,
             "main",
-            pool::Serving::main(&settings.main, settings.delegation.parallel),
+            pool::Serving::main(&settings.main, pool::generations(settings)),
         ),
     };
     let loaded_before = client

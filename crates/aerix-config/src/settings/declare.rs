@@ -71,6 +71,7 @@ scalar_layers!(
     PathBuf,
     Vec<String>,
     Option<u32>,
+    Option<u64>,
     Option<bool>,
     Option<String>,
     Option<caldrix_proto::Render>,

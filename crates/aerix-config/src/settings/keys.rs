@@ -29,6 +29,7 @@ section! {
         plugins: PluginSettings = PluginSettings::declared();
         tune: TuneSettings = TuneSettings::declared();
         sandbox: SandboxSettings = SandboxSettings::declared();
+        verify: VerifySettings = VerifySettings::declared();
         /// Each file's `[permissions]` table, in the order the files were read (the rules add
         /// up; `aerix-permissions` applies a project's only as far as its trust allows).
         permissions: Vec<crate::FilePermissions> = Vec::new();
@@ -94,6 +95,32 @@ section! {
         parallel: u32 = 4, at_least(1);
         planner_tools: Vec<String> =
             ["repo_map", "agent", "plan", "context"].map(String::from).to_vec();
+        /// Implementers one piece runs at once, each in a worktree of its own (1 to
+        /// `MAX_ATTEMPTS`); unset: `LOCAL_ATTEMPTS` on a local main member, 1 on a remote one.
+        attempts: Option<u32> = None, attempts;
+        /// The sampling temperature of every attempt but the first (which is greedy).
+        attempt_temperature: f64 = 0.8, temperature;
+        /// The seed sampled attempts start from (attempt k of a piece gets a seed of its own
+        /// made from it); unset: one drawn per request, written to the log.
+        seed: Option<u64> = None;
+    }
+}
+
+/// Attempts a piece may run at once (`delegation.attempts`).
+pub const MAX_ATTEMPTS: u32 = 8;
+/// `delegation.attempts` when unset, on a local main member.
+pub const LOCAL_ATTEMPTS: u32 = 1;
+
+section! {
+    /// `[verify]`: how a piece's work is checked.
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct VerifySettings {
+        /// The repository's test commands (as Aider's `--test-cmd`); empty: detected from its
+        /// files. A piece's check that is one of them is run by aerix, its exit status the
+        /// verdict.
+        commands: Vec<String> = Vec::new();
+        /// After a command check passes, a model verifier reviews the work too.
+        review: bool = false;
     }
 }
 
@@ -244,6 +271,23 @@ fn max_batch(value: &Option<u32>) -> Result<(), Bad> {
             Err(Bad::new(format!("must be between 1 and {max}, not {n}")))
         }
         _ => Ok(()),
+    }
+}
+
+fn attempts(value: &Option<u32>) -> Result<(), Bad> {
+    match *value {
+        Some(n) if !(1..=MAX_ATTEMPTS).contains(&n) => {
+            Err(Bad::new(format!("must be between 1 and {MAX_ATTEMPTS}, not {n}")))
+        }
+        _ => Ok(()),
+    }
+}
+
+fn temperature(value: &f64) -> Result<(), Bad> {
+    if *value > 0.0 && *value <= 2.0 {
+        Ok(())
+    } else {
+        Err(Bad::new(format!("must be above 0 and at most 2, not {value}")))
     }
 }
 

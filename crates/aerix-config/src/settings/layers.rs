@@ -1,5 +1,5 @@
 //! The settings a project's files may set only once the project is trusted: the ones that run a
-//! program (`pool.caldrix`) or send the user's data and keys off the machine (a remote
+//! program (`pool.caldrix`, `verify.commands`) or send the user's data and keys off the machine (a remote
 //! member's endpoint and the variable its key is read from). The rest of a project's settings
 //! (a local model, a socket path, context settings) apply untrusted.
 
@@ -48,6 +48,7 @@ impl Layered {
     pub fn untrusted(self) -> Settings {
         let Layered { mut settings, user, .. } = self;
         settings.pool.caldrix = user.pool.caldrix;
+        settings.verify.commands = user.verify.commands;
         withhold(&mut settings.main, &user.main);
         match (&mut settings.decision, &user.decision) {
             (Some(project), Some(user)) => withhold(project, user),
@@ -77,7 +78,10 @@ fn withhold(project: &mut Member, user: &Member) {
 
 /// The gated settings of `settings`, by key, as text.
 fn gated(settings: &Settings) -> Vec<(String, String)> {
-    let mut out = vec![("pool.caldrix".to_owned(), settings.pool.caldrix.display().to_string())];
+    let mut out = vec![
+        ("pool.caldrix".to_owned(), settings.pool.caldrix.display().to_string()),
+        ("verify.commands".to_owned(), settings.verify.commands.join("; ")),
+    ];
     let mut member = |role: &str, member: Option<&Member>| {
         let model = member.filter(|m| m.is_remote()).map(|m| m.model.clone()).unwrap_or_default();
         out.push((format!("{role}.model"), model));
@@ -147,7 +151,7 @@ mod tests {
     fn a_projects_program_and_endpoint_are_gated_and_its_other_settings_apply() {
         let (_dir, layered) = layered(
             USER,
-            "max_turns = 7\n[pool]\ncaldrix = \"./evil\"\n[members.main]\nmodel = \"openai:http://127.0.0.1:9/v1#m\"\ntokenizer = \"t.gguf\"\n",
+            "max_turns = 7\n[pool]\ncaldrix = \"./evil\"\n[verify]\ncommands = [\"./x\", \"make t\"]\n[members.main]\nmodel = \"openai:http://127.0.0.1:9/v1#m\"\ntokenizer = \"t.gguf\"\n",
             "[members.main]\napi_key_env = \"AWS_SECRET\"\n",
         );
         let keys: Vec<(&str, &str, bool)> = layered
@@ -159,18 +163,24 @@ mod tests {
             keys,
             [
                 ("pool.caldrix", "./evil", false),
+                ("verify.commands", "./x; make t", false),
                 ("members.main.model", "openai:http://127.0.0.1:9/v1#m", false),
                 ("members.main.api_key_env", "AWS_SECRET", true),
             ]
         );
         let untrusted = layered.clone().untrusted();
         assert_eq!(untrusted.pool.caldrix, PathBuf::from("caldrix"));
+        assert!(
+            untrusted.verify.commands.is_empty(),
+            "a project's check commands run once trusted"
+        );
         assert_eq!(untrusted.main.model, "openai:http://10.0.0.1:8080/v1#mine");
         assert_eq!(untrusted.main.tokenizer, None);
         assert_eq!(untrusted.main.api_key_env.as_deref(), Some("MY_KEY"));
         assert_eq!(untrusted.max_turns, 7, "a setting that runs nothing applies untrusted");
         let trusted = layered.trusted();
         assert_eq!(trusted.pool.caldrix, PathBuf::from("./evil"));
+        assert_eq!(trusted.verify.commands, ["./x", "make t"]);
         assert_eq!(trusted.main.api_key_env.as_deref(), Some("AWS_SECRET"));
     }
 

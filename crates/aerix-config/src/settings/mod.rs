@@ -16,14 +16,14 @@ use toml::{Table, Value};
 use crate::{ConfigError, FilePermissions, SettingsScope};
 use declare::{Bad, Section, unknown};
 pub use keys::{
-    ContextSettings, DEFAULT_MODEL, DEFAULT_TOOL_CAP, Delegation, HookSettings, Member,
-    PermissionSettings, PluginSettings, PoolSettings, SandboxSettings, Settings, TuneSettings,
-    valid_profile_name,
+    ContextSettings, DEFAULT_MODEL, DEFAULT_TOOL_CAP, Delegation, HookSettings, LOCAL_ATTEMPTS,
+    MAX_ATTEMPTS, Member, PermissionSettings, PluginSettings, PoolSettings, SandboxSettings,
+    Settings, TuneSettings, VerifySettings, valid_profile_name,
 };
 pub use layers::{Layered, ProjectSetting, load_layered};
 
 /// The tables of a settings file besides the top-level keys, in the order errors list them.
-const TABLES: [&str; 9] = [
+const TABLES: [&str; 10] = [
     "members",
     "pool",
     "delegation",
@@ -32,6 +32,7 @@ const TABLES: [&str; 9] = [
     "plugins",
     "tune",
     "sandbox",
+    "verify",
     "permissions",
 ];
 const ROLES: [&str; 2] = ["main", "decision"];
@@ -170,6 +171,7 @@ fn apply(
             "plugins" => file.section(&mut settings.plugins, "plugins", value, None)?,
             "tune" => tune(settings, &file, value)?,
             "sandbox" => file.section(&mut settings.sandbox, "sandbox", value, None)?,
+            "verify" => file.section(&mut settings.verify, "verify", value, None)?,
             "permissions" => {
                 let mut table = PermissionSettings::declared();
                 file.section(&mut table, "permissions", value, None)?;

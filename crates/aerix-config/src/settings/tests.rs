@@ -189,6 +189,7 @@ fn code_keys() -> Vec<String> {
     under::<HookSettings>("hooks", &mut out);
     under::<PluginSettings>("plugins", &mut out);
     under::<SandboxSettings>("sandbox", &mut out);
+    under::<keys::VerifySettings>("verify", &mut out);
     under::<PermissionSettings>("permissions", &mut out);
     out
 }

@@ -336,6 +336,7 @@ pub async fn run_in(
         answer: aerix_turn::Answer::Text,
         agent_type: None,
         held: Vec::new(),
+        sampling: None,
     };
     let mut agent = Agent::new(spec, context, cwd, cancel.clone());
     let mut rt =

@@ -205,17 +205,40 @@ fn an_agent_call_names_only_definitions_and_members_that_exist() {
         call(input)
     };
     let mut none = turn::schema(&tools);
-    super::restrict_agent_call(&mut none, &[], &["main".into()]);
+    super::restrict_agent_call(&mut none, &[], &["main".into()], &[]);
     let v = jsonschema::validator_for(&none).unwrap();
     assert!(v.is_valid(&brief(json!({}))));
     assert!(!v.is_valid(&brief(json!({"definition": "parse.rs"}))), "no definitions: no field");
     assert!(!v.is_valid(&brief(json!({"member": "main"}))), "one member: no field");
     let mut some = turn::schema(&tools);
-    super::restrict_agent_call(&mut some, &["fixer".into()], &["main".into(), "big".into()]);
+    super::restrict_agent_call(&mut some, &["fixer".into()], &["main".into(), "big".into()], &[]);
     let v = jsonschema::validator_for(&some).unwrap();
     assert!(v.is_valid(&brief(json!({"definition": "fixer", "member": "big"}))));
     assert!(!v.is_valid(&brief(json!({"definition": "nobody"}))));
     assert!(!v.is_valid(&brief(json!({"member": "parse.rs"}))));
+}
+
+/// With test commands known, a piece's `check` is one of them (offered first) or prose, never
+/// empty and never past 500 characters.
+#[test]
+fn an_agent_calls_check_offers_the_known_commands_first() {
+    let tools: Vec<String> = ["agent"].map(String::from).to_vec();
+    let checks: Vec<String> = ["sh test.sh", "make test"].map(String::from).to_vec();
+    let mut schema = turn::schema(&tools);
+    super::restrict_agent_call(&mut schema, &[], &[], &checks);
+    let agent = &schema.pointer("/oneOf/0/properties/calls/items/oneOf").unwrap()[0];
+    let check = &agent["properties"]["input"]["properties"]["check"];
+    assert_eq!(check["anyOf"][0]["enum"], json!(checks), "the commands, first");
+    let v = jsonschema::validator_for(&schema).unwrap();
+    let call = |check: &str| json!({"thought": "t", "calls": [{"tool": "agent", "input": {"brief": "b", "check": check}}]});
+    assert!(v.is_valid(&call("make test")));
+    assert!(v.is_valid(&call("the page shows the total")), "prose still serves");
+    assert!(!v.is_valid(&call("")));
+    assert!(!v.is_valid(&call(&"x".repeat(501))));
+    let mut without = turn::schema(&tools);
+    super::restrict_agent_call(&mut without, &[], &[], &[]);
+    let agent = &without.pointer("/oneOf/0/properties/calls/items/oneOf").unwrap()[0];
+    assert!(agent["properties"]["input"]["properties"]["check"]["anyOf"].is_null());
 }
 
 /// The turn's `context` call names only segments there are, and `drop`/`summarize` only those

@@ -98,6 +98,9 @@ struct Session {
     main: pool::Bound,
     decision: Option<String>,
     members: Vec<String>,
+    /// Where pieces' worktrees live (`None`: in place) and the repository's test commands.
+    worktrees: Option<aerix_delegate::WorktreePlace>,
+    checks: Vec<String>,
     max_turns: u32,
     /// The startup's hook runs, logged after the first request's `session.start`.
     early: Mutex<Vec<Event>>,

@@ -143,7 +143,12 @@ async fn request(
         &mut sink,
         settings,
         &prompts,
-        (&session.cwd, session.permissions.additional_directories()),
+        bridge::Place {
+            cwd: &session.cwd,
+            additional: session.permissions.additional_directories(),
+            worktrees: session.worktrees.as_ref(),
+            checks: &session.checks,
+        },
         cancel.clone(),
     )
     .with_members(session.members.clone())

@@ -221,6 +221,8 @@ pub(super) async fn startup(
         main,
         decision,
         members,
+        worktrees: files.worktrees,
+        checks: files.checks,
         resumed,
         id: session_id,
     };

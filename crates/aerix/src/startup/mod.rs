@@ -7,6 +7,7 @@
 mod hooks;
 mod snapshot;
 mod trust;
+mod worktrees;
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -69,6 +70,10 @@ pub struct Files {
     /// The permission rules of every settings file, read once (`permissions` makes them the
     /// session's, with the mode and the front end).
     pub rules: aerix_permissions::Loaded,
+    /// Where pieces' worktrees live; `None`: pieces run in place (not a git work tree).
+    pub worktrees: Option<aerix_delegate::WorktreePlace>,
+    /// The repository's test commands (`verify.commands`, else detected).
+    pub checks: Vec<String>,
 }
 
 impl Files {
@@ -105,6 +110,8 @@ impl Files {
         let remembered = Some(aerix_permissions::store_path(&data, &project));
         let sources = permission_sources(settings, env, (&root, cwd), remembered);
         let rules = aerix_permissions::load(&sources, project_trusted);
+        let (worktrees, tree_notes) = worktrees::place(settings, &root, &data, &project);
+        let checks = aerix_delegate::checks::commands(&settings.verify.commands, &root);
         let mut files = Files {
             root,
             instructions,
@@ -117,6 +124,8 @@ impl Files {
             notes: Vec::new(),
             hooks,
             rules,
+            worktrees,
+            checks,
         };
         let notes: Vec<String> = trust
             .notes()
@@ -126,6 +135,7 @@ impl Files {
             .chain(&files.extensions.notes)
             .chain(&files.rules.notes)
             .chain(&skipped)
+            .chain(&tree_notes)
             .cloned()
             .collect();
         files.tell(front, notes);
@@ -293,7 +303,7 @@ impl Pool {
             Err(e) => return Some(Err(e)),
         };
         let load_timeout = Duration::from_secs(settings.pool.start_timeout_secs);
-        let serving = pool::Serving::main(&settings.main, settings.delegation.parallel);
+        let serving = pool::Serving::main(&settings.main, pool::generations(settings));
         let bound = pool::bind(&mut client, &settings.main, "main", serving, load_timeout);
         let main = match front.step(bound).await? {
             Ok(main) => main,

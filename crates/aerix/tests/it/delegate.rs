@@ -12,7 +12,10 @@ use crate::{
 };
 
 const FIX: &str = "Fix add in calc.sh so that `sh test.sh` prints ok.";
-const CHECK: &str = "sh test.sh";
+/// A prose check: these tests drive the model verifier (a check that is one of the detected
+/// commands, `sh test.sh` itself, is run by the harness: `attempts.rs`).
+const CHECK: &str = "`sh test.sh` prints ok";
+const TEST: &str = "sh test.sh";
 
 /// The root's first turn: the piece is its third call (`c3`: its id is `a1.c3`), between
 /// other calls.
@@ -36,7 +39,7 @@ fn fix_turn() -> String {
 }
 
 fn check_turn() -> String {
-    calls("Run the check.", vec![call("bash", json!({"command": CHECK}))])
+    calls("Run the check.", vec![call("bash", json!({"command": TEST}))])
 }
 
 /// A verifier's final: the reason first, then the verdict (the schema's order).
@@ -202,7 +205,7 @@ fn delegation_a_piece_that_passes_verification() {
     let result = piece_result(&events);
     assert_eq!(result["outcome"], "done");
     assert_eq!(result["files_touched"], json!(["calc.sh"]));
-    assert_eq!(result["checks_run"], json!([CHECK]));
+    assert_eq!(result["checks_run"], json!([TEST]));
     assert_eq!(result["summary"], "add used `-`; it adds now. sh test.sh prints ok.");
 
     // Hooks: AgentSpawn and SubagentStart before each agent, Verify with the verifier,
@@ -519,7 +522,11 @@ fn delegation_sigint_mid_piece_cancels_the_running_implementer() {
         root_delegates(),
         calls(
             "Run the slow check.",
-            vec![call("bash", json!({"command": "echo $$ > ../bash.pid; sleep 30; echo after"}))],
+            // `$HOME` is the world's home (the implementer works in a worktree elsewhere).
+            vec![call(
+                "bash",
+                json!({"command": "echo $$ > \"$HOME/bash.pid\"; sleep 30; echo after"}),
+            )],
         ),
         final_turn("Never reached.", "no"),
     ];

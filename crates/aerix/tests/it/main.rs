@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "a failed unwrap is a failed test")]
 
 mod agents;
+mod attempts;
 mod boundaries;
 mod cancel;
 mod claude_hooks;

@@ -95,7 +95,8 @@ fn an_edit_route_gives_the_root_only_the_planner_tools() {
             "Plan first.",
             vec![
                 call("plan", json!({"op": "write", "text": "1. fix add"})),
-                call("agent", json!({"brief": "fix add in calc.sh", "check": "sh test.sh"})),
+                // A prose check: a model verifier judges it.
+                call("agent", json!({"brief": "fix add in calc.sh", "check": "add 2 3 gives 5"})),
             ],
         ),
         // The piece: its implementer's final, its verifier's verdict.
@@ -115,6 +116,12 @@ fn an_edit_route_gives_the_root_only_the_planner_tools() {
             .as_str()
             .unwrap()
             .contains("you may call only repo_map, plan, context, agent")
+    );
+    // The request names no check: the repository's detected test command is the default.
+    let text = prompt["text"].as_str().unwrap();
+    assert!(
+        text.contains(r#""check":"sh test.sh""#) && text.contains("the repository's test command"),
+        "{text}"
     );
     assert_eq!(of_type(&events, "plan")[0]["text"], "1. fix add");
     let agent = of_type(&events, "message").into_iter().find(|m| m["tool"] == "agent").unwrap();

@@ -1,0 +1,517 @@
+//! One attempt of a piece, in its own tree: the implementer (greedy for the first attempt,
+//! sampled with a seed of its own for the others), then the check: a command the harness runs
+//! (its exit status the verdict), or for a prose check a model verifier.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use aerix_core::{
+    ACCEPT_PLANS, AgentEnd, AgentSpec, AskAnswer, Asked, Caller, CoreError, Definition, Held,
+    HookFire, Label, Permission, Runtime, Segment, Stats, fill, offer_skill, run_agent,
+};
+use aerix_session::{Event, Outcome};
+use aerix_tools::{Cancel, FileSet, Jobs, Roots, ToolEnv, ToolError};
+use aerix_turn::{ALL_TOOLS, Answer, VERIFIER_TOOLS};
+use caldrix_proto::{Role, Sampling};
+use serde_json::{Value, json};
+
+use crate::checks;
+use crate::piece::{Input, Member, connect};
+use crate::sink::{PieceSink, Trace};
+use crate::{Shared, lock};
+
+/// What `brief.md` says done looks like.
+const DONE_LOOKS_LIKE: &str = "The check passes when you run it, and again when a verifier who sees only this brief, your summary and the files you touched runs it.";
+
+/// One of a piece's attempts, across its rounds.
+pub(crate) struct Lane {
+    /// From 1.
+    pub(crate) number: u32,
+    /// Its agents' ids start so: the piece's id with one attempt, `<piece>.a<k>` with several.
+    pub(crate) prefix: String,
+    /// Where it works: its worktree, or the caller's tree in place.
+    pub(crate) tree: PathBuf,
+    pub(crate) sampling: Option<Sampling>,
+    pub(crate) trace: Mutex<Trace>,
+    /// Cancelled with the request, or alone when another attempt passed.
+    pub(crate) cancel: Cancel,
+}
+
+/// How one round of an attempt ended.
+#[derive(Clone, Debug)]
+pub(crate) enum Verdict {
+    Pass,
+    Fail(String),
+    Cancelled,
+    /// The implementer ended other than `done`: this attempt stops.
+    Ended(Outcome, String),
+}
+
+/// How a verdict was reached, for the caller's result.
+#[derive(Clone, Debug)]
+pub(crate) struct Judged {
+    pub(crate) attempt: u32,
+    pub(crate) round: u32,
+    /// `command` or `verifier`.
+    pub(crate) by: &'static str,
+    /// The command's exit status, or the verifier's id.
+    pub(crate) exit: Option<i32>,
+    pub(crate) verifier: Option<String>,
+    pub(crate) pass: bool,
+}
+
+impl Judged {
+    pub(crate) fn to_json(&self) -> Value {
+        let mut v = json!({
+            "attempt": self.attempt,
+            "round": self.round,
+            "by": self.by,
+            "verdict": if self.pass { "pass" } else { "fail" },
+        });
+        if let Some(exit) = self.exit {
+            v["exit"] = json!(exit);
+        }
+        if let Some(verifier) = &self.verifier {
+            v["verifier"] = json!(verifier);
+        }
+        v
+    }
+}
+
+/// A round of one attempt.
+pub(crate) struct Ended {
+    pub(crate) verdict: Verdict,
+    /// The implementer's final.
+    pub(crate) summary: String,
+    pub(crate) judged: Vec<Judged>,
+    pub(crate) stats: Stats,
+}
+
+/// Round `round` (from 0) of `lane`; `reasons`: why every attempt of the last round failed.
+pub(crate) async fn run(
+    shared: &Shared<'_>,
+    caller: &Caller,
+    lane: &Lane,
+    input: &Input,
+    member: &Member,
+    round: u32,
+    reasons: &[String],
+) -> Ended {
+    let mut ended = Ended {
+        verdict: Verdict::Cancelled,
+        summary: String::new(),
+        judged: Vec::new(),
+        stats: Stats::default(),
+    };
+    let mut client = match connect(shared).await {
+        Ok(client) => client,
+        Err(e) => {
+            ended.verdict = Verdict::Ended(Outcome::Failed, e.0);
+            return ended;
+        }
+    };
+    let mut sink = PieceSink::new(&shared.sink, &lane.prefix, &lane.trace);
+    let roots = roots(shared, &lane.tree);
+    let mut rt = Runtime::new(
+        &mut client,
+        &mut sink,
+        shared.options.clone(),
+        shared.prompts,
+        &lane.tree,
+        lane.cancel.clone(),
+    )
+    .with_roots(roots)
+    .with_sandbox(shared.sandbox.clone())
+    .with_hooks(shared.hooks)
+    .with_definitions(shared.definitions)
+    .with_skills(shared.skills)
+    .with_gates(&ACCEPT_PLANS, shared.ask_gate)
+    .with_permissions(shared.permissions)
+    .with_checks(shared.checks.to_vec())
+    .with_compaction(Arc::clone(&shared.compaction))
+    .with_delegation(Arc::clone(&shared.delegation));
+    let implementer_id =
+        if round == 0 { lane.prefix.clone() } else { format!("{}.r{round}", lane.prefix) };
+    let verdict = async {
+        let end =
+            implementer(&mut rt, shared, caller, lane, member, input, &implementer_id, reasons)
+                .await?;
+        if end.outcome != Outcome::Done {
+            let reason = end.reason.unwrap_or_default();
+            let what = format!(
+                "the implementer {implementer_id} ended {}: {reason}",
+                end.outcome.as_str()
+            );
+            return Ok::<_, ToolError>(Verdict::Ended(end.outcome, what));
+        }
+        ended.summary = end.final_text.unwrap_or_default();
+        let verifier_id = format!("{}.v{}", lane.prefix, round + 1);
+        let judging = Judging { lane, round, implementer: &implementer_id, verifier: &verifier_id };
+        judge(&mut rt, shared, caller, member, input, &judging, &ended.summary, &mut ended.judged)
+            .await
+    }
+    .await;
+    ended.verdict = match verdict {
+        Ok(verdict) => verdict,
+        Err(e) => Verdict::Ended(Outcome::Failed, e.0),
+    };
+    ended.stats = rt.stats.clone();
+    ended
+}
+
+/// The file tools' roots in `tree`: the tree, the caller's other directories, and a worktree's
+/// git directories (its own writable, the repository's shared one to read) so `git` works in it
+/// under the sandbox too.
+fn roots(shared: &Shared<'_>, tree: &std::path::Path) -> Roots {
+    let mut roots = Roots::new(tree);
+    for dir in shared.roots.writable().iter().filter(|d| d.as_path() != shared.roots.tree()) {
+        roots = roots.with_dir(dir);
+    }
+    for dir in shared.roots.read_only() {
+        roots = roots.with_read_only(dir);
+    }
+    if let Some((own, common)) = crate::tree::git_dirs(tree) {
+        roots = roots.with_dir(&own).with_read_only(&common);
+    }
+    roots
+}
+
+#[allow(clippy::too_many_arguments, reason = "the piece's parts, each once")]
+async fn implementer(
+    rt: &mut Runtime<'_>,
+    shared: &Shared<'_>,
+    caller: &Caller,
+    lane: &Lane,
+    member: &Member,
+    input: &Input,
+    id: &str,
+    reasons: &[String],
+) -> Result<AgentEnd, ToolError> {
+    let depth = caller.depth + 1;
+    let definition = input.definition.as_ref();
+    let tools: Vec<String> = match definition.and_then(|d| d.tools.as_ref()) {
+        Some(tools) => ALL_TOOLS
+            .iter()
+            .filter(|t| tools.iter().any(|d| d == *t))
+            .map(|t| (*t).to_owned())
+            .collect(),
+        None => ALL_TOOLS.iter().map(|t| (*t).to_owned()).collect(),
+    };
+    let tools = offer_skill(tools, rt.skills);
+    let spec = AgentSpec {
+        id: id.to_owned(),
+        member: member.alias.clone(),
+        window: member.window,
+        json: member.json,
+        tools: rt.tools_at(tools, depth),
+        max_turns: definition.and_then(|d| d.max_turns).unwrap_or(shared.delegator.max_turns),
+        depth,
+        answer: Answer::Text,
+        agent_type: Some(definition.map_or("implementer", |d| d.name.as_str()).to_owned()),
+        held: held(caller, definition),
+        sampling: lane.sampling,
+    };
+    let mut segments = caller.prefix.clone();
+    if let Some(definition) = definition.filter(|d| !d.body.trim().is_empty()) {
+        segments.push(user("definition", Label::Instructions, definition.body.trim().to_owned()));
+    }
+    let mut brief = fill(
+        rt.prompts.get("brief.md"),
+        &[
+            ("brief", &input.brief),
+            ("check", &input.check),
+            ("check_turn", &check_turn("First I run the check, to see what fails.", &input.check)),
+            ("done_looks_like", DONE_LOOKS_LIKE),
+        ],
+    );
+    match reasons {
+        [] => {}
+        [reason] => brief.push_str(&format!(
+            "\n\n# The last attempt failed its check\n\n{reason}\n\nThe repository holds that attempt's changes: fix what the check found."
+        )),
+        several => {
+            brief.push_str(
+                "\n\n# The last attempts failed their checks\n\nEach tried in a tree of its own; this tree holds one of them. Why each failed:\n",
+            );
+            for (n, reason) in several.iter().enumerate() {
+                brief.push_str(&format!("\n## Attempt {}\n\n{reason}\n", n + 1));
+            }
+        }
+    }
+    segments.push(user("brief", Label::Prompt, brief));
+    spawn(rt, caller, spec, segments, None).await
+}
+
+/// The patterns holding an implementer: its caller's, and its definition's (never widened: a
+/// piece of a held agent is held as it is).
+fn held(caller: &Caller, definition: Option<&Definition>) -> Vec<Held> {
+    let mut held = caller.held.clone();
+    if let Some(d) = definition.filter(|d| !d.held.is_empty()) {
+        held.push(Held { definition: d.name.clone(), patterns: d.held.clone() });
+    }
+    held
+}
+
+/// Which judging this is.
+struct Judging<'a> {
+    lane: &'a Lane,
+    /// From 0.
+    round: u32,
+    implementer: &'a str,
+    verifier: &'a str,
+}
+
+/// The check of a round: a known command run by the harness (and, with `verify.review`, a
+/// verifier after it passes), else a verifier.
+#[allow(clippy::too_many_arguments, reason = "the piece's parts, each once")]
+async fn judge(
+    rt: &mut Runtime<'_>,
+    shared: &Shared<'_>,
+    caller: &Caller,
+    member: &Member,
+    input: &Input,
+    judging: &Judging<'_>,
+    summary: &str,
+    judged: &mut Vec<Judged>,
+) -> Result<Verdict, ToolError> {
+    let (attempt, round) = (judging.lane.number, judging.round + 1);
+    if shared.checks.contains(&input.check) {
+        let run = command_check(rt, caller, judging, &input.check)?;
+        let (pass, reason) = match &run {
+            Ok(run) => (run.passed(), if run.passed() { String::new() } else { run.reason() }),
+            Err(refused) => (false, refused.clone()),
+        };
+        let exit = run.as_ref().ok().and_then(|r| r.exit);
+        rt.sink.event(Event::Check {
+            agent: judging.implementer.to_owned(),
+            attempt,
+            round,
+            by: "command".to_owned(),
+            check: input.check.clone(),
+            exit,
+            verdict: if pass { "pass" } else { "fail" }.to_owned(),
+            reason: reason.clone(),
+        });
+        judged.push(Judged { attempt, round, by: "command", exit, verifier: None, pass });
+        if rt.cancel.is_cancelled() {
+            return Ok(Verdict::Cancelled);
+        }
+        if !pass {
+            return Ok(Verdict::Fail(reason));
+        }
+        if !shared.delegator.review {
+            return Ok(Verdict::Pass);
+        }
+    }
+    let files = files_text(&lock(&judging.lane.trace).files);
+    let verdict = verifier(rt, shared, caller, member, input, judging, summary, &files).await?;
+    let (pass, reason) = match &verdict {
+        Verdict::Pass => (true, String::new()),
+        Verdict::Fail(reason) => (false, reason.clone()),
+        Verdict::Cancelled | Verdict::Ended(..) => return Ok(verdict),
+    };
+    rt.sink.event(Event::Check {
+        agent: judging.implementer.to_owned(),
+        attempt,
+        round,
+        by: "verifier".to_owned(),
+        check: input.check.clone(),
+        exit: None,
+        verdict: if pass { "pass" } else { "fail" }.to_owned(),
+        reason,
+    });
+    judged.push(Judged {
+        attempt,
+        round,
+        by: "verifier",
+        exit: None,
+        verifier: Some(judging.verifier.to_owned()),
+        pass,
+    });
+    Ok(verdict)
+}
+
+/// The check command, run as the verifier's `bash` call would be: through the permission rules
+/// (a refusal is the check's failure), in the attempt's tree, under `bash`'s bounds.
+fn command_check(
+    rt: &mut Runtime<'_>,
+    caller: &Caller,
+    judging: &Judging<'_>,
+    command: &str,
+) -> Result<Result<checks::CheckRun, String>, ToolError> {
+    let input = json!({"command": command});
+    let asked = Asked {
+        agent: judging.verifier,
+        agent_type: Some("verifier"),
+        held: &caller.held,
+        tool: "bash",
+        input: &input,
+    };
+    match rt.permissions.check(&asked) {
+        Permission::Allow => {}
+        Permission::Deny(why) => {
+            return Ok(Err(format!("the check `{command}` was refused: {why}")));
+        }
+        Permission::Ask { reason, always } => {
+            match rt.ask_gate.ask_permission(judging.verifier, "bash", &input, &reason, always) {
+                AskAnswer::Once => {}
+                AskAnswer::Always => rt.permissions.remember(&asked),
+                AskAnswer::Deny(why) => {
+                    return Ok(Err(format!("the check `{command}` was refused: {why}")));
+                }
+            }
+        }
+    }
+    let (jobs, files) = (Jobs::default(), FileSet::new(rt.cwd));
+    let env = ToolEnv {
+        cwd: rt.cwd,
+        cancel: &rt.cancel,
+        jobs: &jobs,
+        files: &files,
+        roots: &rt.roots,
+        sandbox: rt.sandbox.as_ref(),
+    };
+    let run = tokio::task::block_in_place(|| checks::run(command, &env));
+    drop(jobs.kill_all());
+    Ok(run.map_err(|e| format!("the check `{command}` could not run: {e}")))
+}
+
+#[allow(clippy::too_many_arguments, reason = "the piece's parts, each once")]
+async fn verifier(
+    rt: &mut Runtime<'_>,
+    shared: &Shared<'_>,
+    caller: &Caller,
+    member: &Member,
+    input: &Input,
+    judging: &Judging<'_>,
+    summary: &str,
+    files: &str,
+) -> Result<Verdict, ToolError> {
+    let id = judging.verifier;
+    let spec = AgentSpec {
+        id: id.to_owned(),
+        member: member.alias.clone(),
+        window: member.window,
+        json: member.json,
+        tools: VERIFIER_TOOLS.iter().map(|t| (*t).to_owned()).collect(),
+        max_turns: shared.delegator.max_turns,
+        depth: caller.depth + 1,
+        answer: Answer::Verdict,
+        agent_type: Some("verifier".to_owned()),
+        // A verifier checks the piece's work with the caller's rights, never wider ones.
+        held: caller.held.clone(),
+        sampling: None,
+    };
+    let text = fill(
+        rt.prompts.get("verifier.md"),
+        &[
+            ("brief", &input.brief),
+            ("check", &input.check),
+            ("check_turn", &check_turn("First I run the check: does it still fail?", &input.check)),
+            ("summary", summary),
+            ("files", files),
+        ],
+    );
+    let mut segments = caller.prefix.clone();
+    segments.push(user("brief", Label::Prompt, text));
+    let verify = HookFire::Verify {
+        agent: id,
+        implementer: judging.implementer,
+        attempt: judging.round + 1,
+    };
+    let end = spawn(rt, caller, spec, segments, Some(verify)).await?;
+    Ok(match end.outcome {
+        Outcome::Cancelled => Verdict::Cancelled,
+        Outcome::Done => read_verdict(end.final_text.as_deref().unwrap_or_default()),
+        other => Verdict::Fail(format!(
+            "the verifier ended {} without a verdict: {}",
+            other.as_str(),
+            end.reason.unwrap_or_default()
+        )),
+    })
+}
+
+/// A turn that runs the check as a command, for `brief.md` and `verifier.md` (rendered here,
+/// so the check's quotes are escaped).
+fn check_turn(thought: &str, check: &str) -> String {
+    json!({"thought": thought, "calls": [{"tool": "bash", "input": {"command": check}}]})
+        .to_string()
+}
+
+/// `{"verdict": "pass"|"fail", "reason": ...}`; anything else is a `fail`.
+fn read_verdict(text: &str) -> Verdict {
+    let value: Value = serde_json::from_str(text.trim()).unwrap_or(Value::Null);
+    let reason = value.get("reason").and_then(Value::as_str).unwrap_or_default().to_owned();
+    match value.get("verdict").and_then(Value::as_str) {
+        Some("pass") => Verdict::Pass,
+        Some("fail") => Verdict::Fail(reason),
+        _ => Verdict::Fail(format!("the verifier gave no verdict; its final was: {text}")),
+    }
+}
+
+/// The files the attempt touched so far, one a line, for `verifier.md`.
+fn files_text(files: &[String]) -> String {
+    if files.is_empty() {
+        return "(none written or edited)".to_owned();
+    }
+    files.iter().map(|f| format!("- {f}")).collect::<Vec<_>>().join("\n")
+}
+
+/// `AgentSpawn` and `SubagentStart` (a `continue: false` ends it before it runs, a context is
+/// appended to its brief), its events, its run, its context dropped.
+async fn spawn(
+    rt: &mut Runtime<'_>,
+    caller: &Caller,
+    spec: AgentSpec,
+    mut segments: Vec<Segment>,
+    verify: Option<HookFire<'_>>,
+) -> Result<AgentEnd, ToolError> {
+    let agent_type = spec.agent_type.clone().unwrap_or_default();
+    let id = spec.id.clone();
+    rt.sink.event(Event::AgentSpawn {
+        agent: id.clone(),
+        parent: Some(caller.id.clone()),
+        kind: agent_type.clone(),
+        route: "delegate".to_owned(),
+        member: spec.member.clone(),
+        tools: spec.tools.clone(),
+        max_turns: spec.max_turns,
+    });
+    let mut stopped = None;
+    let mut fire = |event: HookFire<'_>, segments: &mut Vec<Segment>| {
+        let reply = rt.hooks.fire(event);
+        if let Some(context) = reply.context
+            && let Some(brief) = segments.last_mut()
+        {
+            brief.text.push_str(&format!("\n\n# Hook context\n\n{}", context.trim()));
+        }
+        if stopped.is_none() {
+            stopped = reply.stop.map(|r| format!("a {} hook ended it: {r}", event.name()));
+        }
+    };
+    fire(
+        HookFire::AgentSpawn { agent: &id, parent: &caller.id, agent_type: &agent_type },
+        &mut segments,
+    );
+    fire(HookFire::SubagentStart { agent: &id, agent_type: &agent_type }, &mut segments);
+    if let Some(verify) = verify {
+        fire(verify, &mut segments);
+    }
+    if let Some(reason) = stopped {
+        let end =
+            AgentEnd { outcome: Outcome::Killed, reason: Some(reason), final_text: None, turns: 0 };
+        rt.sink.event(Event::AgentEnd {
+            agent: id,
+            outcome: end.outcome,
+            reason: end.reason.clone(),
+            final_text: None,
+            turns: 0,
+        });
+        return Ok(end);
+    }
+    run_agent(rt, spec, segments).await.map_err(|e: CoreError| ToolError::new(format!("{id}: {e}")))
+}
+
+fn user(id: &str, label: Label, text: String) -> Segment {
+    Segment { id: id.to_owned(), role: Role::User, label, text, pinned: true, tokens: 0 }
+}
