@@ -57,6 +57,11 @@ pub enum HookFire<'a> {
     SubagentStop { agent: &'a str, agent_type: &'a str, last_message: &'a str, active: bool },
     /// A verifier starts on a piece's implementer's work.
     Verify { agent: &'a str, implementer: &'a str, attempt: u32 },
+    /// An attempt (its implementer `agent`) is about to get a worktree `name` of `base`; a
+    /// handler's stdout (the reply's `context`) may name the path to make it at.
+    WorktreeCreate { agent: &'a str, name: &'a str, base: &'a str },
+    /// An attempt's worktree at `path` was removed.
+    WorktreeRemove { agent: &'a str, path: &'a str },
 }
 
 impl HookFire<'_> {
@@ -75,6 +80,8 @@ impl HookFire<'_> {
             HookFire::SubagentStart { .. } => "SubagentStart",
             HookFire::SubagentStop { .. } => "SubagentStop",
             HookFire::Verify { .. } => "Verify",
+            HookFire::WorktreeCreate { .. } => "WorktreeCreate",
+            HookFire::WorktreeRemove { .. } => "WorktreeRemove",
         }
     }
 }
@@ -89,7 +96,7 @@ pub struct HookReply {
     pub updated_input: Option<Value>,
     /// `continue: false`: the agent that fired the event ends, with this reason.
     pub stop: Option<String>,
-    /// Context for the model.
+    /// Context for the model (`WorktreeCreate`: the path a handler printed).
     pub context: Option<String>,
     /// PreToolUse: a handler asks the user to confirm the call (its reason); the runtime's
     /// `AskGate` decides. A `block` wins over it.

@@ -48,7 +48,7 @@ pub(crate) fn land(piece: &str, ending: &mut Ending, sink: &mut dyn Sink) -> Str
         });
         return format!("nothing: attempt {} passed without a change", landing.attempt);
     }
-    match aerix_worktrees::apply(landing.trees.store(), &landing.change) {
+    match aerix_worktrees::apply(&landing.store, &landing.change) {
         Ok(_) => {
             sink.event(Event::Land {
                 agent: piece.to_owned(),

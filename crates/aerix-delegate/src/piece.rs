@@ -48,9 +48,9 @@ pub(crate) struct Ending {
     pub(crate) outcome_text: Option<&'static str>,
 }
 
-/// A passing attempt's change and the worktrees it came from (kept until it lands).
+/// A passing attempt's change and the store of the tree it lands in.
 pub(crate) struct Landing {
-    pub(crate) trees: Trees,
+    pub(crate) store: aerix_worktrees::Store,
     pub(crate) change: Change,
     pub(crate) attempt: u32,
 }
@@ -105,7 +105,7 @@ async fn rounds(
 ) -> Result<Ending, ToolError> {
     let delegator = shared.delegator;
     let trees = match &delegator.worktrees {
-        Some(place) => Trees::open(shared.cwd, place)?,
+        Some(place) => Trees::open(shared.cwd, place, shared.hooks)?,
         None => None,
     };
     let in_place = trees.is_none();
@@ -224,13 +224,14 @@ async fn rounds(
             if let Some(trees) = &trees {
                 trees.clear();
             }
+            let store = trees.as_ref().map(|t| t.store().clone());
             return Ok(Ending {
                 outcome: Outcome::Done,
                 summary,
                 trace: lane,
                 judged,
-                landing: match (landing, trees) {
-                    (Some(change), Some(trees)) => Some(Landing { trees, change, attempt: won }),
+                landing: match (landing, store) {
+                    (Some(change), Some(store)) => Some(Landing { store, change, attempt: won }),
                     _ => None,
                 },
                 in_place,

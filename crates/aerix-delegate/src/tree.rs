@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use aerix_core::{HookFire, RuntimeHooks};
 use aerix_tools::ToolError;
 use aerix_worktrees::{Change, Snapshot, Store, Worktree};
 
@@ -21,16 +22,23 @@ pub struct WorktreePlace {
 /// Worktrees made in this process, for unique names.
 static MADE: AtomicU64 = AtomicU64::new(0);
 
-/// One piece's worktrees, all of one snapshot of the caller's tree.
-pub(crate) struct Trees {
+/// One piece's worktrees, all of one snapshot of the caller's tree; `WorktreeCreate` and
+/// `WorktreeRemove` fire around each.
+pub(crate) struct Trees<'h> {
     store: Store,
     base: Snapshot,
-    made: Mutex<Vec<Worktree>>,
+    /// Each worktree and the attempt's implementer it was made for.
+    made: Mutex<Vec<(Worktree, String)>>,
+    hooks: &'h dyn RuntimeHooks,
 }
 
-impl Trees {
+impl<'h> Trees<'h> {
     /// `None` when `tree` is not in a git work tree: the piece runs in place.
-    pub(crate) fn open(tree: &Path, place: &WorktreePlace) -> Result<Option<Trees>, ToolError> {
+    pub(crate) fn open(
+        tree: &Path,
+        place: &WorktreePlace,
+        hooks: &'h dyn RuntimeHooks,
+    ) -> Result<Option<Trees<'h>>, ToolError> {
         let failed = |e: aerix_worktrees::Error| {
             ToolError::new(format!("the piece could not set up its worktrees: {e}"))
         };
@@ -40,18 +48,37 @@ impl Trees {
             return Ok(None);
         };
         let base = store.snapshot().map_err(failed)?;
-        Ok(Some(Trees { store, base, made: Mutex::new(Vec::new()) }))
+        Ok(Some(Trees { store, base, made: Mutex::new(Vec::new()), hooks }))
     }
 
-    /// A new worktree for `agent` (its id names the directory).
+    /// A new worktree for `agent` (its id names the directory), at the path a
+    /// `WorktreeCreate` handler printed when one did (an absolute path outside the repository,
+    /// new or empty), else under the store.
     pub(crate) fn make(&self, agent: &str) -> Result<PathBuf, ToolError> {
         let n = MADE.fetch_add(1, Ordering::SeqCst);
         let name = format!("{}-{n}-{}", std::process::id(), agent.replace('.', "-"));
-        let worktree = self.store.create(&name, &self.base, None).map_err(|e| {
+        let reply = self.hooks.fire(HookFire::WorktreeCreate {
+            agent,
+            name: &name,
+            base: &self.base.commit,
+        });
+        if let Some(reason) = reply.stop.or(reply.block) {
+            return Err(ToolError::new(format!(
+                "a WorktreeCreate hook refused the attempt {agent} a worktree: {reason}"
+            )));
+        }
+        let chosen = reply.context.as_deref().and_then(|c| c.lines().next()).map(PathBuf::from);
+        if let Some(path) = chosen.as_ref().filter(|p| !p.is_absolute()) {
+            return Err(ToolError::new(format!(
+                "a WorktreeCreate hook named `{}`: the worktree's path must be absolute",
+                path.display()
+            )));
+        }
+        let worktree = self.store.create(&name, &self.base, chosen.as_deref()).map_err(|e| {
             ToolError::new(format!("the attempt {agent} could not get a worktree: {e}"))
         })?;
         let path = worktree.path.clone();
-        lock(&self.made).push(worktree);
+        lock(&self.made).push((worktree, agent.to_owned()));
         Ok(path)
     }
 
@@ -60,7 +87,8 @@ impl Trees {
         let made = lock(&self.made);
         let worktree = made
             .iter()
-            .find(|w| w.path == path)
+            .find(|(w, _)| w.path == path)
+            .map(|(w, _)| w)
             .ok_or_else(|| ToolError::new(format!("no worktree at {}", path.display())))?;
         worktree.change().map_err(|e| {
             ToolError::new(format!("reading what the attempt changed in {}: {e}", path.display()))
@@ -72,16 +100,21 @@ impl Trees {
         &self.store
     }
 
-    /// Removes every worktree made so far (their changes were read first).
+    /// Removes every worktree made so far (their changes were read first), each followed by
+    /// `WorktreeRemove`.
     pub(crate) fn clear(&self) {
-        for worktree in lock(&self.made).drain(..) {
+        let made: Vec<(Worktree, String)> = lock(&self.made).drain(..).collect();
+        for (worktree, agent) in made {
             // Removal failing leaves a recorded worktree the next run's sweep removes.
-            let _ = self.store.remove(&worktree);
+            if self.store.remove(&worktree).is_ok() {
+                let path = worktree.path.display().to_string();
+                self.hooks.fire(HookFire::WorktreeRemove { agent: &agent, path: &path });
+            }
         }
     }
 }
 
-impl Drop for Trees {
+impl Drop for Trees<'_> {
     fn drop(&mut self) {
         self.clear();
     }

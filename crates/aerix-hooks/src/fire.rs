@@ -194,6 +194,18 @@ pub enum Fire<'a> {
         implementer: &'a str,
         attempt: u32,
     },
+    /// An attempt (`agent`, its implementer's id) is about to get a worktree named `name` of
+    /// `base_commit`; a handler's stdout may name the path to make it at.
+    WorktreeCreate {
+        agent: &'a str,
+        name: &'a str,
+        base_commit: &'a str,
+    },
+    /// An attempt's worktree was removed.
+    WorktreeRemove {
+        agent: &'a str,
+        worktree_path: &'a str,
+    },
 }
 
 /// A handler that blocked the action or stopped the run.
@@ -246,6 +258,8 @@ impl<'a> Fire<'a> {
             Fire::SubagentStart { .. } => HookEvent::SubagentStart,
             Fire::SubagentStop { .. } => HookEvent::SubagentStop,
             Fire::Verify { .. } => HookEvent::Verify,
+            Fire::WorktreeCreate { .. } => HookEvent::WorktreeCreate,
+            Fire::WorktreeRemove { .. } => HookEvent::WorktreeRemove,
         }
     }
 
@@ -269,7 +283,9 @@ impl<'a> Fire<'a> {
             Fire::UserPromptSubmit { .. }
             | Fire::Stop { .. }
             | Fire::ContextCompact { .. }
-            | Fire::Verify { .. } => Vec::new(),
+            | Fire::Verify { .. }
+            | Fire::WorktreeCreate { .. }
+            | Fire::WorktreeRemove { .. } => Vec::new(),
         }
     }
 
@@ -362,6 +378,16 @@ impl<'a> Fire<'a> {
                 input["agent_type"] = json!("verifier");
                 input["implementer_id"] = json!(implementer);
                 input["attempt"] = json!(attempt);
+            }
+            // Claude Code's fields (`name`, `base_commit`; `worktree_path`), with the agent.
+            Fire::WorktreeCreate { agent, name, base_commit } => {
+                input["agent_id"] = json!(agent);
+                input["name"] = json!(name);
+                input["base_commit"] = json!(base_commit);
+            }
+            Fire::WorktreeRemove { agent, worktree_path } => {
+                input["agent_id"] = json!(agent);
+                input["worktree_path"] = json!(worktree_path);
             }
         }
         input

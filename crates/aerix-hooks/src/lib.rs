@@ -8,7 +8,8 @@
 //! `Notification`, `SessionEnd`), the tool events (`PreToolUse`, `PostToolUse`,
 //! `PostToolUseFailure`), `Stop`, the compaction events (`PreCompact`, `PostCompact` and aerix's
 //! own `ContextCompact`), delegation's (`SubagentStart`, `SubagentStop`, and aerix's own
-//! `AgentSpawn` and `Verify`) and aerix's own `RouteDecision`; Claude Code's other names
+//! `AgentSpawn` and `Verify`), the worktree events (`WorktreeCreate`, `WorktreeRemove`) and
+//! aerix's own `RouteDecision`; Claude Code's other names
 //! ([`NEVER_FIRED`]) are read and never fired. The caller presents aerix's tool calls as Claude
 //! Code presents its own (`aerix-claude`).
 //! This crate knows nothing of agents, contexts, the pool or the session log: the caller turns
@@ -71,10 +72,14 @@ pub enum HookEvent {
     SubagentStop,
     /// A verifier starts on an implementer's work (aerix's own event).
     Verify,
+    /// Before a piece's attempt gets its worktree: a handler's stdout may name where.
+    WorktreeCreate,
+    /// After an attempt's worktree is removed.
+    WorktreeRemove,
 }
 
 impl HookEvent {
-    pub const ALL: [HookEvent; 17] = [
+    pub const ALL: [HookEvent; 19] = [
         HookEvent::SessionStart,
         HookEvent::UserPromptSubmit,
         HookEvent::SessionEnd,
@@ -92,6 +97,8 @@ impl HookEvent {
         HookEvent::SubagentStart,
         HookEvent::SubagentStop,
         HookEvent::Verify,
+        HookEvent::WorktreeCreate,
+        HookEvent::WorktreeRemove,
     ];
 
     /// Claude Code's name, which hook files and `hook_event_name` use.
@@ -114,6 +121,8 @@ impl HookEvent {
             HookEvent::SubagentStart => "SubagentStart",
             HookEvent::SubagentStop => "SubagentStop",
             HookEvent::Verify => "Verify",
+            HookEvent::WorktreeCreate => "WorktreeCreate",
+            HookEvent::WorktreeRemove => "WorktreeRemove",
         }
     }
 
@@ -138,8 +147,8 @@ impl HookEvent {
         }
     }
 
-    /// Whether a group's `matcher` applies (UserPromptSubmit, Stop, ContextCompact and Verify
-    /// take none). The tool events match the tool's name (Claude Code's and aerix's), the
+    /// Whether a group's `matcher` applies (UserPromptSubmit, Stop, ContextCompact, Verify and
+    /// the worktree events take none). The tool events match the tool's name (Claude Code's and aerix's), the
     /// subagent events and AgentSpawn the agent type.
     fn takes_matcher(self) -> bool {
         !matches!(
@@ -148,6 +157,8 @@ impl HookEvent {
                 | HookEvent::Stop
                 | HookEvent::ContextCompact
                 | HookEvent::Verify
+                | HookEvent::WorktreeCreate
+                | HookEvent::WorktreeRemove
         )
     }
 
@@ -185,8 +196,6 @@ pub const NEVER_FIRED: &[&str] = &[
     "CwdChanged",
     "FileChanged",
     "ConfigChange",
-    "WorktreeCreate",
-    "WorktreeRemove",
     "DirectoryAdded",
     "PreModelSwitch",
     "PostModelSwitch",

@@ -79,7 +79,12 @@ pub(crate) fn interpret(event: HookEvent, command: &str, finished: &Finished) ->
 fn success(event: HookEvent, name: &str, stdout: &str) -> Effect {
     // Plain text is context only where Claude Code takes it so; JSON's `additionalContext`
     // on more events (a tool result, a subagent's brief).
-    let plain_context = matches!(event, HookEvent::SessionStart | HookEvent::UserPromptSubmit);
+    // WorktreeCreate's plain stdout is the path to use (Claude Code's contract), carried as
+    // its context.
+    let plain_context = matches!(
+        event,
+        HookEvent::SessionStart | HookEvent::UserPromptSubmit | HookEvent::WorktreeCreate
+    );
     let json_context = plain_context
         || matches!(
             event,

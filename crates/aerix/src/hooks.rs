@@ -244,6 +244,12 @@ impl RuntimeHooks for AgentHooks<'_> {
             HookFire::Verify { agent, implementer, attempt } => {
                 (agent, Fire::Verify { agent, implementer, attempt })
             }
+            HookFire::WorktreeCreate { agent, name, base } => {
+                (agent, Fire::WorktreeCreate { agent, name, base_commit: base })
+            }
+            HookFire::WorktreeRemove { agent, path } => {
+                (agent, Fire::WorktreeRemove { agent, worktree_path: path })
+            }
             _ => return HookReply::default(),
         };
         reply(self.run(agent, fire))

@@ -352,3 +352,58 @@ fn outside_a_git_work_tree_pieces_run_in_place_and_say_so() {
     assert_eq!(std::fs::read_to_string(world.repo.join("calc.sh")).unwrap(), FIXED);
     assert!(worktree_dirs(&world).is_empty());
 }
+
+#[test]
+fn worktree_hooks_fire_around_an_attempt_and_a_handler_may_choose_its_path() {
+    let chosen = |world: &World| world.home.join("chosen-tree");
+    let fix = calls(
+        "Fix the operator.",
+        vec![call("edit", json!({"path": "calc.sh", "old": "$1 - $2", "new": "$1 + $2"}))],
+    );
+    let replies = vec![
+        "edit".to_owned(),
+        delegate(),
+        fix,
+        final_turn("Fixed.", "add adds."),
+        final_turn("Delegated.", "Fixed."),
+    ];
+    let world =
+        World::scripted_with("attempts-hooks", &replies, true, "[delegation]\nparallel = 1\n");
+    let record =
+        |event: &str| format!("cat > {}", world.home.join(format!("{event}.json")).display());
+    let hooks = json!({"hooks": {
+        "WorktreeCreate": [{"hooks": [{"type": "command", "command": format!(
+            "{}; echo {}", record("create"), chosen(&world).display()
+        )}]}],
+        "WorktreeRemove": [{"hooks": [{"type": "command", "command": record("remove")}]}],
+    }});
+    let path = world.home.join("config/aerix/hooks.json");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, hooks.to_string()).unwrap();
+    let out = world.aerix(&["-p", "Fix calc.sh."]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let events = world.events();
+    let chosen = chosen(&world).display().to_string();
+    assert_eq!(attempt_trees(&events), [chosen.clone()], "the handler's path");
+    let read = |event: &str| -> Value {
+        serde_json::from_str(
+            &std::fs::read_to_string(world.home.join(format!("{event}.json"))).unwrap(),
+        )
+        .unwrap()
+    };
+    let create = read("create");
+    assert_eq!(
+        (&create["hook_event_name"], &create["agent_id"]),
+        (&json!("WorktreeCreate"), &json!("a1.c1"))
+    );
+    assert!(create["name"].as_str().unwrap().ends_with("-a1-c1"), "{create}");
+    assert_eq!(create["base_commit"].as_str().unwrap().len(), 40, "{create}");
+    let remove = read("remove");
+    assert_eq!(
+        (&remove["hook_event_name"], &remove["worktree_path"]),
+        (&json!("WorktreeRemove"), &json!(chosen))
+    );
+    assert!(!world.home.join("chosen-tree").exists(), "removed with its piece");
+    assert_eq!(std::fs::read_to_string(world.repo.join("calc.sh")).unwrap(), FIXED);
+    only_the_main_worktree(&world);
+}

@@ -271,7 +271,7 @@ fn claude_code_hooks_in_claude_codes_settings_files_guard_and_extend_aerix() {
             "SessionEnd": [{"hooks": [hook(&record)]}],
             "Notification": [{"matcher": "startup_note", "hooks": [hook(&record)]}],
             "PermissionRequest": [{"hooks": [hook("true")]}],
-            "WorktreeCreate": [{"hooks": [hook("true")]}],
+            "TeammateIdle": [{"hooks": [hook("true")]}],
         }}),
     );
     let local = world.repo.join(".claude/settings.local.json");
@@ -286,7 +286,7 @@ fn claude_code_hooks_in_claude_codes_settings_files_guard_and_extend_aerix() {
     let broken = format!("hooks: {}: not valid JSON", local.display());
     assert_eq!(err.lines().filter(|l| l.starts_with(&broken)).count(), 1, "{err}");
     let never = format!(
-        "hooks: aerix never fires PermissionRequest, WorktreeCreate (in {}); those hooks are not run",
+        "hooks: aerix never fires PermissionRequest, TeammateIdle (in {}); those hooks are not run",
         user_settings.display()
     );
     assert_eq!(err.lines().filter(|l| *l == never).count(), 1, "{err}");
