@@ -384,7 +384,7 @@ fn worktree_hooks_fire_around_an_attempt_and_a_handler_may_choose_its_path() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let events = world.events();
     let chosen = chosen(&world).display().to_string();
-    assert_eq!(attempt_trees(&events), [chosen.clone()], "the handler's path");
+    assert_eq!(attempt_trees(&events), std::slice::from_ref(&chosen), "the handler's path");
     let read = |event: &str| -> Value {
         serde_json::from_str(
             &std::fs::read_to_string(world.home.join(format!("{event}.json"))).unwrap(),
