@@ -257,11 +257,16 @@ async fn rounds(
         reasons = next_reasons;
         live = still;
     }
-    let summary = format!(
-        "verification failed after {} attempts: {}",
-        delegator.retries + 1,
-        reasons.join("\n\n")
-    );
+    let rounds = delegator.retries + 1;
+    // One attempt a round: the spec's words; several: each round's attempts counted.
+    let summary = if n == 1 {
+        format!("verification failed after {rounds} attempts: {}", reasons.join("\n\n"))
+    } else {
+        format!(
+            "every check failed, in {rounds} rounds of {n} attempts; the last round's: {}",
+            reasons.join("\n\n")
+        )
+    };
     Ok(ending(Outcome::Failed, summary, &lanes, judged, in_place))
 }
 
