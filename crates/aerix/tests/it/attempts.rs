@@ -407,3 +407,31 @@ fn worktree_hooks_fire_around_an_attempt_and_a_handler_may_choose_its_path() {
     assert_eq!(std::fs::read_to_string(world.repo.join("calc.sh")).unwrap(), FIXED);
     only_the_main_worktree(&world);
 }
+
+#[test]
+fn a_check_the_permission_rules_refuse_fails_and_never_runs() {
+    // The check would leave a mark if it ran.
+    let settings = "[delegation]\nparallel = 1\nretries = 0\n[verify]\ncommands = [\"touch ran && sh test.sh\"]\n[permissions]\ndeny = [\"Bash(touch ran && sh test.sh)\"]\n";
+    let world = World::new("attempts-denied", "", "");
+    let delegate = calls(
+        "Delegate the fix.",
+        vec![call("agent", json!({"brief": FIX, "check": "touch ran && sh test.sh"}))],
+    );
+    let replies = vec![
+        "edit".to_owned(),
+        delegate,
+        final_turn("Done.", "Nothing to do."),
+        final_turn("Delegated.", "It failed."),
+    ];
+    let model = world.script("replies", &replies, true);
+    world.write_settings(&model, settings);
+    let out = world.aerix(&["-p", "Fix calc.sh."]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let events = world.events();
+    let check = &of_type(&events, "check")[0];
+    assert_eq!((&check["by"], &check["verdict"]), (&json!("command"), &json!("fail")));
+    assert!(check["reason"].as_str().unwrap().contains("was refused"), "{check}");
+    assert!(check["exit"].is_null(), "it never ran: {check}");
+    assert!(!world.repo.join("ran").exists() && worktree_dirs(&world).is_empty());
+    assert_eq!(piece_result(&events)["outcome"], "failed");
+}
