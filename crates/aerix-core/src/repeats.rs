@@ -1,9 +1,10 @@
 //! The repeat guard as the turn loop uses it (`context.repeat_guard`; the rules are
-//! `aerix_turn::repeats`): a repeat whose earlier result still stands in the context is answered
-//! with a pointer to it.
+//! `aerix_turn::repeats`): a repeat whose earlier result (or failure) still stands in the context
+//! is answered with a pointer to it. While a background job of the agent runs, or has ended
+//! unreported, nothing stands: the job may change the files at any time.
 
 use aerix_turn::Call;
-use aerix_turn::repeats::{Repeats, STUCK_REPEATS, Seen};
+use aerix_turn::repeats::{Repeats, Seen};
 use serde_json::Value;
 
 use crate::context::Context;
@@ -23,27 +24,41 @@ impl Guard {
         self.this_turn.clear();
     }
 
-    /// The line that answers `call` instead of running it, when it repeats a call whose
-    /// result stands; the third in a row also marks the agent stuck.
-    pub fn answer(&mut self, call: &Call, context: &Context) -> Option<String> {
-        let Seen::Repeat { earlier, streak } = self.repeats.check(&call.tool, &call.input) else {
+    /// The pointer (and whether it points at a failure) that answers `call` instead of
+    /// running it, when it repeats a call whose result stands; the last of a row that goes
+    /// nowhere also marks the agent stuck. `jobs`: background jobs running or unreported.
+    pub fn answer(
+        &mut self,
+        call: &Call,
+        context: &Context,
+        jobs: usize,
+    ) -> Option<(String, bool)> {
+        if jobs > 0 {
+            self.repeats.changed();
+        }
+        let seen = self.repeats.check(&call.tool, &call.input);
+        let Seen::Repeat { earlier, failed, .. } = &seen else {
             return None;
         };
-        if !self.stands(&call.tool, &earlier, context) {
+        if !self.stands(&call.tool, earlier, context) {
             // Compacted or dropped: the call runs again, as a fresh one.
-            self.repeats.forget(&earlier);
+            self.repeats.forget(earlier);
             let _ = self.repeats.check(&call.tool, &call.input);
             return None;
         }
-        if streak >= STUCK_REPEATS {
-            self.stuck = Some(Repeats::stuck(&call.tool, &call.input, &earlier));
+        if seen.is_stuck() {
+            self.stuck = Some(Repeats::stuck(&call.tool, &call.input, earlier, *failed));
         }
-        Some(Repeats::pointer(&earlier))
+        Some((Repeats::pointer(earlier, *failed), *failed))
     }
 
-    /// `call` ran (it was not answered by `answer`) with result `ok`.
-    pub fn ran(&mut self, call: &Call, ok: bool) {
+    /// `call` ran (it was not answered by `answer`) with result `ok`; `jobs` as for `answer`
+    /// (a result got while a job runs may be stale at once).
+    pub fn ran(&mut self, call: &Call, ok: bool, jobs: usize) {
         self.repeats.ran(&call.tool, &call.input, &call.id, ok);
+        if jobs > 0 {
+            self.repeats.changed();
+        }
         self.this_turn.push(call.id.clone());
     }
 

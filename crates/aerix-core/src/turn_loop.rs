@@ -256,8 +256,9 @@ impl Agent {
     /// and `PostToolUse`.
     async fn run_call(&mut self, rt: &mut Runtime<'_>, mut call: Call) -> Segment {
         let guard = rt.options.repeat_guard;
-        if guard && let Some(pointer) = self.guard.answer(&call, &self.context) {
-            return self.result_segment(rt, &call, pointer, false);
+        let jobs = self.jobs.running();
+        if guard && let Some((pointer, failed)) = self.guard.answer(&call, &self.context, jobs) {
+            return self.result_segment(rt, &call, pointer, failed);
         }
         match self.pre_tool(rt, &mut call) {
             Ok(context) => self.run_checked(rt, call, context).await,
@@ -274,7 +275,7 @@ impl Agent {
     ) -> Segment {
         let result = calls::run(self, rt, &call).await;
         if rt.options.repeat_guard {
-            self.guard.ran(&call, result.is_ok());
+            self.guard.ran(&call, result.is_ok(), self.jobs.running());
         }
         let (mut text, error) = match result {
             Ok(text) => (text, false),

@@ -8,6 +8,7 @@ use serde::Deserialize;
 
 use crate::confine::Access;
 use crate::search::GREP_FILE_LIMIT;
+use crate::tolerant::{self, Miss};
 use crate::{ToolEnv, ToolError, open};
 
 pub const READ_LIMIT: usize = 200;
@@ -177,8 +178,10 @@ pub fn write(input: WriteInput, env: &ToolEnv<'_>) -> Result<String, ToolError> 
     Ok(format!("{verb} {shown} ({lines} lines, {} bytes)", input.content.len()))
 }
 
-/// Replaces an exact string: refused when it is missing, or found more than once without
-/// `replace_all`. A file over `EDIT_MAX_BYTES` is refused, not loaded.
+/// Replaces a string: refused when it is missing, or found more than once without
+/// `replace_all`. An `old` not in the file exactly may still match one place with its
+/// whitespace or indentation tolerated (`tolerant.rs`), and the result says how. A file over
+/// `EDIT_MAX_BYTES` is refused, not loaded.
 pub fn edit(input: EditInput, env: &ToolEnv<'_>) -> Result<String, ToolError> {
     let path = env.roots.check(env.cwd, &input.path, Access::Write)?;
     let shown = input.path.as_str();
@@ -210,14 +213,16 @@ pub fn edit(input: EditInput, env: &ToolEnv<'_>) -> Result<String, ToolError> {
         return Err(ToolError::new("`old` and `new` are the same: nothing to change"));
     }
     let count = text.matches(&input.old).count();
-    let updated = match count {
-        0 => {
-            return Err(ToolError::new(format!(
-                "`old` was not found in {shown}: read the file and copy the text exactly"
-            )));
+    let (updated, done) = match count {
+        0 => tolerated(&text, &input, shown)?,
+        1 => {
+            let at = text.find(&input.old).unwrap_or(0);
+            let line = text[..at].matches('\n').count() + 1;
+            (text.replacen(&input.old, &input.new, 1), format!("edited {shown} at line {line}"))
         }
-        1 => text.replacen(&input.old, &input.new, 1),
-        _ if input.replace_all => text.replace(&input.old, &input.new),
+        _ if input.replace_all => {
+            (text.replace(&input.old, &input.new), format!("edited {shown}: {count} replacements"))
+        }
         n => {
             return Err(ToolError::new(format!(
                 "`old` is found {n} times in {shown}: give more context to make it unique, or set \
@@ -231,12 +236,36 @@ pub fn edit(input: EditInput, env: &ToolEnv<'_>) -> Result<String, ToolError> {
         .and_then(|_| file.set_len(0))
         .and_then(|()| file.write_all(updated.as_bytes()));
     written.map_err(|e| ToolError::new(format!("cannot write {shown}: {e}")))?;
-    let line = text[..text.find(&input.old).unwrap_or(0)].matches('\n').count() + 1;
-    Ok(if count == 1 {
-        format!("edited {shown} at line {line}")
-    } else {
-        format!("edited {shown}: {count} replacements")
-    })
+    Ok(done)
+}
+
+/// The file with `old` replaced where it matches with whitespace tolerated, and the result;
+/// else the refusal. "`old` was not found" is the one wording of a miss (a benchmark counts
+/// those refusals by it).
+fn tolerated(text: &str, input: &EditInput, shown: &str) -> Result<(String, String), ToolError> {
+    match tolerant::find(text, &input.old, &input.new) {
+        Ok(found) => {
+            let mut updated = text.to_owned();
+            updated.replace_range(found.range, &found.replacement);
+            Ok((updated, format!("edited {shown} at line {} ({})", found.line, found.how)))
+        }
+        Err(Miss::NotFound) => Err(ToolError::new(format!(
+            "`old` was not found in {shown}: read the file and copy the text exactly"
+        ))),
+        Err(Miss::Ambiguous { lines, tolerance }) => {
+            let mut at: Vec<String> = lines.iter().take(5).map(usize::to_string).collect();
+            if lines.len() > 5 {
+                at.push("...".into());
+            }
+            let all = if input.replace_all { " (replace_all is for exact text only)" } else { "" };
+            Err(ToolError::new(format!(
+                "`old` is not in {shown} exactly, and {tolerance} it is found {} times (lines \
+                 {}): give more context to make it unique{all}",
+                lines.len(),
+                at.join(", ")
+            )))
+        }
+    }
 }
 
 /// At most `max` characters of a line, with a mark when cut.

@@ -14,6 +14,7 @@ mod fileset;
 mod open;
 mod sandbox;
 mod search;
+mod tolerant;
 
 use std::path::Path;
 use std::sync::Arc;

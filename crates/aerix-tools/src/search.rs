@@ -96,10 +96,35 @@ pub fn glob(input: GlobInput, env: &ToolEnv<'_>) -> Result<String, ToolError> {
     Ok(found.join("\n"))
 }
 
-/// Regex matches as `path:line:text`.
+/// The regex `pattern` means, and a note when it is not a regex and is searched as plain text:
+/// small models write globs (`**/*`) and code (`f(x`) into `pattern`, and a refusal only gets
+/// the same call again. A pattern too big to compile is still refused.
+fn regex(pattern: &str) -> Result<(regex::Regex, Option<String>), ToolError> {
+    let bad = |e: regex::Error| ToolError::new(format!("bad regex `{pattern}`: {e}"));
+    match regex::Regex::new(pattern) {
+        Ok(regex) => Ok((regex, None)),
+        Err(regex::Error::Syntax(message)) => {
+            let regex = regex::Regex::new(&regex::escape(pattern)).map_err(bad)?;
+            let note = format!(
+                "[note: `{pattern}` is not a regex ({}); searched as plain text]",
+                syntax_reason(&message)
+            );
+            Ok((regex, Some(note)))
+        }
+        Err(e) => Err(bad(e)),
+    }
+}
+
+/// The one-line reason of a regex syntax error, whose text is several lines (the pattern with
+/// a caret under the fault, then `error: <reason>`).
+fn syntax_reason(message: &str) -> &str {
+    let last = message.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or(message);
+    last.trim().strip_prefix("error: ").unwrap_or(last.trim())
+}
+
+/// Regex matches as `path:line:text`; a pattern that is not a regex, matches of its text.
 pub fn grep(input: GrepInput, env: &ToolEnv<'_>) -> Result<String, ToolError> {
-    let regex = regex::Regex::new(&input.pattern)
-        .map_err(|e| ToolError::new(format!("bad regex `{}`: {e}", input.pattern)))?;
+    let (regex, note) = regex(&input.pattern)?;
     let filter = input.glob.as_deref().map(matcher).transpose()?;
     let base = base(env, input.path.as_deref())?;
     let max = input.max_matches.unwrap_or(MAX_MATCHES).max(1);
@@ -164,6 +189,7 @@ pub fn grep(input: GrepInput, env: &ToolEnv<'_>) -> Result<String, ToolError> {
     if skipped_other > 0 {
         out.push(format!("[{skipped_other} files that are not regular files skipped]"));
     }
+    out.splice(0..0, note);
     Ok(out.join("\n"))
 }
 
@@ -258,4 +284,38 @@ fn language(path: &Path) -> Option<&'static str> {
         "jinja" | "j2" => "Jinja",
         _ => return None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pattern_that_is_not_a_regex_is_searched_as_its_text_with_a_note() {
+        let (re, note) = regex("**/*").unwrap();
+        assert_eq!(
+            note.as_deref(),
+            Some(
+                "[note: `**/*` is not a regex (repetition operator missing expression); \
+                 searched as plain text]"
+            )
+        );
+        assert!(re.is_match("see **/* here") && !re.is_match("src/main.rs"));
+        let (re, note) = regex("helper(").unwrap();
+        assert!(note.unwrap().contains("(unclosed group)"));
+        assert!(re.is_match("    helper();") && !re.is_match("helper"));
+        // A regex is a regex, without a note.
+        let (re, note) = regex("fn \\w+\\(").unwrap();
+        assert_eq!(note, None);
+        assert!(re.is_match("pub fn helper() {}"));
+    }
+
+    #[test]
+    fn a_regex_too_big_to_compile_is_still_refused() {
+        let error = regex("\\w{1000}{1000}").unwrap_err();
+        assert!(
+            error.0.starts_with("bad regex `\\w{1000}{1000}`: Compiled regex exceeds"),
+            "{error}"
+        );
+    }
 }

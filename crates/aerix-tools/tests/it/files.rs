@@ -59,3 +59,34 @@ fn edit_replaces_one_exact_string_or_refuses() {
         s.refused("edit", json!({"path": "nofile", "old": "a", "new": "b"})).contains("nofile")
     );
 }
+
+#[test]
+fn edit_takes_the_one_place_that_differs_only_in_whitespace_and_says_so() {
+    let s = Scratch::new("edit-tolerant", false);
+    s.write("calc.py", "def add(a, b):\n    if a:\n        return a - b\n    return b\n");
+    // Copied without its indentation: the block is found and `new` re-indented alike.
+    let out = s.ok(
+        "edit",
+        json!({"path": "calc.py", "old": "if a:\n    return a - b", "new": "if a:\n    return a + b"}),
+    );
+    assert_eq!(
+        out,
+        "edited calc.py at line 2 (`old` matched at another indentation, `new` re-indented alike)"
+    );
+    assert_eq!(
+        s.read("calc.py"),
+        "def add(a, b):\n    if a:\n        return a + b\n    return b\n"
+    );
+    // Two places alike under the first tolerance that finds any: refused, nothing written.
+    s.write("twice.sh", "x=1  \ny=2\nx=1\n");
+    let refusal = s.refused("edit", json!({"path": "twice.sh", "old": "x=1\t", "new": "x=2"}));
+    assert_eq!(
+        refusal,
+        "`old` is not in twice.sh exactly, and ignoring trailing whitespace it is found 2 times \
+         (lines 1, 3): give more context to make it unique"
+    );
+    assert_eq!(s.read("twice.sh"), "x=1  \ny=2\nx=1\n");
+    // Other text is still not found, in the one wording of a miss.
+    let missing = s.refused("edit", json!({"path": "calc.py", "old": "return a * b", "new": "x"}));
+    assert_eq!(missing, "`old` was not found in calc.py: read the file and copy the text exactly");
+}

@@ -69,7 +69,7 @@ const RUNTIME_ONLY: &[(&str, &str, &str, &str)] = &[
     (
         "edit",
         r#"{"path": "a", "old": "nowhere", "new": "y"}"#,
-        "`old` is not in the file",
+        "`old` was not found",
         "the file's text is not known",
     ),
     (
@@ -79,7 +79,12 @@ const RUNTIME_ONLY: &[(&str, &str, &str, &str)] = &[
         "only a pattern could say it, a cost in grammar size on every turn for a rare case",
     ),
     ("glob", r#"{"pattern": "["}"#, "bad glob", "glob syntax is a language of its own"),
-    ("grep", r#"{"pattern": "("}"#, "bad regex", "regex syntax is a language of its own"),
+    (
+        "grep",
+        r#"{"pattern": "\\w{1000}{1000}"}"#,
+        "bad regex",
+        "a regex's compiled size is not in the schema (one that does not parse is searched as text)",
+    ),
     (
         "plan",
         r#"{"op": "write", "text": "  "}"#,

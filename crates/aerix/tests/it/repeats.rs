@@ -105,3 +105,43 @@ fn repeats_within_a_turn_count_and_a_standing_repo_map_leaves_the_schema() {
     let reason = end["reason"].as_str().unwrap();
     assert!(reason.contains("does not satisfy the request's constraint"), "{reason}");
 }
+
+/// A call that failed, made again with nothing changed since, gets a pointer to its error
+/// (marked an error itself), and the third failing call in a row ends the agent as stuck; a
+/// `bash` whose command failed is run again each time (it may pass next time).
+#[test]
+fn the_same_failing_call_three_times_ends_the_agent_as_stuck() {
+    let missing = || call("read", json!({"path": "nowhere.sh"}));
+    let fails = || call("bash", json!({"command": "false"}));
+    let replies = vec![
+        "answer".to_owned(),
+        calls("Run it.", vec![fails()]),
+        calls("Run it again.", vec![fails()]),
+        calls("Read it.", vec![missing()]),
+        calls("Read it again.", vec![missing()]),
+        calls("And again.", vec![missing()]),
+        final_turn("Never reached.", "done"),
+    ];
+    let world = World::scripted("repeats-failing", &replies, true);
+    let out = world.aerix(&["-p", "What does nowhere.sh do?"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let events = world.events();
+    let results: Vec<&Value> =
+        of_type(&events, "message").into_iter().filter(|m| m["role"] == "tool").collect();
+    assert_eq!(results.len(), 5, "{results:?}");
+    for bash in &results[..2] {
+        let text = bash["text"].as_str().unwrap();
+        assert!(text.contains("exit 1") && !text.starts_with("[same call"), "{bash}");
+    }
+    assert!(results[2]["text"].as_str().unwrap().contains("cannot read"), "{:?}", results[2]);
+    for repeat in &results[3..] {
+        let text = repeat["text"].as_str().unwrap();
+        assert!(text.starts_with("[same call as c3, which failed,"), "{text}");
+        assert_eq!(repeat["error"], true, "{repeat}");
+    }
+    let end = of_type(&events, "agent.end")[0];
+    assert_eq!(end["outcome"], "failed");
+    let reason = end["reason"].as_str().unwrap();
+    assert!(reason.starts_with("stuck: the same `read` call"), "{reason}");
+    assert!(reason.ends_with("3 times in a row, each failing as c3 did"), "{reason}");
+}
