@@ -115,12 +115,13 @@ fn identical_with_each_feature(model: &Model) {
                     // Each token's log-probability is the model's own at its position, forced or
                     // drafted alike (computed in a bigger batch: equal up to the rounding of
                     // llama.cpp's batched kernels, which moves one by up to about 0.2 on these
-                    // models, docs/protocol.md; 0.13 was seen on Gemma 3. A wrong row moves it
-                    // by far more).
+                    // models, docs/protocol.md; 0.13 was seen on Gemma 3, and 0.31 on an unlikely
+                    // token of Gemma 3 on an AVX-512 BF16/FP16 CPU. A wrong row moves it by far
+                    // more).
                     if plain.tokens == fast.tokens {
                         let (a, b) = (plain.logprobs.as_ref(), fast.logprobs.as_ref());
                         for (x, y) in a.unwrap().iter().zip(b.unwrap()) {
-                            assert!((x.logprob - y.logprob).abs() < 0.25, "{what}: {x:?} {y:?}");
+                            assert!((x.logprob - y.logprob).abs() < 0.5, "{what}: {x:?} {y:?}");
                         }
                     }
                 }
