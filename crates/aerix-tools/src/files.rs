@@ -216,9 +216,12 @@ pub fn edit(input: EditInput, env: &ToolEnv<'_>) -> Result<String, ToolError> {
     let (updated, done) = match count {
         0 => tolerated(&text, &input, shown)?,
         1 => {
+            // Found once above, so `find` is that place.
             let at = text.find(&input.old).unwrap_or(0);
             let line = text[..at].matches('\n').count() + 1;
-            (text.replacen(&input.old, &input.new, 1), format!("edited {shown} at line {line}"))
+            let mut updated = text.clone();
+            updated.replace_range(at..at + input.old.len(), &input.new);
+            (updated, format!("edited {shown} at line {line}"))
         }
         _ if input.replace_all => {
             (text.replace(&input.old, &input.new), format!("edited {shown}: {count} replacements"))
@@ -244,11 +247,10 @@ pub fn edit(input: EditInput, env: &ToolEnv<'_>) -> Result<String, ToolError> {
 /// those refusals by it).
 fn tolerated(text: &str, input: &EditInput, shown: &str) -> Result<(String, String), ToolError> {
     match tolerant::find(text, &input.old, &input.new) {
-        Ok(found) => {
-            let mut updated = text.to_owned();
-            updated.replace_range(found.range, &found.replacement);
-            Ok((updated, format!("edited {shown} at line {} ({})", found.line, found.how)))
-        }
+        Ok(found) => Ok((
+            found.apply(text),
+            format!("edited {shown} at line {} ({})", found.line, found.how),
+        )),
         Err(Miss::NotFound) => Err(ToolError::new(format!(
             "`old` was not found in {shown}: read the file and copy the text exactly"
         ))),

@@ -21,6 +21,15 @@ pub(crate) struct Found {
     pub how: String,
 }
 
+impl Found {
+    /// `text` with the place replaced.
+    pub(crate) fn apply(&self, text: &str) -> String {
+        let mut out = text.to_owned();
+        out.replace_range(self.range.clone(), &self.replacement);
+        out
+    }
+}
+
 /// Why no place was found.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Miss {
@@ -272,9 +281,7 @@ mod tests {
     /// The file after replacing `old` by `new` in `text` under the tolerances, and how.
     fn edited(text: &str, old: &str, new: &str) -> Result<(String, String), Miss> {
         let found = find(text, old, new)?;
-        let mut out = text.to_owned();
-        out.replace_range(found.range.clone(), &found.replacement);
-        Ok((out, found.how))
+        Ok((found.apply(text), found.how))
     }
 
     #[test]
