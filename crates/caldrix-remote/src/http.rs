@@ -51,8 +51,17 @@ impl Remote {
                     .header(reqwest::header::CONTENT_TYPE, "application/json")
                     .body(body.to_string());
             }
-            let response = self.wait_for(&url, request.send(), started, waiting).await?;
-            let response = response.map_err(|e| transport(&url, &e))?;
+            let response = match self.wait_for(&url, request.send(), started, waiting).await? {
+                Ok(response) => response,
+                // A pooled connection the server closed as the request went out reads as
+                // "connection closed before message completed" (seen on llama-server under
+                // load, inside the idle timeout). An endpoint's request has no effect to
+                // repeat: it is sent once more on a new connection. A generation is not.
+                Err(e) if purpose == Purpose::Endpoint && attempts == 1 && !e.is_timeout() => {
+                    continue;
+                }
+                Err(e) => return Err(transport(&url, &e)),
+            };
             let status = response.status();
             if status == StatusCode::TOO_MANY_REQUESTS {
                 let wait = retry_after(&response).unwrap_or(backoff);

@@ -502,7 +502,10 @@ fn delegation_six_pieces_run_at_most_parallel_at_once() {
     let results: Vec<Value> = of_type(&events, "message")
         .iter()
         .filter(|m| m["agent"] == "a1" && m["tool"] == "agent")
-        .map(|m| serde_json::from_str(m["text"].as_str().unwrap()).unwrap())
+        .map(|m| {
+            let text = m["text"].as_str().unwrap();
+            serde_json::from_str(text).unwrap_or_else(|e| panic!("{e}: {text}"))
+        })
         .collect();
     let summaries: Vec<&str> = results.iter().map(|r| r["summary"].as_str().unwrap()).collect();
     assert_eq!(

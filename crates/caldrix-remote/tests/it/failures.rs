@@ -239,3 +239,24 @@ async fn nothing_listening_is_unreachable() {
         "{error}"
     );
 }
+
+#[tokio::test]
+async fn a_connection_closed_before_the_reply_is_sent_once_more_for_an_endpoint_only() {
+    // The first connection closes with no reply, as a server closing a kept-alive one does.
+    let fake =
+        serve(
+            |_, n| {
+                if n == 0 { vec![] } else { vec![reply("200 OK", "", r#"{"tokens":[5,6]}"#)] }
+            },
+        )
+        .await;
+    let tokens = remote(&fake, options()).tokenize("hi", false).await.unwrap();
+    assert_eq!(tokens, vec![5, 6]);
+    assert_eq!(fake.seen.lock().unwrap().len(), 2, "sent once more on a new connection");
+
+    // A generation is never sent twice: its error names the cut.
+    let fake = serve(|_, _| vec![]).await;
+    let (result, _) = complete(&remote(&fake, options())).await;
+    assert!(matches!(result, Err(RemoteError::Unreachable { .. })), "{result:?}");
+    assert_eq!(fake.seen.lock().unwrap().len(), 1, "a generation is sent once");
+}
