@@ -15,10 +15,10 @@ use aerix_turn::{ALL_TOOLS, Answer, VERIFIER_TOOLS};
 use caldrix_proto::{Role, Sampling};
 use serde_json::{Value, json};
 
-use crate::checks;
 use crate::piece::{Input, Member, connect};
 use crate::sink::{PieceSink, Trace};
 use crate::{Shared, lock};
+use crate::{checks, reasons};
 
 /// What `brief.md` says done looks like.
 const DONE_LOOKS_LIKE: &str = "The check passes when you run it, and again when a verifier who sees only this brief, your summary and the files you touched runs it.";
@@ -224,17 +224,23 @@ async fn implementer(
             ("done_looks_like", DONE_LOOKS_LIKE),
         ],
     );
-    match reasons {
-        [] => {}
-        [reason] => brief.push_str(&format!(
-            "\n\n# The last attempt failed its check\n\n{reason}\n\nThe repository holds that attempt's changes: fix what the check found."
+    let groups = reasons::group(reasons);
+    match (reasons.len(), groups.as_slice()) {
+        (_, []) => {}
+        (1, [one]) => brief.push_str(&format!(
+            "\n\n# The last attempt failed its check\n\n{}\n\nThe repository holds that attempt's changes: fix what the check found.",
+            one.reason
         )),
-        several => {
+        (n, [one]) => brief.push_str(&format!(
+            "\n\n# The last attempts failed their checks\n\nEach tried in a tree of its own; this tree holds one of them. All {n} failed the same way:\n\n{}\n",
+            one.reason
+        )),
+        (_, several) => {
             brief.push_str(
                 "\n\n# The last attempts failed their checks\n\nEach tried in a tree of its own; this tree holds one of them. Why each failed:\n",
             );
-            for (n, reason) in several.iter().enumerate() {
-                brief.push_str(&format!("\n## Attempt {}\n\n{reason}\n", n + 1));
+            for group in several {
+                brief.push_str(&format!("\n## From {}\n\n{}\n", group.label(), group.reason));
             }
         }
     }

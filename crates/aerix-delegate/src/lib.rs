@@ -14,6 +14,7 @@ mod attempt;
 pub mod checks;
 mod land;
 mod piece;
+mod reasons;
 mod sink;
 mod tree;
 
@@ -95,6 +96,10 @@ impl Delegation for Delegator {
         if calls.is_empty() {
             return Vec::new();
         }
+        // A piece asked twice in one turn (the same input) runs once: the copies would do the
+        // same work on the same tree, and a small model repeats its one call up to the limit.
+        let (calls, copies) = once_each(calls);
+        let calls = calls.as_slice();
         // In place (no worktrees), pieces would edit one tree at once: one at a time.
         let parallel = if self.worktrees.is_some() { self.parallel } else { 1 };
         let workers = usize::try_from(parallel).unwrap_or(1).clamp(1, calls.len());
@@ -159,8 +164,28 @@ impl Delegation for Delegator {
             });
             results.push((id, result));
         }
+        for (id, first) in copies {
+            let text = format!(
+                "[same piece as {first}, asked twice in this turn: it ran once, and its result \
+                 is {first}'s]"
+            );
+            results.push((id, Ok(text)));
+        }
         results
     }
+}
+
+/// The calls with distinct inputs (in order), and each copy's id with its first's.
+fn once_each(calls: &[Call]) -> (Vec<Call>, Vec<(String, String)>) {
+    let mut distinct: Vec<Call> = Vec::new();
+    let mut copies = Vec::new();
+    for call in calls {
+        match distinct.iter().find(|d| d.input == call.input) {
+            Some(first) => copies.push((call.id.clone(), first.id.clone())),
+            None => distinct.push(call.clone()),
+        }
+    }
+    (distinct, copies)
 }
 
 /// A lock whose holder panicked still guards plain data.

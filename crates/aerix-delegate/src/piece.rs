@@ -18,6 +18,7 @@ use caldrix_proto::{ErrorKind, FrameFormat, Sampling};
 use serde_json::Value;
 
 use crate::attempt::{self, Judged, Lane, Verdict};
+use crate::reasons;
 use crate::sink::{PieceSink, Trace};
 use crate::tree::Trees;
 use crate::{Shared, lock};
@@ -260,11 +261,11 @@ async fn rounds(
     let rounds = delegator.retries + 1;
     // One attempt a round: the spec's words; several: each round's attempts counted.
     let summary = if n == 1 {
-        format!("verification failed after {rounds} attempts: {}", reasons.join("\n\n"))
+        format!("verification failed after {rounds} attempts: {}", reasons::summary(&reasons))
     } else {
         format!(
             "every check failed, in {rounds} rounds of {n} attempts; the last round's: {}",
-            reasons.join("\n\n")
+            reasons::summary(&reasons)
         )
     };
     Ok(ending(Outcome::Failed, summary, &lanes, judged, in_place))

@@ -519,6 +519,59 @@ fn delegation_six_pieces_run_at_most_parallel_at_once() {
 }
 
 #[test]
+fn a_piece_asked_twice_in_one_turn_runs_once() {
+    let world = World::new("delegate-copies", "", "");
+    let twice = json!({"brief": "piece one", "check": "true", "member": "p1"});
+    let main = world.script(
+        "main",
+        &[
+            "edit".to_owned(),
+            calls(
+                "Two pieces, one asked twice.",
+                vec![
+                    call("agent", twice.clone()),
+                    call("agent", json!({"brief": "piece two", "check": "true", "member": "p2"})),
+                    call("agent", twice),
+                ],
+            ),
+            final_turn("Both ran.", "Done."),
+        ],
+        true,
+    );
+    // Each member has replies for one piece: a second run of piece one would find none.
+    let piece_models: Vec<String> = (1..=2)
+        .map(|n| {
+            world.script(
+                &format!("p{n}"),
+                &[final_turn("Done.", &format!("piece {n} done")), verdict("pass", "ok")],
+                true,
+            )
+        })
+        .collect();
+    world.write_settings(&main, "[delegation]\nparallel = 2\n");
+    pool_with_pieces(&world, &main, &piece_models);
+    let out = world.aerix(&["-p", "Do two things."]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let events = world.events();
+    let mut implementers: Vec<&str> = of_type(&events, "agent.spawn")
+        .iter()
+        .filter_map(|e| e["agent"].as_str())
+        .filter(|a| a.matches('.').count() == 1)
+        .collect();
+    implementers.sort_unstable();
+    assert_eq!(implementers, ["a1.c1", "a1.c2"], "the copy never ran");
+    let copy = of_type(&events, "message")
+        .into_iter()
+        .find(|m| m["agent"] == "a1" && m["call"] == "c3")
+        .expect("the copy's result");
+    assert_eq!(copy["error"], false);
+    assert!(
+        copy["text"].as_str().unwrap().starts_with("[same piece as c1, asked twice in this turn"),
+        "{copy}"
+    );
+}
+
+#[test]
 fn delegation_sigint_mid_piece_cancels_the_running_implementer() {
     let replies = vec![
         "edit".to_owned(),
