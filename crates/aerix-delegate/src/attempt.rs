@@ -87,7 +87,8 @@ pub(crate) struct Ended {
     pub(crate) stats: Stats,
 }
 
-/// Round `round` (from 0) of `lane`; `reasons`: why every attempt of the last round failed.
+/// Round `round` (from 0) of `lane`; `reasons`: why every attempt of the last round failed,
+/// grouped.
 pub(crate) async fn run(
     shared: &Shared<'_>,
     caller: &Caller,
@@ -95,7 +96,7 @@ pub(crate) async fn run(
     input: &Input,
     member: &Member,
     round: u32,
-    reasons: &[String],
+    reasons: &[reasons::Group],
 ) -> Ended {
     let mut ended = Ended {
         verdict: Verdict::Cancelled,
@@ -185,7 +186,7 @@ async fn implementer(
     member: &Member,
     input: &Input,
     id: &str,
-    reasons: &[String],
+    reasons: &[reasons::Group],
 ) -> Result<AgentEnd, ToolError> {
     let depth = caller.depth + 1;
     let definition = input.definition.as_ref();
@@ -224,8 +225,8 @@ async fn implementer(
             ("done_looks_like", DONE_LOOKS_LIKE),
         ],
     );
-    let groups = reasons::group(reasons);
-    match (reasons.len(), groups.as_slice()) {
+    let attempts: usize = reasons.iter().map(|g| g.attempts.len()).sum();
+    match (attempts, reasons) {
         (_, []) => {}
         (1, [one]) => brief.push_str(&format!(
             "\n\n# The last attempt failed its check\n\n{}\n\nThe repository holds that attempt's changes: fix what the check found.",

@@ -154,8 +154,8 @@ pub fn run(command: &str, env: &ToolEnv<'_>) -> Result<CheckRun, ToolError> {
     Ok(CheckRun { command: command.to_owned(), exit, ending, tail: tail(&output, REASON_TAIL) })
 }
 
-/// The last whole lines of `text` within `cap` bytes.
-fn tail(text: &str, cap: usize) -> String {
+/// The last whole lines of `text` within `cap` bytes, after a `[...]` line when cut.
+pub(crate) fn tail(text: &str, cap: usize) -> String {
     let text = text.trim_end();
     if text.len() <= cap {
         return text.to_owned();

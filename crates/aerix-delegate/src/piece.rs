@@ -134,7 +134,7 @@ async fn rounds(
         });
     }
     let handle = tokio::runtime::Handle::current();
-    let mut reasons: Vec<String> = Vec::new();
+    let mut reasons: Vec<reasons::Group> = Vec::new();
     let mut judged = Vec::new();
     let mut live: Vec<&Lane> = lanes.iter().collect();
     for round in 0..=delegator.retries {
@@ -255,7 +255,7 @@ async fn rounds(
                 stopped.take().unwrap_or((Outcome::Failed, "every attempt stopped".to_owned()));
             return Ok(ending(outcome, summary, &lanes, judged, in_place));
         }
-        reasons = next_reasons;
+        reasons = reasons::group(&next_reasons);
         live = still;
     }
     let rounds = delegator.retries + 1;

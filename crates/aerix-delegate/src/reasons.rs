@@ -2,6 +2,8 @@
 //! a reason several attempts gave once (attempts that changed nothing all fail the same way),
 //! and all of them within a budget (eight whole output tails would crowd a small window).
 
+use crate::checks;
+
 /// Bytes the reasons of one round take together (each distinct one an equal share).
 const BUDGET: usize = 3_000;
 /// The least share one reason gets, however many there are.
@@ -43,9 +45,8 @@ impl Group {
 }
 
 /// The round's reasons as one text: each distinct one under the attempts that gave it.
-pub(crate) fn summary(reasons: &[String]) -> String {
-    let groups = group(reasons);
-    if let [only] = groups.as_slice() {
+pub(crate) fn summary(groups: &[Group]) -> String {
+    if let [only] = groups {
         return only.reason.clone();
     }
     let parts: Vec<String> =
@@ -53,35 +54,15 @@ pub(crate) fn summary(reasons: &[String]) -> String {
     parts.join("\n\n")
 }
 
-/// `reason` within `cap` bytes: its first line (which names the check and how it ended) and
-/// as many of its last lines as fit (where a test's output says what failed).
+/// `reason` within `cap` bytes (about): its first line, which names the check and how it
+/// ended, and as many of its last whole lines as fit, where a test's output says what failed.
 fn within(reason: &str, cap: usize) -> String {
     if reason.len() <= cap {
         return reason.to_owned();
     }
     let (first, rest) = reason.split_once('\n').unwrap_or((reason, ""));
-    let first = cut_at_char(first, cap / 2);
-    let gap = "\n[...]\n";
-    let room = cap.saturating_sub(first.len() + gap.len());
-    let mut kept: Vec<&str> = Vec::new();
-    let mut used = 0;
-    for line in rest.lines().rev() {
-        if used + line.len() + 1 > room {
-            break;
-        }
-        used += line.len() + 1;
-        kept.push(line);
-    }
-    kept.reverse();
-    format!("{first}{gap}{}", kept.join("\n"))
-}
-
-fn cut_at_char(text: &str, cap: usize) -> &str {
-    let mut end = cap.min(text.len());
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
+    let first = &first[..first.floor_char_boundary(cap / 2)];
+    format!("{first}\n{}", checks::tail(rest, cap.saturating_sub(first.len() + 1)))
 }
 
 #[cfg(test)]
@@ -106,8 +87,8 @@ mod tests {
         );
         assert_eq!(groups[0].label(), "attempts 1, 3 and 4");
         assert_eq!(groups[1].label(), "attempt 2");
-        assert_eq!(summary(&reasons), "attempts 1, 3 and 4: a\n\nattempt 2: b");
-        assert_eq!(summary(&["a".to_owned(), "a".to_owned()]), "a");
+        assert_eq!(summary(&groups), "attempts 1, 3 and 4: a\n\nattempt 2: b");
+        assert_eq!(summary(&group(&["a".to_owned(), "a".to_owned()])), "a");
     }
 
     #[test]
@@ -115,8 +96,9 @@ mod tests {
         let reasons: Vec<String> = (1..=8).map(reason).collect();
         let groups = group(&reasons);
         assert_eq!(groups.len(), 8);
+        // Each within its share, give or take `tail`'s `[...]` line.
         let total: usize = groups.iter().map(|g| g.reason.len()).sum();
-        assert!(total <= 8 * LEAST.max(BUDGET / 8), "{total}");
+        assert!(total <= 8 * (LEAST.max(BUDGET / 8) + "[...]\n".len()), "{total}");
         for (n, g) in groups.iter().enumerate() {
             assert!(g.reason.starts_with("`sh test.sh` exited 1."), "{}", g.reason);
             assert!(g.reason.contains("\n[...]\n"));

@@ -428,9 +428,19 @@ fn delegation_a_long_result_is_capped_under_tool_caps_agent() {
     assert_eq!(whole["summary"], long.as_str());
 }
 
-/// A pool started by the test with the main member and one scripted member per piece
-/// (`p1`...), so each piece's replies come in its own order whatever runs first.
-fn pool_with_pieces(world: &World, main: &str, pieces: &[String]) {
+/// A pool started by the test with the main member and `count` scripted members, `p1`...,
+/// piece `n`'s replying `replies(n)`, so each piece's replies come in its own order whatever
+/// runs first. `parallel` is `delegation.parallel`.
+fn pool_with_pieces(
+    world: &World,
+    main: &str,
+    parallel: u32,
+    count: usize,
+    replies: impl Fn(usize) -> Vec<String>,
+) {
+    let pieces: Vec<String> =
+        (1..=count).map(|n| world.script(&format!("p{n}"), &replies(n), true)).collect();
+    world.write_settings(main, &format!("[delegation]\nparallel = {parallel}\n"));
     let mut args = vec![
         "pool".to_owned(),
         "--socket".to_owned(),
@@ -467,21 +477,13 @@ fn delegation_six_pieces_run_at_most_parallel_at_once() {
         &["edit".to_owned(), calls("Six pieces.", pieces), final_turn("All ran.", "Six done.")],
         true,
     );
-    let piece_models: Vec<String> = (1..=6)
-        .map(|n| {
-            world.script(
-                &format!("p{n}"),
-                &[
-                    calls("Work.", vec![call("bash", json!({"command": "sleep 0.4"}))]),
-                    final_turn("Done.", &format!("piece {n} done")),
-                    verdict("pass", "ok"),
-                ],
-                true,
-            )
-        })
-        .collect();
-    world.write_settings(&main, "[delegation]\nparallel = 2\n");
-    pool_with_pieces(&world, &main, &piece_models);
+    pool_with_pieces(&world, &main, 2, 6, |n| {
+        vec![
+            calls("Work.", vec![call("bash", json!({"command": "sleep 0.4"}))]),
+            final_turn("Done.", &format!("piece {n} done")),
+            verdict("pass", "ok"),
+        ]
+    });
     let out = world.aerix(&["-p", "Do six things."]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let events = world.events();
@@ -539,17 +541,9 @@ fn a_piece_asked_twice_in_one_turn_runs_once() {
         true,
     );
     // Each member has replies for one piece: a second run of piece one would find none.
-    let piece_models: Vec<String> = (1..=2)
-        .map(|n| {
-            world.script(
-                &format!("p{n}"),
-                &[final_turn("Done.", &format!("piece {n} done")), verdict("pass", "ok")],
-                true,
-            )
-        })
-        .collect();
-    world.write_settings(&main, "[delegation]\nparallel = 2\n");
-    pool_with_pieces(&world, &main, &piece_models);
+    pool_with_pieces(&world, &main, 2, 2, |n| {
+        vec![final_turn("Done.", &format!("piece {n} done")), verdict("pass", "ok")]
+    });
     let out = world.aerix(&["-p", "Do two things."]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let events = world.events();
