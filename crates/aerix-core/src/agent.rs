@@ -40,6 +40,13 @@ pub struct AgentSpec {
     pub sampling: Option<caldrix_proto::Sampling>,
 }
 
+/// Turns aerix takes for an agent before its first own one (an implementer's opening: its
+/// check run, the files it names read). Asked again with each opening turn's results, until
+/// `None`: a thought and the calls, each a tool and its input.
+pub trait Opening: Send {
+    fn next(&mut self, results: &[String]) -> Option<(String, Vec<(String, serde_json::Value)>)>;
+}
+
 /// How an agent ended.
 #[derive(Clone, Debug, PartialEq)]
 pub struct AgentEnd {
@@ -70,6 +77,7 @@ pub struct Agent {
     pub(crate) hard_limit_hits: u32,
     /// The repeat guard (`context.repeat_guard`).
     pub(crate) guard: Guard,
+    pub(crate) opening: Option<Box<dyn Opening>>,
 }
 
 impl Agent {
@@ -89,6 +97,7 @@ impl Agent {
             hook_stop: None,
             hard_limit_hits: 0,
             guard: Guard::default(),
+            opening: None,
         }
     }
 

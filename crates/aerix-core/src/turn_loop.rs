@@ -54,6 +54,11 @@ impl Agent {
     }
 
     async fn turn_loop(&mut self, rt: &mut Runtime<'_>) -> Result<AgentEnd, CoreError> {
+        let mut results = Vec::new();
+        while let Some((thought, calls)) = self.opening.as_mut().and_then(|o| o.next(&results)) {
+            results = self.open(rt, thought, calls).await?;
+        }
+        self.opening = None;
         loop {
             if self.cancel.is_cancelled() {
                 return Err(CoreError::Cancelled);
@@ -166,18 +171,11 @@ impl Agent {
                 tokens: 0,
             };
             self.context.appended_by_pool(rt.client, rt.sink, segment, &done.usage).await?;
-            rt.sink.event(Event::Message {
-                agent: self.spec.id.clone(),
-                role: "assistant".into(),
-                turn: Some(self.turn_base + self.turns + 1),
-                call: None,
-                tool: None,
-                input: None,
-                text: text.clone(),
-                error: None,
-                usage: Some(usage(&done.usage)),
-                stop: Some(stop_name(done.stop).into()),
-            });
+            rt.sink.event(self.turn_event(
+                text.clone(),
+                Some(usage(&done.usage)),
+                stop_name(done.stop),
+            ));
             let mut next_call = self.next_call;
             match aerix_turn::parse_as(&text, &mut next_call, self.spec.answer) {
                 Ok(turn) => {
@@ -217,6 +215,53 @@ impl Agent {
                     }
                 }
             }
+        }
+    }
+
+    /// An opening turn: appended and logged as the agent's (its stop `opening`), its calls run
+    /// as the agent's are (repeat guard, hooks, permissions, caps); it takes none of the budget.
+    async fn open(
+        &mut self,
+        rt: &mut Runtime<'_>,
+        thought: String,
+        calls: Vec<(String, serde_json::Value)>,
+    ) -> Result<Vec<String>, CoreError> {
+        let mut id = || {
+            self.next_call += 1;
+            format!("c{}", self.next_call)
+        };
+        let calls: Vec<Call> =
+            calls.into_iter().map(|(tool, input)| Call { id: id(), tool, input }).collect();
+        let body = Body::Calls(calls.clone());
+        let text = Turn { thought, body, notes: Vec::new(), changed: false }.to_json();
+        let (role, label, id) = (Role::Assistant, Label::Turn, self.fresh_id("t"));
+        let segment = Segment { id, role, label, text: text.clone(), pinned: false, tokens: 0 };
+        self.context.append(rt.client, rt.sink, segment).await?;
+        rt.sink.event(self.turn_event(text, None, "opening"));
+        self.turn_base += 1;
+        self.guard.new_turn();
+        let mut results = Vec::new();
+        for call in calls {
+            results.push(self.run_call(rt, call).await);
+        }
+        let texts = results.iter().map(|s| s.text.clone()).collect();
+        self.append_results(rt, results).await?;
+        Ok(texts)
+    }
+
+    /// The `message` event of the agent's next turn.
+    fn turn_event(&self, text: String, usage: Option<Usage>, stop: &str) -> Event {
+        Event::Message {
+            agent: self.spec.id.clone(),
+            role: "assistant".into(),
+            turn: Some(self.turn_base + self.turns + 1),
+            call: None,
+            tool: None,
+            input: None,
+            text,
+            error: None,
+            usage,
+            stop: Some(stop.into()),
         }
     }
 
@@ -483,17 +528,19 @@ impl Agent {
     }
 }
 
-/// Runs an agent with `spec` on a new context of `segments` (logged), and drops the context
-/// after: what a piece of delegation runs.
+/// Runs an agent with `spec` on a new context of `segments` (logged), after its `opening`,
+/// and drops the context after: what a piece of delegation runs.
 pub async fn run_agent(
     rt: &mut Runtime<'_>,
     spec: AgentSpec,
     segments: Vec<Segment>,
+    opening: Option<Box<dyn crate::agent::Opening>>,
 ) -> Result<AgentEnd, CoreError> {
     let context =
         Context::create(rt.client, rt.sink, &spec.id, &spec.member, segments, true).await?;
     let context_id = context.id;
     let mut agent = Agent::new(spec, context, rt.cwd, rt.cancel.clone());
+    agent.opening = opening;
     let end = agent.run(rt).await;
     let _ = rt.client.drop_context(context_id).await;
     Ok(end)

@@ -246,7 +246,9 @@ async fn implementer(
         }
     }
     segments.push(user("brief", Label::Prompt, brief));
-    spawn(rt, caller, spec, segments, None).await
+    let command = shared.checks.contains(&input.check).then(|| input.check.clone());
+    let opening = crate::opening::Opening::new(command, &input.brief, &input.check, &lane.tree);
+    spawn(rt, caller, spec, segments, None, Some(Box::new(opening))).await
 }
 
 /// The patterns holding an implementer: its caller's, and its definition's (never widened: a
@@ -426,7 +428,7 @@ async fn verifier(
         implementer: judging.implementer,
         attempt: judging.round + 1,
     };
-    let end = spawn(rt, caller, spec, segments, Some(verify)).await?;
+    let end = spawn(rt, caller, spec, segments, Some(verify), None).await?;
     Ok(match end.outcome {
         Outcome::Cancelled => Verdict::Cancelled,
         Outcome::Done => read_verdict(end.final_text.as_deref().unwrap_or_default()),
@@ -465,13 +467,14 @@ fn files_text(files: &[String]) -> String {
 }
 
 /// `AgentSpawn` and `SubagentStart` (a `continue: false` ends it before it runs, a context is
-/// appended to its brief), its events, its run, its context dropped.
+/// appended to its brief), its events, its opening and run, its context dropped.
 async fn spawn(
     rt: &mut Runtime<'_>,
     caller: &Caller,
     spec: AgentSpec,
     mut segments: Vec<Segment>,
     verify: Option<HookFire<'_>>,
+    opening: Option<Box<dyn aerix_core::Opening>>,
 ) -> Result<AgentEnd, ToolError> {
     let agent_type = spec.agent_type.clone().unwrap_or_default();
     let id = spec.id.clone();
@@ -516,7 +519,9 @@ async fn spawn(
         });
         return Ok(end);
     }
-    run_agent(rt, spec, segments).await.map_err(|e: CoreError| ToolError::new(format!("{id}: {e}")))
+    run_agent(rt, spec, segments, opening)
+        .await
+        .map_err(|e: CoreError| ToolError::new(format!("{id}: {e}")))
 }
 
 fn user(id: &str, label: Label, text: String) -> Segment {

@@ -13,6 +13,7 @@
 mod attempt;
 pub mod checks;
 mod land;
+mod opening;
 mod piece;
 mod reasons;
 mod sink;

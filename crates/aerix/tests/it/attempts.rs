@@ -113,7 +113,7 @@ fn attempts_each_work_in_their_own_tree_and_the_passing_one_lands() {
     {
         let read = of_type(&events, "message")
             .into_iter()
-            .find(|m| m["agent"] == agent && m["tool"] == "read")
+            .find(|m| m["agent"] == agent && m["input"]["path"] == "seen.txt")
             .unwrap_or_else(|| panic!("no read of {agent}"));
         let text = read["text"].as_str().unwrap();
         assert!(text.contains(own.as_str()) && !text.contains(other.as_str()), "{agent}: {text}");
@@ -191,6 +191,54 @@ fn a_check_that_fails_never_reaches_the_tree_and_its_output_reaches_the_retry() 
     assert_eq!(std::fs::read_to_string(world.repo.join("calc.sh")).unwrap(), BROKEN);
     assert_eq!(world.git(&["status", "--porcelain"]), "");
     assert!(worktree_dirs(&world).is_empty());
+}
+
+#[test]
+fn an_implementer_opens_with_its_check_run_and_the_files_it_names_read() {
+    let replies = vec![
+        "edit".to_owned(),
+        delegate(),
+        final_turn("Seen.", "Nothing changed."),
+        final_turn("Delegated.", "It failed."),
+    ];
+    let settings = "[delegation]\nparallel = 1\nretries = 0\n";
+    let world = World::scripted_with("attempts-opening", &replies, true, settings);
+    let out = world.aerix(&["-p", "Fix calc.sh."]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let events = world.events();
+    let messages: Vec<&Value> =
+        of_type(&events, "message").into_iter().filter(|m| m["agent"] == "a1.c1").collect();
+    let shape: Vec<(&str, &str)> = messages
+        .iter()
+        .map(|m| {
+            let what = if m["role"] == "tool" { &m["tool"] } else { &m["stop"] };
+            (m["role"].as_str().unwrap(), what.as_str().unwrap_or_default())
+        })
+        .collect();
+    // aerix's two opening turns, then the member's own (a final), which saw their results.
+    assert_eq!(
+        shape[..5],
+        [
+            ("assistant", "opening"),
+            ("tool", "bash"),
+            ("assistant", "opening"),
+            ("tool", "read"),
+            ("tool", "read")
+        ],
+        "{messages:?}"
+    );
+    assert_eq!(shape.len(), 6, "{messages:?}");
+    assert!(shape[5].0 == "assistant" && shape[5].1 != "opening", "{messages:?}");
+    let opening: Value = serde_json::from_str(messages[0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(opening["calls"][0], json!({"tool": "bash", "input": {"command": TEST}}));
+    assert!(messages[1]["text"].as_str().unwrap().contains("FAIL"), "{}", messages[1]);
+    let read: Vec<&str> =
+        messages[3..5].iter().map(|m| m["input"]["path"].as_str().unwrap()).collect();
+    assert_eq!(read, ["calc.sh", "test.sh"]);
+    assert!(messages[3]["text"].as_str().unwrap().contains("$1 - $2"), "{}", messages[3]);
+    // The opening takes none of the budget: the member's one turn is the only one counted.
+    let end = of_type(&events, "agent.end").into_iter().find(|e| e["agent"] == "a1.c1").unwrap();
+    assert_eq!(end["turns"], 1, "{end}");
 }
 
 #[test]
