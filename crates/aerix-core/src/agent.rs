@@ -77,6 +77,7 @@ pub struct Agent {
     pub(crate) hard_limit_hits: u32,
     /// The repeat guard (`context.repeat_guard`).
     pub(crate) guard: Guard,
+    /// Taken before its first own turn.
     pub(crate) opening: Option<Box<dyn Opening>>,
 }
 

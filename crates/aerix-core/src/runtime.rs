@@ -232,6 +232,15 @@ impl Stats {
     }
 }
 
+/// `with_x(self, x) -> Runtime`: the same runtime with its fields set, one builder a line.
+macro_rules! with {
+    ($($(#[$doc:meta])* $name:ident($($field:ident: $ty:ty),+);)*) => {
+        $($(#[$doc])* pub fn $name(self, $($field: $ty),+) -> Runtime<'a> {
+            Runtime { $($field,)+ ..self }
+        })*
+    };
+}
+
 impl<'a> Runtime<'a> {
     pub fn new(
         client: &'a mut dyn Connection,
@@ -273,54 +282,27 @@ impl<'a> Runtime<'a> {
         Runtime { roots, ..self }
     }
 
-    /// The same runtime, running `bash` in `sandbox`.
-    pub fn with_sandbox(self, sandbox: Option<Sandbox>) -> Runtime<'a> {
-        Runtime { sandbox, ..self }
-    }
-
-    /// The same runtime, firing its events through `hooks`.
-    pub fn with_hooks(self, hooks: &'a dyn RuntimeHooks) -> Runtime<'a> {
-        Runtime { hooks, ..self }
-    }
-
-    /// The same runtime, finding agent definitions in `definitions`.
-    pub fn with_definitions(self, definitions: &'a dyn Definitions) -> Runtime<'a> {
-        Runtime { definitions, ..self }
-    }
-
-    /// The same runtime, loading skills from `skills`.
-    pub fn with_skills(self, skills: &'a dyn Skills) -> Runtime<'a> {
-        Runtime { skills, ..self }
-    }
-
-    /// The same runtime, asking `plan` and `ask` of the user.
-    pub fn with_gates(self, plan_gate: &'a dyn PlanGate, ask_gate: &'a dyn AskGate) -> Runtime<'a> {
-        Runtime { plan_gate, ask_gate, ..self }
-    }
-
-    /// The same runtime, checking calls against `permissions`.
-    pub fn with_permissions(self, permissions: &'a dyn Permissions) -> Runtime<'a> {
-        Runtime { permissions, ..self }
-    }
-
-    /// The same runtime, knowing the pool's members (an `agent` call's `member` names one).
-    pub fn with_members(self, members: Vec<String>) -> Runtime<'a> {
-        Runtime { members, ..self }
-    }
-
-    /// The same runtime, knowing the repository's test commands.
-    pub fn with_checks(self, checks: Vec<String>) -> Runtime<'a> {
-        Runtime { checks, ..self }
-    }
-
-    /// The same runtime, keeping each context's budget with `compaction`.
-    pub fn with_compaction(self, compaction: Arc<dyn Compaction>) -> Runtime<'a> {
-        Runtime { compaction, ..self }
-    }
-
-    /// The same runtime, running `agent` calls with `delegation`.
-    pub fn with_delegation(self, delegation: Arc<dyn Delegation>) -> Runtime<'a> {
-        Runtime { delegation, ..self }
+    with! {
+        /// The same runtime, running `bash` in `sandbox`.
+        with_sandbox(sandbox: Option<Sandbox>);
+        /// The same runtime, firing its events through `hooks`.
+        with_hooks(hooks: &'a dyn RuntimeHooks);
+        /// The same runtime, finding agent definitions in `definitions`.
+        with_definitions(definitions: &'a dyn Definitions);
+        /// The same runtime, loading skills from `skills`.
+        with_skills(skills: &'a dyn Skills);
+        /// The same runtime, asking `plan` and `ask` of the user.
+        with_gates(plan_gate: &'a dyn PlanGate, ask_gate: &'a dyn AskGate);
+        /// The same runtime, checking calls against `permissions`.
+        with_permissions(permissions: &'a dyn Permissions);
+        /// The same runtime, knowing the pool's members (an `agent` call's `member` names one).
+        with_members(members: Vec<String>);
+        /// The same runtime, knowing the repository's test commands.
+        with_checks(checks: Vec<String>);
+        /// The same runtime, keeping each context's budget with `compaction`.
+        with_compaction(compaction: Arc<dyn Compaction>);
+        /// The same runtime, running `agent` calls with `delegation`.
+        with_delegation(delegation: Arc<dyn Delegation>);
     }
 
     /// `tools` for an agent at `depth`: without `agent` at the delegation's depth limit.

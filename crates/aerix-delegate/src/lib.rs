@@ -17,6 +17,7 @@ mod opening;
 mod piece;
 mod reasons;
 mod sink;
+mod tests_kept;
 mod tree;
 
 pub use tree::WorktreePlace;

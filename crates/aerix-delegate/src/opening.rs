@@ -16,8 +16,8 @@ const SNIFF: usize = 8192;
 pub(crate) struct Opening {
     /// The check, when it is a command the harness knows.
     command: Option<String>,
-    /// The brief and the check: the first place to look for names.
-    named_in: String,
+    brief: String,
+    check: String,
     tree: PathBuf,
     step: Step,
 }
@@ -33,7 +33,8 @@ impl Opening {
     pub(crate) fn new(command: Option<String>, brief: &str, check: &str, tree: &Path) -> Opening {
         Opening {
             command,
-            named_in: format!("{brief}\n{check}"),
+            brief: brief.to_owned(),
+            check: check.to_owned(),
             tree: tree.to_owned(),
             step: Step::Check,
         }
@@ -53,7 +54,8 @@ impl aerix_core::Opening for Opening {
             return None;
         }
         self.step = Step::Done;
-        let text = format!("{}\n{}", self.named_in, results.join("\n"));
+        // The brief and the check first: the first place to look for names.
+        let text = format!("{}\n{}\n{}", self.brief, self.check, results.join("\n"));
         let files = named_files(&text, &self.tree, FILES);
         if files.is_empty() {
             return None;

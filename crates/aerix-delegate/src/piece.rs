@@ -162,10 +162,14 @@ async fn rounds(
                     .iter()
                     .map(|lane| {
                         let (handle, winner, lanes, reasons) = (&handle, &winner, &lanes, &reasons);
+                        let trees = trees.as_ref();
                         scope.spawn(move || {
-                            let ended = handle.block_on(attempt::run(
+                            let mut ended = handle.block_on(attempt::run(
                                 shared, caller, lane, input, member, round, reasons,
                             ));
+                            if let (Verdict::Pass, Some(trees)) = (&ended.verdict, trees) {
+                                tests_kept(shared, trees, lane, input, round, &mut ended);
+                            }
                             // The first to pass wins; the others stop where they are.
                             if matches!(ended.verdict, Verdict::Pass)
                                 && winner
@@ -269,6 +273,48 @@ async fn rounds(
         )
     };
     Ok(ending(Outcome::Failed, summary, &lanes, judged, in_place))
+}
+
+/// A passing attempt whose change edits the check's tests or removes tests fails instead
+/// (`tests_kept.rs`), logged and judged `by: tests`.
+fn tests_kept(
+    shared: &Shared<'_>,
+    trees: &Trees,
+    lane: &Lane,
+    input: &Input,
+    round: u32,
+    ended: &mut attempt::Ended,
+) {
+    let why = match trees.change(&lane.tree) {
+        Ok(change) => {
+            let patch = String::from_utf8_lossy(change.patch());
+            crate::tests_kept::broken(&change.paths(), &patch, &input.brief, &input.check)
+        }
+        Err(e) => Some(e.0),
+    };
+    let Some(why) = why else { return };
+    let (attempt, round) = (lane.number, round + 1);
+    let agent =
+        if round == 1 { lane.prefix.clone() } else { format!("{}.r{}", lane.prefix, round - 1) };
+    lock(&shared.sink).event(Event::Check {
+        agent,
+        attempt,
+        round,
+        by: "tests".to_owned(),
+        check: input.check.clone(),
+        exit: None,
+        verdict: "fail".to_owned(),
+        reason: why.clone(),
+    });
+    ended.judged.push(Judged {
+        attempt,
+        round,
+        by: "tests",
+        exit: None,
+        verifier: None,
+        pass: false,
+    });
+    ended.verdict = Verdict::Fail(why);
 }
 
 /// An ending where nothing lands: every attempt's files and commands, once each.

@@ -242,6 +242,37 @@ fn an_implementer_opens_with_its_check_run_and_the_files_it_names_read() {
 }
 
 #[test]
+fn a_check_passed_by_emptying_its_test_fails_and_never_lands() {
+    let empty = calls("Empty it.", vec![call("write", json!({"path": "test.sh", "content": ""}))]);
+    let replies = vec![
+        "edit".to_owned(),
+        delegate(),
+        empty,
+        final_turn("Done.", "The check passes."),
+        final_turn("Delegated.", "It failed."),
+    ];
+    let settings = "[delegation]\nparallel = 1\nretries = 0\n";
+    let world = World::scripted_with("attempts-tests-kept", &replies, true, settings);
+    let test = std::fs::read_to_string(world.repo.join("test.sh")).unwrap();
+    let out = world.aerix(&["-p", "Fix calc.sh."]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let events = world.events();
+    let checks: Vec<(&str, &str)> = of_type(&events, "check")
+        .iter()
+        .map(|c| (c["by"].as_str().unwrap(), c["verdict"].as_str().unwrap()))
+        .collect();
+    assert_eq!(checks, [("command", "pass"), ("tests", "fail")]);
+    let reason = of_type(&events, "check")[1]["reason"].as_str().unwrap().to_owned();
+    assert!(reason.contains("edits test.sh, the check's own tests"), "{reason}");
+    let result = piece_result(&events);
+    assert_eq!(result["outcome"], "failed", "{result}");
+    assert_eq!(result["verdicts"][1]["by"], "tests", "{result}");
+    assert_eq!(of_type(&events, "land")[0]["state"], "none");
+    assert_eq!(std::fs::read_to_string(world.repo.join("test.sh")).unwrap(), test);
+    assert_eq!(world.git(&["status", "--porcelain"]), "");
+}
+
+#[test]
 fn a_change_made_meanwhile_to_the_same_lines_is_a_conflict_and_the_patch_is_kept() {
     let world = World::new("attempts-conflict", "", "");
     let meanwhile = "add() { echo $(($1 * $2)); }\n";
