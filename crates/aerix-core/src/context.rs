@@ -43,9 +43,11 @@ impl Label {
         }
     }
 
-    /// `drop` and `summarize` refuse these.
+    /// `drop` and `summarize` refuse these: the spec's three, and the prompt (a request or a
+    /// brief), whose turns would otherwise answer nothing (and some chat templates refuse a
+    /// conversation that opens with the assistant).
     pub fn is_protected(self) -> bool {
-        matches!(self, Label::System | Label::Instructions | Label::Scratchpad)
+        matches!(self, Label::System | Label::Instructions | Label::Scratchpad | Label::Prompt)
     }
 }
 

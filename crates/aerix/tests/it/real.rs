@@ -120,7 +120,8 @@ fn smollm2_pieces_resume_the_stored_system_prefix() {
     let first_usage = |agent: &str| {
         of_type(&events, "message")
             .into_iter()
-            .find(|m| m["agent"] == agent && m["role"] == "assistant")
+            // The first generated: an implementer's opening turns are aerix's, not generated.
+            .find(|m| m["agent"] == agent && m["role"] == "assistant" && m["stop"] != "opening")
             .map(|m| m["usage"].clone())
     };
     let system_tokens = |agent: &str| {

@@ -35,6 +35,7 @@ fn context_tool_ops_and_their_refusals() {
                 call("skill", json!({"name": "deploy"})),
                 call("web_fetch", json!({})),
                 call("plan", json!({"op": "read"})),
+                call("context", json!({"op": "drop", "ids": ["p1"]})),
             ],
         ),
         final_turn("Done.", "done"),
@@ -91,6 +92,12 @@ fn context_tool_ops_and_their_refusals() {
     }
     assert!(result("c14").contains("`web_fetch` is a reserved name"), "{}", result("c14"));
     assert_eq!(result("c15"), "(no plan yet)");
+    // The request's prompt stays: the turns after it answer it.
+    assert!(
+        result("c16").contains("`p1` is the prompt segment, which cannot be dropped"),
+        "{}",
+        result("c16")
+    );
     let ops: Vec<(&str, bool)> = of_type(&events, "context.op")
         .iter()
         .map(|e| (e["op"].as_str().unwrap(), e["ok"].as_bool().unwrap()))
@@ -108,6 +115,7 @@ fn context_tool_ops_and_their_refusals() {
             ("drop", true),
             ("drop", false),
             ("summarize", false),
+            ("drop", false),
         ]
     );
     // The context the pool holds matches the log: c2 and c3 are gone, c1 is the summary.
