@@ -356,6 +356,6 @@ mod tests {
         };
         let ids = context.ids();
         assert_eq!(ids.all, labels.map(|(id, _)| id.to_owned()));
-        assert_eq!(ids.droppable, ["hooks", "p1", "t1", "c1", "n1", "job1", "c2"]);
+        assert_eq!(ids.droppable, ["hooks", "t1", "c1", "n1", "job1", "c2"]);
     }
 }
