@@ -109,8 +109,8 @@ section! {
 /// Attempts a piece may run at once (`delegation.attempts`).
 pub const MAX_ATTEMPTS: u32 = 8;
 /// `delegation.attempts` when unset, on a local main member: the attempts benchmark fixed
-/// nothing more with 4 or 8 on Gemma 3 270M and took 2.8× and 4.2× the time
-/// (`docs/benchmarks.md`, attempts on twelve generated bugs).
+/// nothing more with 4 or 8 on Gemma 3 270M, in 1.75× and 2.77× the time (2.8× and 4.2×
+/// before the implementer's opening) (`docs/benchmarks.md`, attempts on twelve generated bugs).
 pub const LOCAL_ATTEMPTS: u32 = 1;
 
 section! {
