@@ -85,6 +85,8 @@ pub(crate) struct Ended {
     pub(crate) summary: String,
     pub(crate) judged: Vec<Judged>,
     pub(crate) stats: Stats,
+    /// A passing attempt's change, as `tests_kept` read it (so landing reads it once).
+    pub(crate) change: Option<aerix_worktrees::Change>,
 }
 
 /// Round `round` (from 0) of `lane`; `reasons`: why every attempt of the last round failed,
@@ -103,6 +105,7 @@ pub(crate) async fn run(
         summary: String::new(),
         judged: Vec::new(),
         stats: Stats::default(),
+        change: None,
     };
     let mut client = match connect(shared).await {
         Ok(client) => client,

@@ -82,8 +82,7 @@ pub(crate) fn named_files(text: &str, tree: &Path, max: usize) -> Vec<String> {
     let trees: Vec<PathBuf> =
         [Some(tree.to_owned()), tree.canonicalize().ok()].into_iter().flatten().collect();
     let mut found: Vec<String> = Vec::new();
-    let words = text.split(|c: char| !(c.is_alphanumeric() || "_./-".contains(c)));
-    for word in words {
+    for word in path_words(text) {
         if found.len() >= max {
             break;
         }
@@ -98,6 +97,11 @@ pub(crate) fn named_files(text: &str, tree: &Path, max: usize) -> Vec<String> {
         }
     }
     found
+}
+
+/// The words of `text` that may be paths: runs of letters, digits and `_./-`.
+pub(crate) fn path_words(text: &str) -> impl Iterator<Item = &str> {
+    text.split(|c: char| !(c.is_alphanumeric() || "_./-".contains(c)))
 }
 
 /// `word` as a path relative to one of `trees`, if it is one and stays inside.

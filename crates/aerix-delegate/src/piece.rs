@@ -195,13 +195,15 @@ async fn rounds(
         let won = winner.load(Ordering::SeqCst);
         let mut next_reasons = Vec::new();
         let mut still = Vec::new();
-        let mut summary = None;
+        let (mut summary, mut change) = (None, None);
         let mut stopped: Option<(Outcome, String)> = None;
         for (number, end) in ended {
             stats.add(&end.stats);
             judged.extend(end.judged);
             match end.verdict {
-                Verdict::Pass if number == won => summary = Some(end.summary),
+                Verdict::Pass if number == won => {
+                    (summary, change) = (Some(end.summary), end.change)
+                }
                 Verdict::Fail(reason) => {
                     next_reasons.push(reason);
                     if let Some(lane) = lanes.iter().find(|l| l.number == number) {
@@ -219,12 +221,13 @@ async fn rounds(
                 .iter()
                 .find(|l| l.number == won)
                 .map_or_else(Trace::default, |l| lock(&l.trace).clone());
-            let landing = match &trees {
-                Some(trees) => {
+            let landing = match (&trees, change) {
+                (Some(_), Some(change)) => Some(change),
+                (Some(trees), None) => {
                     let path = &lanes[usize::try_from(won - 1).unwrap_or(0)].tree;
                     Some(trees.change(path)?)
                 }
-                None => None,
+                (None, _) => None,
             };
             if let Some(trees) = &trees {
                 trees.clear();
@@ -276,7 +279,7 @@ async fn rounds(
 }
 
 /// A passing attempt whose change edits the check's tests or removes tests fails instead
-/// (`tests_kept.rs`), logged and judged `by: tests`.
+/// (`tests_kept.rs`), logged and judged `by: tests`; a change that counts is kept for landing.
 fn tests_kept(
     shared: &Shared<'_>,
     trees: &Trees,
@@ -288,7 +291,12 @@ fn tests_kept(
     let why = match trees.change(&lane.tree) {
         Ok(change) => {
             let patch = String::from_utf8_lossy(change.patch());
-            crate::tests_kept::broken(&change.paths(), &patch, &input.brief, &input.check)
+            let why =
+                crate::tests_kept::broken(&change.paths(), &patch, &input.brief, &input.check);
+            if why.is_none() {
+                ended.change = Some(change);
+            }
+            why
         }
         Err(e) => Some(e.0),
     };

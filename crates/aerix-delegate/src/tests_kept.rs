@@ -50,7 +50,7 @@ fn is_test_path(path: &str) -> bool {
 
 /// Whether `text` names `path` (as a word: `test.sh` in `sh test.sh`, not in `mytest.sh`).
 fn names(text: &str, path: &str) -> bool {
-    text.split(|c: char| !(c.is_alphanumeric() || "_./-".contains(c)))
+    crate::opening::path_words(text)
         .any(|w| w.trim_start_matches("./").trim_end_matches('.') == path)
 }
 
