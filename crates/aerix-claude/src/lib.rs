@@ -1,9 +1,11 @@
 //! Claude Code's formats, for aerix: its view of aerix's tools (names, inputs and results as
 //! Claude Code presents its own, for hook payloads and transcripts), the transcript projection
 //! of a session (`<id>.claude.jsonl`, for hooks that read `transcript_path`), and reading
-//! Claude Code's own transcripts for `aerix import claude`.
+//! Claude Code's own transcripts for `aerix import claude`; and its headless output's shapes
+//! (`aerix -p --output-format json|stream-json`).
 
 pub mod import;
+pub mod stream;
 pub mod tools;
 pub mod transcript;
 

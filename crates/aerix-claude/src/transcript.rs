@@ -64,7 +64,7 @@ struct Agent {
     turn_line: usize,
 }
 
-struct Projector {
+pub(crate) struct Projector {
     session: String,
     cwd: String,
     version: String,
@@ -87,22 +87,9 @@ pub fn project(events: &[(Event, Option<String>)]) -> Projection {
             _ => None,
         })
         .unwrap_or_else(|| "a1".to_owned());
-    let mut p = Projector {
-        session: String::new(),
-        cwd: String::new(),
-        version: String::new(),
-        model: String::new(),
-        root,
-        order: Vec::new(),
-        files: HashMap::new(),
-        agents: HashMap::new(),
-        ts: "1970-01-01T00:00:00.000Z".to_owned(),
-    };
+    let mut p = Projector::new(root);
     for (index, (event, ts)) in events.iter().enumerate() {
-        if let Some(ts) = ts {
-            p.ts = ts.clone();
-        }
-        p.event(index, event);
+        p.feed(index, event, ts.as_deref());
     }
     let mut files = std::mem::take(&mut p.files);
     Projection {
@@ -116,6 +103,45 @@ pub fn project(events: &[(Event, Option<String>)]) -> Projection {
 }
 
 impl Projector {
+    pub(crate) fn new(root: String) -> Projector {
+        Projector {
+            session: String::new(),
+            cwd: String::new(),
+            version: String::new(),
+            model: String::new(),
+            root,
+            order: Vec::new(),
+            files: HashMap::new(),
+            agents: HashMap::new(),
+            ts: "1970-01-01T00:00:00.000Z".to_owned(),
+        }
+    }
+
+    /// Projects the event at `index` of the log (uuids are derived from it), logged at `ts`.
+    pub(crate) fn feed(&mut self, index: usize, event: &Event, ts: Option<&str>) {
+        if let Some(ts) = ts {
+            self.ts = ts.to_owned();
+        }
+        self.event(index, event);
+    }
+
+    /// The lines of `agent`'s file so far.
+    pub(crate) fn lines(&self, agent: &str) -> &[Value] {
+        self.files.get(agent).map_or(&[], |f| f.lines.as_slice())
+    }
+
+    /// The agents with a file, the root first, then subagents in spawn order (an agent whose
+    /// spawn was not seen last).
+    pub(crate) fn agents(&self) -> Vec<String> {
+        let mut agents = vec![self.root.clone()];
+        agents.extend(self.order.iter().cloned());
+        let mut rest: Vec<String> =
+            self.files.keys().filter(|a| !agents.contains(a)).cloned().collect();
+        rest.sort();
+        agents.extend(rest);
+        agents
+    }
+
     fn event(&mut self, index: usize, event: &Event) {
         match event {
             Event::SessionStart { session, cwd, model, prompt, version, resumed, .. } => {
@@ -335,7 +361,7 @@ impl Projector {
 
 /// The pool's figures in the Messages API's terms: rows reused from the prefix store are cache
 /// reads, the rest of the prompt is input.
-fn claude_usage(u: &Usage) -> Value {
+pub(crate) fn claude_usage(u: &Usage) -> Value {
     json!({
         "input_tokens": u.prompt_tokens.saturating_sub(u.recomputed_from),
         "cache_creation_input_tokens": 0,
@@ -402,7 +428,7 @@ fn hex(session: &str, index: usize, part: u8) -> String {
 }
 
 /// A version-4-shaped uuid derived from the session, the event's index and the part of it.
-fn uuid(session: &str, index: usize, part: u8) -> String {
+pub(crate) fn uuid(session: &str, index: usize, part: u8) -> String {
     let h = hex(session, index, part);
     format!("{}-{}-4{}-8{}-{}", &h[..8], &h[8..12], &h[13..16], &h[17..20], &h[20..32])
 }

@@ -9,7 +9,7 @@ use aerix_config::{Env, Settings};
 use aerix_core::{CoreError, Sink as _};
 use aerix_hooks::{EndReason, Fire};
 use aerix_request::{Request, run_request};
-use aerix_session::{Event, Outcome, Store, rebuild};
+use aerix_session::{Event, Outcome, Store, read_log, rebuild};
 use aerix_tools::Cancel;
 use anyhow::Context as _;
 
@@ -17,9 +17,12 @@ use crate::attach::SessionBranch;
 use crate::bridge;
 use crate::exit::Exit;
 use crate::hooks::{AgentHooks, SessionHooks};
+use crate::output::{Ending, Format, Inputs, Output};
 use crate::signals::{self, Pending, Signals};
 use crate::sink::HeadlessSink;
-use crate::startup::{self, Files, Front, Pool, ProfileAt, Profiled, Snapshot, Stop, Trust};
+use crate::startup::{
+    self, Changes, Files, Front, Pool, ProfileAt, Profiled, Snapshot, Stop, Trust,
+};
 
 pub struct Options {
     pub prompt: String,
@@ -36,6 +39,10 @@ pub struct Options {
     pub permission_mode: Option<aerix_permissions::Mode>,
     /// When the process started (for `AERIX_TIMING`).
     pub started: Instant,
+    /// `--output-format`.
+    pub output: Format,
+    /// `--input-format stream-json`: the requests after the first (`prompt`), read from stdin.
+    pub inputs: Option<Inputs>,
 }
 
 /// `future`'s output, or `None` when the run is cancelled first.
@@ -71,7 +78,7 @@ pub async fn run(
     settings: &Settings,
     env: &Env,
     trust: &Trust,
-    options: Options,
+    mut options: Options,
 ) -> anyhow::Result<Exit> {
     let signals = Signals::install().context("handling SIGINT, SIGTERM and SIGHUP")?;
     let cancel = &signals.cancel;
@@ -90,10 +97,11 @@ pub async fn run(
 
     // The session first: a bad --resume is a usage error before any pool is started.
     let resume_id = files.resume_id(options.resume.as_deref(), options.continue_latest)?;
-    let (log, resumed) = match &resume_id {
+    let (log, resumed, earlier) = match &resume_id {
         Some(id) => {
             let resumed = files.resume(id, &mut front)?;
-            (resumed.log, Some((rebuild(&resumed.events, "a1"), resumed.recorded)))
+            let rebuilt = rebuild(&resumed.events, "a1");
+            (resumed.log, Some((rebuilt, resumed.recorded)), resumed.events)
         }
         None => (
             files.store.create(
@@ -103,6 +111,7 @@ pub async fn run(
                 &options.prompt,
             )?,
             None,
+            Vec::new(),
         ),
     };
     let (rebuilt, recorded) = match resumed {
@@ -143,7 +152,12 @@ pub async fn run(
         files.permissions(options.permission_mode, aerix_permissions::Front::Headless);
     let hooks =
         startup::session_hooks(hooks, &log, &options.cwd, &files.root, permissions.mode(), None);
-    let mut sink = HeadlessSink { log, failed: None, quiet: options.quiet };
+    let mut output = Output::new(options.output, &session_id, &earlier);
+    drop(earlier);
+    output.set_permission_mode(permissions.mode().as_str());
+    output.begin();
+    let mut sink =
+        HeadlessSink { log, failed: None, quiet: options.quiet, output, answer: String::new() };
     let mut end = End {
         store: &store,
         project: &project,
@@ -188,6 +202,8 @@ pub async fn run(
     }
     // This run is the session's request: its `session.start` makes `session/<id>`.
     end.branch = attached.branch.clone();
+    // A later request of a stream-json input writes it again, as its own.
+    let first_start = end.start.clone();
     end.write_start(&mut sink);
 
     // The session hooks: SessionStart's context is pinned in the root's context,
@@ -205,44 +221,155 @@ pub async fn run(
         Ok(context) => context,
         Err(stop) => return end.stopped(&mut sink, stop),
     };
-    // `/name args` on the first line: that line becomes the skill's text (checked above).
-    let prompt = match skills.expand_prompt(&options.prompt) {
-        Ok(Some(expanded)) => expanded,
-        _ => options.prompt.clone(),
+    // The session's first request is the prompt; with `--input-format stream-json`, each
+    // later stdin message is another request of the session, as the screen runs them.
+    let mut raw_prompt = options.prompt.clone();
+    let mut rebuilt = rebuilt;
+    loop {
+        let ran = request(
+            RequestIn {
+                settings,
+                options: &options,
+                files: &files,
+                skills: &skills,
+                definitions: &definitions,
+                prompts: &attached.prompts,
+                permissions: &permissions,
+                members: &members,
+                main: &main,
+                decision: decision.clone(),
+                hook_context: hook_context.clone(),
+            },
+            &mut client,
+            &mut sink,
+            &end,
+            raw_prompt,
+            rebuilt.take(),
+            cancel,
+        )
+        .await;
+        let (outcome, result) = match ran {
+            Ran::Ended(outcome, result) => (outcome, result),
+            Ran::Stopped(stop) => return end.stopped(&mut sink, stop),
+        };
+        let Some(inputs) = options.inputs.as_mut() else {
+            return end.finish(&mut sink, outcome, result);
+        };
+        // This request's result, then the next message (a signal ends the wait).
+        end.report(&mut sink, outcome, &result);
+        let next = match unless_cancelled(cancel, inputs.next()).await {
+            None => return end.finish(&mut sink, Outcome::Cancelled, Ok(())),
+            Some(None) => return end.finish(&mut sink, outcome, result),
+            // A bad line ends the session as its last request ended, then says what is wrong.
+            Some(Some(Err(e))) => {
+                end.finish(&mut sink, outcome, result)?;
+                return Err(Exit::Usage.with(e).into());
+            }
+            Some(Some(Ok(prompt))) => {
+                if let Err(e) = &result {
+                    eprintln!("aerix: {e:#}");
+                }
+                prompt
+            }
+        };
+        // The next request: its own snapshot (its diff), its `session.start`, the root from
+        // the log.
+        sink.output.begin();
+        end.snapshot = Snapshot::take(&files.root);
+        if let Some(mut start) = first_start.clone() {
+            if let Event::SessionStart { prompt, resumed, start_commit, .. } = &mut start {
+                prompt.clone_from(&next);
+                *resumed = true;
+                *start_commit = end.snapshot.as_ref().and_then(|s| s.base.clone());
+            }
+            sink.event(start);
+        }
+        match read_log(sink.log.path()) {
+            Ok(read) => rebuilt = Some(rebuild(&read.events, "a1")),
+            Err(e) => {
+                let failed = Err(anyhow::anyhow!("the session log: {e}"));
+                return end.finish(&mut sink, Outcome::Failed, failed);
+            }
+        }
+        raw_prompt = next;
+    }
+}
+
+/// What a request needs of the run's startup.
+struct RequestIn<'a> {
+    settings: &'a Settings,
+    options: &'a Options,
+    files: &'a Files,
+    skills: &'a aerix_skills::Skills,
+    definitions: &'a aerix_config::AgentDefinitions,
+    prompts: &'a aerix_core::Prompts,
+    permissions: &'a aerix_permissions::Permissions,
+    members: &'a [String],
+    main: &'a crate::pool::Bound,
+    decision: Option<String>,
+    hook_context: Option<String>,
+}
+
+/// How a request ended: by its outcome, or stopped by a `UserPromptSubmit` hook or a signal.
+enum Ran {
+    Ended(Outcome, anyhow::Result<()>),
+    Stopped(Stop),
+}
+
+/// One request of the session: its prompt submitted (the hooks), routed and run; the answer
+/// printed (text) or kept for the `result`.
+#[allow(clippy::too_many_arguments, reason = "the run's parts a request borrows")]
+async fn request(
+    at: RequestIn<'_>,
+    client: &mut caldrix_client::Client,
+    sink: &mut HeadlessSink,
+    end: &End<'_>,
+    raw_prompt: String,
+    rebuilt: Option<aerix_session::Rebuilt>,
+    cancel: &Cancel,
+) -> Ran {
+    let RequestIn { settings, options, files, skills, definitions, prompts, permissions, .. } = at;
+    let Some(hooks) = end.hooks.as_ref() else {
+        return Ran::Ended(Outcome::Failed, Err(anyhow::anyhow!("the session hooks are not set")));
     };
-    let prompt_context = match startup::prompt_submit(hooks, &prompt, cancel, &mut sink) {
+    // `/name args` on the first line: that line becomes the skill's text (checked above).
+    let prompt = match skills.expand_prompt(&raw_prompt) {
+        Ok(Some(expanded)) => expanded,
+        Ok(None) => raw_prompt,
+        Err(e) => return Ran::Ended(Outcome::Failed, Err(anyhow::anyhow!(e.to_string()))),
+    };
+    let prompt_context = match startup::prompt_submit(hooks, &prompt, cancel, sink) {
         Ok(context) => context,
-        Err(stop) => return end.stopped(&mut sink, stop),
+        Err(stop) => return Ran::Stopped(stop),
     };
 
-    let prompts = attached.prompts;
     let request = Request {
         prompt,
         instructions: files.instructions.clone(),
-        hook_context,
+        hook_context: at.hook_context,
         prompt_context,
-        main: main.alias.clone(),
-        window: main.window,
-        json: main.json,
-        decision,
+        main: at.main.alias.clone(),
+        window: at.main.window,
+        json: at.main.json,
+        decision: at.decision,
         max_turns: options.max_turns.unwrap_or(settings.max_turns),
         resume: rebuilt,
     };
     let (worktrees, checks) = (files.worktrees.clone(), files.checks.clone());
-    let agent_hooks = end.hooks.as_ref().map(|hooks| AgentHooks {
+    let agent_hooks = AgentHooks {
         hooks,
         log: sink.log.try_clone().ok().map(Mutex::new),
         cancel: cancel.clone(),
         quiet: options.quiet,
-    });
-    let (core_agents, core_skills) = (bridge::Agents(&definitions), bridge::SkillSet(&skills));
+    };
+    let (core_agents, core_skills) = (bridge::Agents(definitions), bridge::SkillSet(skills));
     let failed = |line: String| eprintln!("aerix: {line}");
-    let rules = bridge::Rules { permissions: &permissions, failed: &failed };
-    let mut runtime = bridge::runtime(
-        &mut client,
-        &mut sink,
+    let rules = bridge::Rules { permissions, failed: &failed };
+    let runtime = bridge::runtime(
+        client,
+        sink,
         settings,
-        &prompts,
+        prompts,
         bridge::Place {
             cwd: &options.cwd,
             additional: permissions.additional_directories(),
@@ -251,10 +378,8 @@ pub async fn run(
         },
         cancel.clone(),
     )
-    .with_members(members);
-    if let Some(agent_hooks) = &agent_hooks {
-        runtime = runtime.with_hooks(agent_hooks);
-    }
+    .with_members(at.members.to_vec())
+    .with_hooks(&agent_hooks);
     let mut runtime =
         runtime.with_definitions(&core_agents).with_skills(&core_skills).with_permissions(&rules);
     let request_start = Instant::now();
@@ -275,19 +400,21 @@ pub async fn run(
             overhead.as_secs_f64() * 1e3 / f64::from(stats.turns.max(1)),
         );
     }
-    let (outcome, result) = match result {
+    drop(runtime);
+    match result {
         Ok(request_end) => {
-            if let Some(text) = &request_end.end.final_text {
-                println!("{text}");
+            match (sink.output.format(), request_end.end.final_text) {
+                (Format::Text, Some(text)) => println!("{text}"),
+                (Format::Text, None) => {}
+                (_, text) => sink.answer = text.unwrap_or_default(),
             }
-            (request_end.end.outcome, Ok(()))
+            Ran::Ended(request_end.end.outcome, Ok(()))
         }
-        Err(CoreError::Cancelled) => (Outcome::Cancelled, Ok(())),
+        Err(CoreError::Cancelled) => Ran::Ended(Outcome::Cancelled, Ok(())),
         // A hook's `continue: false` before the root ran (RouteDecision).
-        Err(CoreError::Killed(reason)) => (Outcome::Killed, Err(anyhow::anyhow!(reason))),
-        Err(e) => (Outcome::Failed, Err(anyhow::Error::from(e))),
-    };
-    end.finish(&mut sink, outcome, result)
+        Err(CoreError::Killed(reason)) => Ran::Ended(Outcome::Killed, Err(anyhow::anyhow!(reason))),
+        Err(e) => Ran::Ended(Outcome::Failed, Err(anyhow::Error::from(e))),
+    }
 }
 
 /// How a run ends, whatever ended it.
@@ -327,7 +454,43 @@ impl End<'_> {
         }
     }
 
-    /// `session.end` and the index, `SessionEnd`, the diff, and the exit status.
+    /// What the request changed, or `None` outside git (a failure to read it is said).
+    fn changes(&self) -> Option<Changes> {
+        match self.snapshot.as_ref().map(Snapshot::changes)? {
+            Ok(changes) => Some(changes),
+            Err(e) => {
+                eprintln!("aerix: {e:#}");
+                None
+            }
+        }
+    }
+
+    /// The request's `result` object (`json`, `stream-json`), once: its answer or what ended
+    /// it, and what it changed.
+    fn report(&self, sink: &mut HeadlessSink, outcome: Outcome, result: &anyhow::Result<()>) {
+        if sink.output.format() == Format::Text {
+            return;
+        }
+        let exit = match outcome {
+            Outcome::Cancelled => self.signals.exit(),
+            _ => Exit::of(outcome),
+        };
+        let text = match result {
+            Ok(()) => std::mem::take(&mut sink.answer),
+            Err(e) => format!("{e:#}"),
+        };
+        let changes = self.changes().unwrap_or_default();
+        sink.output.result(&Ending {
+            outcome,
+            exit_code: exit.code(),
+            result: &text,
+            diff: &changes.diff,
+            untracked: &changes.untracked,
+        });
+    }
+
+    /// `session.end` and the index, `SessionEnd`, the diff (or the `result`), and the exit
+    /// status.
     fn finish(
         &mut self,
         sink: &mut HeadlessSink,
@@ -356,10 +519,13 @@ impl End<'_> {
             // Its answers mean nothing: the run has ended.
             let _ = hooks.fire(Fire::SessionEnd(reason), &self.signals.cancel, sink);
         }
-        match self.snapshot.as_ref().map(Snapshot::changes) {
-            Some(Ok(changes)) => print!("{changes}"),
-            Some(Err(e)) => eprintln!("aerix: {e:#}"),
-            None => {}
+        match sink.output.format() {
+            Format::Text => {
+                if let Some(changes) = self.changes() {
+                    print!("{changes}");
+                }
+            }
+            _ => self.report(sink, outcome, &result),
         }
         if let Some(failed) = &sink.failed {
             eprintln!("aerix: the session log could not be written: {failed}");

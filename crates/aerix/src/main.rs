@@ -13,6 +13,7 @@ mod headless;
 mod hooks;
 mod import;
 mod interactive;
+mod output;
 mod pool;
 mod profile;
 mod sessions;
@@ -34,9 +35,19 @@ use crate::exit::{Exit, ExitError};
 #[derive(Parser)]
 #[command(name = "aerix", version, about = "A local-first coding agent")]
 struct Cli {
-    /// Run one request headless and exit.
-    #[arg(short = 'p', long = "print", value_name = "PROMPT")]
+    /// Run one request headless and exit (with `--input-format stream-json`, the requests are
+    /// read from stdin and PROMPT is left out).
+    #[arg(short = 'p', long = "print", value_name = "PROMPT", num_args = 0..=1, default_missing_value = "")]
     prompt: Option<String>,
+    /// What `-p` prints on stdout: text (the answer, then the diff), json (one result object
+    /// at the end) or stream-json (a line per message as it happens, then the result).
+    #[arg(long, value_enum, value_name = "FORMAT", default_value = "text")]
+    output_format: output::Format,
+    /// Where `-p`'s requests come from: text (PROMPT, or stdin) or stream-json (a user
+    /// message a line on stdin, each a request of one session; needs `--output-format
+    /// stream-json`).
+    #[arg(long, value_enum, value_name = "FORMAT", default_value = "text")]
+    input_format: output::InputFormat,
     /// The main member's model for this run (a GGUF path or a Hugging Face reference).
     #[arg(long, value_name = "REF")]
     model: Option<String>,
@@ -239,7 +250,9 @@ fn run(cli: Cli, started: std::time::Instant) -> anyhow::Result<Exit> {
     }
     let layered = aerix_config::load_layered(&SettingsPaths::standard(&env, &root), &env)?;
     let trust = startup::Trust::survey(&layered, &env, &root, cli.trust);
-    let screen = cli.prompt.is_none() && cli.command.is_none() && interactive::wanted();
+    let formats = (cli.output_format, cli.input_format);
+    let plain = formats == (output::Format::Text, output::InputFormat::Text);
+    let screen = cli.prompt.is_none() && cli.command.is_none() && plain && interactive::wanted();
     if screen {
         let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
         return runtime.block_on(interactive::run(
@@ -298,7 +311,29 @@ fn run(cli: Cli, started: std::time::Instant) -> anyhow::Result<Exit> {
         };
         return profile::run(&at, command);
     }
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let mut inputs = None;
     let prompt = match cli.prompt {
+        _ if cli.input_format == output::InputFormat::StreamJson => {
+            if cli.output_format != output::Format::StreamJson {
+                return Err(Exit::Usage
+                    .with("--input-format stream-json needs --output-format stream-json")
+                    .into());
+            }
+            if cli.prompt.as_deref().is_some_and(|p| !p.is_empty()) {
+                return Err(Exit::Usage
+                    .with("with --input-format stream-json the prompts come from stdin: leave PROMPT out")
+                    .into());
+            }
+            let mut messages = output::Inputs::spawn();
+            let first = match runtime.block_on(messages.next()) {
+                Some(Ok(first)) => first,
+                Some(Err(e)) => return Err(Exit::Usage.with(e).into()),
+                None => return Err(Exit::Usage.with("no user message on stdin").into()),
+            };
+            inputs = Some(messages);
+            first
+        }
         Some(prompt) => prompt,
         // `NO_COLOR`, or no terminal: the plain output, the prompt read from stdin.
         None => {
@@ -320,7 +355,6 @@ fn run(cli: Cli, started: std::time::Instant) -> anyhow::Result<Exit> {
         return Err(Exit::Usage.with("the prompt is empty").into());
     }
     let _ = cli.in_place;
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(headless::run(
         &settings,
         &env,
@@ -336,6 +370,8 @@ fn run(cli: Cli, started: std::time::Instant) -> anyhow::Result<Exit> {
             profile_refresh: cli.profile_refresh,
             permission_mode: cli.permission_mode,
             started,
+            output: cli.output_format,
+            inputs,
         },
     ))
 }

@@ -1,15 +1,22 @@
-//! The headless run's sink: every event to the session log, a line per tool call to stderr.
+//! The headless run's sink: every event to the session log, a line per tool call to stderr,
+//! and what `--output-format` prints of it to stdout.
 
 use std::path::PathBuf;
 
 use aerix_core::Sink;
 use aerix_session::{Event, Log};
 
+use crate::output::Output;
+
 pub struct HeadlessSink {
     pub log: Log,
     /// The first write failure, reported once at the end.
     pub failed: Option<String>,
     pub quiet: bool,
+    /// What stdout shows of the events (`--output-format`).
+    pub output: Output,
+    /// The current request's answer, for its `result` object (`json`, `stream-json`).
+    pub answer: String,
 }
 
 impl Sink for HeadlessSink {
@@ -17,6 +24,7 @@ impl Sink for HeadlessSink {
         if !self.quiet {
             progress(&event);
         }
+        self.output.event(&event);
         if let Err(e) = self.log.append(&event)
             && self.failed.is_none()
         {

@@ -20,7 +20,7 @@ use aerix_skills::Skills;
 use anyhow::Context as _;
 
 pub use hooks::{Stop, prompt_submit, session_hooks, session_start};
-pub use snapshot::Snapshot;
+pub use snapshot::{Changes, Snapshot};
 pub use trust::{Trust, record};
 
 use crate::attach::{self, Attached};

@@ -7,6 +7,24 @@ use std::path::Path;
 
 use anyhow::Context as _;
 
+/// What a request changed in the tree.
+#[derive(Debug, Default)]
+pub struct Changes {
+    pub diff: String,
+    pub untracked: Vec<String>,
+}
+
+/// `-p`'s text output: the diff, then `untracked: <path>` lines.
+impl std::fmt::Display for Changes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.diff)?;
+        for path in &self.untracked {
+            writeln!(f, "untracked: {path}")?;
+        }
+        Ok(())
+    }
+}
+
 pub struct Snapshot {
     repo: gitstore::Repo,
     /// `None` in a repository without a commit (or when the snapshot failed: no diff then).
@@ -29,22 +47,22 @@ impl Snapshot {
         self.untracked.iter().cloned().collect()
     }
 
-    /// The diff of what changed since, then `untracked: <path>` for each new file git does not
-    /// track (a file untracked at the start is in the diff).
-    pub fn changes(&self) -> anyhow::Result<String> {
-        let mut out = String::new();
+    /// The diff of what changed since, and each new file git does not track (a file
+    /// untracked at the start is in the diff).
+    pub fn changes(&self) -> anyhow::Result<Changes> {
+        let mut changes = Changes::default();
         if let Some(base) = &self.base {
-            out = self
+            changes.diff = self
                 .repo
                 .diff_since(base, &self.kept(), false)
                 .context("the diff of the request's changes")?;
         }
         for path in self.repo.untracked().context("listing untracked files")? {
             if !self.untracked.contains(&path) {
-                out.push_str(&format!("untracked: {path}\n"));
+                changes.untracked.push(path);
             }
         }
-        Ok(out)
+        Ok(changes)
     }
 
     /// `git diff --numstat`'s lines since the start (the screen's diff line).
