@@ -362,10 +362,14 @@ impl Marker {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(source) => return Err(SettingsError::Read { path, source }),
         };
-        let mut marker: Marker = toml::from_str(&text).map_err(|e| SettingsError::Invalid {
-            path: path.clone(),
-            message: e.message().into(),
-        })?;
+        let invalid = |message: String| SettingsError::Invalid { path: path.clone(), message };
+        let mut table: toml::Table =
+            toml::from_str(&text).map_err(|e| invalid(e.message().into()))?;
+        // The marker is shared with other tools (a `[briefing]` table, say): a table that is
+        // not ai-memory's is theirs and left alone; an unknown plain key is still a typo.
+        table.retain(|key, value| key == "profile" || !value.is_table());
+        let mut marker: Marker = Marker::deserialize(toml::Value::Table(table))
+            .map_err(|e| invalid(e.message().into()))?;
         marker.dir = dir.to_owned();
         Ok(Some(marker))
     }
@@ -522,6 +526,25 @@ mod tests {
         let env = [("AI_MEMORY_CAPTURE__PROMPTS".to_owned(), "maybe".to_owned())];
         let err = Settings::load(dir, &env).unwrap_err().to_string();
         assert!(err.contains("prompts") || err.contains("bool"), "{err}");
+    }
+
+    #[test]
+    fn a_marker_tolerates_other_tables_but_not_unknown_keys() {
+        let dir = temp("tables");
+        std::fs::write(
+            dir.path().join(MARKER_FILE),
+            "project = \"shop\"\n[briefing]\nx = 1\n[profile]\nconsume = false\n",
+        )
+        .unwrap();
+        let id = Identity::of(dir.path()).unwrap();
+        assert_eq!(id.project.as_str(), "shop");
+        assert_eq!(id.consume, Some(false));
+        std::fs::write(dir.path().join(MARKER_FILE), "projct = \"shop\"\n").unwrap();
+        let err = Identity::of(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("projct"), "{err}");
+        std::fs::write(dir.path().join(MARKER_FILE), "[profile]\nconsum = false\n").unwrap();
+        let err = Identity::of(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("consum"), "{err}");
     }
 
     #[test]

@@ -74,3 +74,39 @@ fn a_json_array_as_hook_input_is_refused() {
     assert_eq!(status, 400, "{body}");
     assert_eq!(body["error"], "the hook event must be a JSON object, not an array", "{body}");
 }
+
+/// A marker with another tool's table (`[briefing]`) beside `[profile]`: the hook records the
+/// session in the project the marker names instead of failing (issue 36).
+#[test]
+fn a_marker_with_another_tools_table_does_not_break_the_hooks() {
+    let data = temp("marker-table");
+    let checkout = repo("checkout");
+    std::fs::write(
+        checkout.join(MARKER_FILE),
+        "project = \"shop\"\n[briefing]\nstyle = \"short\"\n[profile]\nconsume = false\n",
+    )
+    .unwrap();
+    let out = direct_hook(&data, "session-start", &start_json("s1", &checkout));
+    assert!(stderr(&out).is_empty(), "{}", stderr(&out));
+    let index = Index::open(&data.join("index.sqlite")).unwrap();
+    let row = index
+        .project(&WorkspaceName::default_workspace(), &ProjectName::new("shop").unwrap())
+        .unwrap()
+        .expect("the marker's project is recorded");
+    assert_eq!(index.project_opt_outs(&row).unwrap(), (Some(true), Some(false)));
+}
+
+/// `hook --harness` and `install` name every harness ai-memory supports in their help.
+#[test]
+fn the_help_texts_name_every_harness() {
+    let home = temp("help-home");
+    for sub in ["hook", "install"] {
+        let mut c = command(&home, &home);
+        c.args([sub, "--help"]);
+        let out = run(c, None);
+        let help = String::from_utf8_lossy(&out.stdout).into_owned();
+        for harness in ["claude-code", "codex", "opencode", "aerix", "kimi-code"] {
+            assert!(help.contains(harness), "`{sub} --help` omits {harness}: {help}");
+        }
+    }
+}
