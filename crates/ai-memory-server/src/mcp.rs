@@ -100,7 +100,7 @@ impl MemoryMcp {
     }
 
     #[tool(
-        description = "Read a memory page: its text (frontmatter included) and recent history.",
+        description = "Read a memory page: its text (frontmatter included) and recent history. A digest line's path (profile/...) is read as printed, from your profile.",
         input_schema = input_schema::<PageRef>()
     )]
     async fn memory_read_page(

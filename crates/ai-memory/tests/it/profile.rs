@@ -8,7 +8,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::{Server, command, repo, run, stderr, stdout, temp};
+use rmcp::ServiceExt;
+use rmcp::transport::TokioChildProcess;
+
+use crate::support::{Server, call, command, ok, repo, run, runtime, stderr, stdout, temp};
 
 fn hook(server: &Server, event: &str, body: &Value) -> String {
     let out = run(
@@ -84,6 +87,22 @@ fn a_session_end_brings_a_pass_and_the_next_session_starts_with_the_digest() {
     assert!(text.starts_with("<ai-memory-profile>\n> 🧭 ai-memory: your usual choices"), "{text}");
     assert!(text.contains("- Keep integration tests in tests/suite. (`profile/testing/"), "{text}");
     assert!(text.contains("profile apply"), "a new project gets the baseline note: {text}");
+    // The digest line's path, given to memory_read_page as printed (no scope), from the other
+    // project's stdio MCP server: the profile page, not "no page" in the caller's project.
+    let path = text.split("(`").nth(1).and_then(|t| t.split('`').next()).unwrap().to_owned();
+    assert!(path.starts_with("profile/testing/"), "{path}");
+    runtime().block_on(async {
+        let mut c = tokio::process::Command::from(command(&server.data, &server.home));
+        c.arg("mcp").current_dir(&other);
+        let stdio = ().serve(TokioChildProcess::new(c).unwrap()).await.unwrap();
+        let page = ok(&stdio, "memory_read_page", json!({ "path": path })).await;
+        assert_eq!(page["path"], path.as_str(), "{page}");
+        assert!(page["text"].as_str().unwrap().contains("tests/suite"), "{page}");
+        let (err, text) =
+            call(&stdio, "memory_read_page", json!({ "path": "profile/testing/none.md" })).await;
+        assert!(err && text.contains("nor in your profile"), "{text}");
+        stdio.cancel().await.unwrap();
+    });
 }
 
 #[test]
