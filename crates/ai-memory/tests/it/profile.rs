@@ -263,3 +263,54 @@ fn without_a_server_a_session_end_starts_the_pass() {
         std::thread::sleep(Duration::from_millis(200));
     }
 }
+
+/// A Codex-only user (no session-end event, never runs `serve`): the stdio `ai-memory mcp` the
+/// harness starts runs a pass shortly after it starts, and the profile learns (issue 36).
+#[test]
+fn the_stdio_server_runs_profile_passes() {
+    let data = temp("stdio-pass");
+    let home = temp("home");
+    let app = repo("codex-app");
+    let cwd = app.to_str().unwrap();
+    let hook = |event: &str, body: Value| {
+        let mut c = command(&data, &home);
+        // No server listens on port 9: the hook writes to the data directory itself.
+        c.env("AI_MEMORY_SERVER__BIND", "127.0.0.1:9").args(["hook", event, "--harness", "codex"]);
+        let out = run(c, Some(&body.to_string()));
+        assert!(out.status.success(), "{}", stderr(&out));
+    };
+    hook(
+        "session-start",
+        json!({"session_id": "c1", "cwd": cwd, "hook_event_name": "SessionStart", "source": "startup"}),
+    );
+    hook(
+        "prompt-submit",
+        json!({"session_id": "c1", "cwd": cwd, "hook_event_name": "UserPromptSubmit",
+               "prompt": "In all my projects, keep integration tests in tests/suite."}),
+    );
+    let listed = || {
+        let (ok, list) = cli(command(&data, &home), &app, &["profile", "list"]);
+        assert!(ok, "{list}");
+        list
+    };
+    assert!(!listed().contains("profile/testing/"), "no pass has run yet");
+    runtime().block_on(async {
+        let mut c = tokio::process::Command::from(command(&data, &home));
+        c.arg("mcp").current_dir(&app);
+        let stdio = ().serve(TokioChildProcess::new(c).unwrap()).await.unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let list = listed();
+            if list.contains("profile/testing/") {
+                assert!(list.contains("Keep integration tests in tests/suite."), "{list}");
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no entry 30 s after the stdio server started: {list}"
+            );
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+        stdio.cancel().await.unwrap();
+    });
+}
