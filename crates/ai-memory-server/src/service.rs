@@ -64,6 +64,17 @@ pub struct PageRef {
     pub project: Option<String>,
 }
 
+/// `memory_forget`: a profile entry to remove and keep out.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Forget {
+    /// The entry's path as the digest or `memory_query` names it (`profile/<category>/<page>.md`).
+    pub path: String,
+    /// Workspace, when not the caller's (a workspace-shared profile).
+    #[serde(default)]
+    pub workspace: Option<String>,
+}
+
 #[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Query {

@@ -267,7 +267,7 @@ fn without_a_server_a_session_end_starts_the_pass() {
 /// A Codex-only user (no session-end event, never runs `serve`): the stdio `ai-memory mcp` the
 /// harness starts runs a pass shortly after it starts, and the profile learns (issue 36).
 #[test]
-fn the_stdio_server_runs_profile_passes() {
+fn the_stdio_server_runs_profile_passes_and_memory_forget_keeps_an_entry_out() {
     let data = temp("stdio-pass");
     let home = temp("home");
     let app = repo("codex-app");
@@ -311,6 +311,18 @@ fn the_stdio_server_runs_profile_passes() {
             );
             tokio::time::sleep(Duration::from_millis(300)).await;
         }
+        // memory_forget removes the learned entry and records it: a pass over the same
+        // prompts does not bring it back.
+        let list = listed();
+        let path = list.lines().find(|l| l.starts_with("profile/testing/")).unwrap();
+        let path = path.split('\t').next().unwrap().to_owned();
+        let forgot = ok(&stdio, "memory_forget", json!({ "path": path })).await;
+        assert_eq!(forgot["forgotten"], path.as_str(), "{forgot}");
+        let (err, text) = call(&stdio, "memory_forget", json!({ "path": path })).await;
+        assert!(err && text.contains("no entry"), "{text}");
         stdio.cancel().await.unwrap();
+        let (passed, out) = cli(command(&data, &home), &app, &["profile", "rebuild"]);
+        assert!(passed, "{out}");
+        assert!(!listed().contains("profile/testing/"), "the forgotten entry came back");
     });
 }
