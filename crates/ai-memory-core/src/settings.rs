@@ -63,6 +63,17 @@ pub struct Capture {
     pub prompts: bool,
     /// The most bytes of one prompt kept (the rest is cut).
     pub max_prompt_bytes: usize,
+    /// Days a captured prompt is kept; older ones are deleted by the next profile pass (which
+    /// has read them long before). 0 keeps them for good.
+    pub retention_days: u32,
+}
+
+impl Capture {
+    /// The capture time before which prompts are deleted, at `now` (unix seconds); `None` when
+    /// prompts are kept for good.
+    pub fn retention_cutoff(&self, now: i64) -> Option<i64> {
+        (self.retention_days > 0).then(|| now - i64::from(self.retention_days) * 86_400)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -265,7 +276,7 @@ impl Default for Server {
 
 impl Default for Capture {
     fn default() -> Self {
-        Capture { prompts: true, max_prompt_bytes: 8 * 1024 }
+        Capture { prompts: true, max_prompt_bytes: 8 * 1024, retention_days: 0 }
     }
 }
 
@@ -526,6 +537,18 @@ mod tests {
         let env = [("AI_MEMORY_CAPTURE__PROMPTS".to_owned(), "maybe".to_owned())];
         let err = Settings::load(dir, &env).unwrap_err().to_string();
         assert!(err.contains("prompts") || err.contains("bool"), "{err}");
+    }
+
+    #[test]
+    fn capture_retention_days_gives_a_cutoff_and_zero_keeps_prompts() {
+        let dir = temp("retention");
+        std::fs::write(dir.path().join("config.toml"), "[capture]\nretention_days = 2\n").unwrap();
+        let s = Settings::load(dir.path(), &[]).unwrap();
+        assert_eq!(s.capture.retention_cutoff(1_000_000), Some(1_000_000 - 2 * 86_400));
+        assert_eq!(Capture::default().retention_cutoff(1_000_000), None);
+        std::fs::write(dir.path().join("config.toml"), "[capture]\nretention_days = -1\n").unwrap();
+        let err = Settings::load(dir.path(), &[]).unwrap_err().to_string();
+        assert!(err.contains("retention_days") || err.contains("-1"), "{err}");
     }
 
     #[test]

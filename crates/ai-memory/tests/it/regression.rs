@@ -110,3 +110,37 @@ fn the_help_texts_name_every_harness() {
         }
     }
 }
+
+/// `capture.retention_days`: a profile pass deletes the prompts captured before the cutoff and
+/// keeps the newer ones (issue 36).
+#[test]
+fn captured_prompts_older_than_the_retention_are_deleted_by_a_pass() {
+    let data = temp("retention");
+    let app = repo("kept");
+    direct_hook(&data, "session-start", &start_json("r1", &app));
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs()
+        as i64;
+    let index = Index::open(&data.join("index.sqlite")).unwrap();
+    let project = index
+        .project(&WorkspaceName::default_workspace(), &ProjectName::new("kept").unwrap())
+        .unwrap()
+        .unwrap();
+    let old = ai_memory_core::sanitize("three days old");
+    let new = ai_memory_core::sanitize("an hour old");
+    index.capture_prompt(&project, "r1", None, &old, now - 3 * 86_400).unwrap();
+    index.capture_prompt(&project, "r1", None, &new, now - 3_600).unwrap();
+    let pass = |days: &str| {
+        let home = temp("home");
+        let mut c = command(&data, &home);
+        c.env("AI_MEMORY_CAPTURE__RETENTION_DAYS", days).args(["profile", "pass"]);
+        let out = run(c, None);
+        assert!(out.status.success(), "{}", stderr(&out));
+    };
+    let texts = || -> Vec<String> {
+        index.prompts(&project).unwrap().into_iter().map(|p| p.text).collect()
+    };
+    pass("0");
+    assert_eq!(texts(), ["three days old", "an hour old"], "0 keeps every prompt");
+    pass("2");
+    assert_eq!(texts(), ["an hour old"]);
+}
