@@ -63,6 +63,17 @@ pub struct Capture {
     pub prompts: bool,
     /// The most bytes of one prompt kept (the rest is cut).
     pub max_prompt_bytes: usize,
+    /// Days a captured prompt is kept; older ones are deleted by the next profile pass (which
+    /// has read them long before). 0 keeps them for good.
+    pub retention_days: u32,
+}
+
+impl Capture {
+    /// The capture time before which prompts are deleted, at `now` (unix seconds); `None` when
+    /// prompts are kept for good.
+    pub fn retention_cutoff(&self, now: i64) -> Option<i64> {
+        (self.retention_days > 0).then(|| now - i64::from(self.retention_days) * 86_400)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -265,7 +276,7 @@ impl Default for Server {
 
 impl Default for Capture {
     fn default() -> Self {
-        Capture { prompts: true, max_prompt_bytes: 8 * 1024 }
+        Capture { prompts: true, max_prompt_bytes: 8 * 1024, retention_days: 0 }
     }
 }
 
@@ -362,10 +373,14 @@ impl Marker {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(source) => return Err(SettingsError::Read { path, source }),
         };
-        let mut marker: Marker = toml::from_str(&text).map_err(|e| SettingsError::Invalid {
-            path: path.clone(),
-            message: e.message().into(),
-        })?;
+        let invalid = |message: String| SettingsError::Invalid { path: path.clone(), message };
+        let mut table: toml::Table =
+            toml::from_str(&text).map_err(|e| invalid(e.message().into()))?;
+        // The marker is shared with other tools (a `[briefing]` table, say): a table that is
+        // not ai-memory's is theirs and left alone; an unknown plain key is still a typo.
+        table.retain(|key, value| key == "profile" || !value.is_table());
+        let mut marker: Marker = Marker::deserialize(toml::Value::Table(table))
+            .map_err(|e| invalid(e.message().into()))?;
         marker.dir = dir.to_owned();
         Ok(Some(marker))
     }
@@ -522,6 +537,37 @@ mod tests {
         let env = [("AI_MEMORY_CAPTURE__PROMPTS".to_owned(), "maybe".to_owned())];
         let err = Settings::load(dir, &env).unwrap_err().to_string();
         assert!(err.contains("prompts") || err.contains("bool"), "{err}");
+    }
+
+    #[test]
+    fn capture_retention_days_gives_a_cutoff_and_zero_keeps_prompts() {
+        let dir = temp("retention");
+        std::fs::write(dir.path().join("config.toml"), "[capture]\nretention_days = 2\n").unwrap();
+        let s = Settings::load(dir.path(), &[]).unwrap();
+        assert_eq!(s.capture.retention_cutoff(1_000_000), Some(1_000_000 - 2 * 86_400));
+        assert_eq!(Capture::default().retention_cutoff(1_000_000), None);
+        std::fs::write(dir.path().join("config.toml"), "[capture]\nretention_days = -1\n").unwrap();
+        let err = Settings::load(dir.path(), &[]).unwrap_err().to_string();
+        assert!(err.contains("retention_days") || err.contains("-1"), "{err}");
+    }
+
+    #[test]
+    fn a_marker_tolerates_other_tables_but_not_unknown_keys() {
+        let dir = temp("tables");
+        std::fs::write(
+            dir.path().join(MARKER_FILE),
+            "project = \"shop\"\n[briefing]\nx = 1\n[profile]\nconsume = false\n",
+        )
+        .unwrap();
+        let id = Identity::of(dir.path()).unwrap();
+        assert_eq!(id.project.as_str(), "shop");
+        assert_eq!(id.consume, Some(false));
+        std::fs::write(dir.path().join(MARKER_FILE), "projct = \"shop\"\n").unwrap();
+        let err = Identity::of(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("projct"), "{err}");
+        std::fs::write(dir.path().join(MARKER_FILE), "[profile]\nconsum = false\n").unwrap();
+        let err = Identity::of(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("consum"), "{err}");
     }
 
     #[test]

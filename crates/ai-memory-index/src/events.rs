@@ -98,6 +98,11 @@ impl Index {
         Ok(n > 0)
     }
 
+    /// Deletes the prompts captured before `cutoff` (unix seconds): `capture.retention_days`.
+    pub fn purge_prompts_before(&self, cutoff: i64) -> Result<usize, IndexError> {
+        Ok(self.conn().execute("DELETE FROM prompts WHERE at < ?1", [cutoff])?)
+    }
+
     pub fn prompts(&self, project: &ProjectRow) -> Result<Vec<PromptRow>, IndexError> {
         let conn = self.conn();
         let mut stmt = conn.prepare(

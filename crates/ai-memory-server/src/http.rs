@@ -114,8 +114,10 @@ async fn watch(memory: Arc<Memory>) {
 }
 
 /// The profile's harvest passes: once after startup, `PASS_DELAY` after a session ends (the
-/// ends that arrive meanwhile ride along), and every `PASS_INTERVAL`.
-async fn profile_passes(memory: Arc<Memory>) {
+/// ends that arrive meanwhile ride along), and every `PASS_INTERVAL`. `serve` and the stdio
+/// `ai-memory mcp` both run them (a harness with no session-end event, like Codex, still gets
+/// passes); `profile_pass`'s file lock keeps them one at a time across processes.
+pub async fn profile_passes(memory: Arc<Memory>) {
     let wanted = memory.pass_wanted.clone();
     tokio::time::sleep(Duration::from_secs(1)).await;
     loop {

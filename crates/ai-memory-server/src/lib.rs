@@ -14,8 +14,8 @@ pub use context::{PREAMBLE, session_context};
 pub use error::MemoryError;
 pub use mcp::MemoryMcp;
 pub use service::{
-    Caller, HookEvent, MAX_EVENT_FILES, Memory, PageRef, Query, ReadOut, STACK_TAGS, WritePage,
-    Written,
+    Caller, Forget, HookEvent, MAX_EVENT_FILES, Memory, PageRef, Query, ReadOut, STACK_TAGS,
+    WritePage, Written,
 };
 
 use ai_memory_index::Principal;

@@ -12,7 +12,7 @@ use rmcp::{ErrorData, RoleServer, ServerHandler, tool, tool_handler, tool_router
 
 use crate::args::{self, input_schema};
 use crate::error::MemoryError;
-use crate::service::{Caller, Memory, PageRef, Query, WritePage};
+use crate::service::{Caller, Forget, Memory, PageRef, Query, WritePage};
 
 /// The MCP server: the service, and the caller a request runs as when the transport does not
 /// say (stdio: the process's own identity; HTTP: set per request by the auth layer).
@@ -100,7 +100,7 @@ impl MemoryMcp {
     }
 
     #[tool(
-        description = "Read a memory page: its text (frontmatter included) and recent history.",
+        description = "Read a memory page: its text (frontmatter included) and recent history. A digest line's path (profile/...) is read as printed, from your profile.",
         input_schema = input_schema::<PageRef>()
     )]
     async fn memory_read_page(
@@ -137,6 +137,19 @@ impl MemoryMcp {
             m.delete_page(c, &req).map(|commit| serde_json::json!({ "commit": commit }))
         })
         .await
+    }
+
+    #[tool(
+        description = "Forget a cross-project profile entry (path as the digest names it, profile/<category>/<page>.md): \
+        it is removed and recorded, so the profile does not learn it again from the same prompts, only from a later statement.",
+        input_schema = input_schema::<Forget>()
+    )]
+    async fn memory_forget(
+        &self,
+        args: JsonObject,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        self.run("memory_forget", args, ctx, |m, c, req: Forget| m.forget(c, &req)).await
     }
 }
 

@@ -64,6 +64,17 @@ pub struct PageRef {
     pub project: Option<String>,
 }
 
+/// `memory_forget`: a profile entry to remove and keep out.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Forget {
+    /// The entry's path as the digest or `memory_query` names it (`profile/<category>/<page>.md`).
+    pub path: String,
+    /// Workspace, when not the caller's (a workspace-shared profile).
+    #[serde(default)]
+    pub workspace: Option<String>,
+}
+
 #[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Query {
@@ -416,6 +427,33 @@ impl Memory {
     }
 
     pub fn read_page(&self, caller: &Caller, req: &PageRef) -> Result<ReadOut, MemoryError> {
+        // A digest line names `profile/<category>/<page>.md` without its scope: a path given as
+        // the digest printed it, with no scope or place named, that is not a page of the
+        // caller's project (or with no project to look in) is read from the caller's profile.
+        let as_printed = req.scope.is_none()
+            && req.workspace.is_none()
+            && req.project.is_none()
+            && req.path.starts_with("profile/");
+        if !as_printed {
+            return self.read_located(caller, req);
+        }
+        let first = match caller.project {
+            Some(_) => match self.read_located(caller, req) {
+                Err(MemoryError::NotFound(first)) => first,
+                other => return other,
+            },
+            None => format!("no project page {}", req.path),
+        };
+        let in_profile = PageRef { scope: Some("profile".into()), ..req.clone() };
+        self.read_located(caller, &in_profile).map_err(|e| match e {
+            MemoryError::NotFound(_) => {
+                MemoryError::NotFound(format!("{first}, nor in your profile (`scope`: `profile`)"))
+            }
+            other => other,
+        })
+    }
+
+    fn read_located(&self, caller: &Caller, req: &PageRef) -> Result<ReadOut, MemoryError> {
         let (at, _) = self.locate(
             caller,
             req.scope.as_deref(),

@@ -96,13 +96,13 @@ pub enum Command {
     /// harness's JSON on stdin.
     Hook {
         event: String,
-        /// claude-code, codex, opencode or aerix.
+        /// claude-code, codex, opencode, aerix or kimi-code.
         #[arg(long, default_value = "claude-code")]
         harness: String,
     },
     /// Register the hooks and the MCP server in a harness's configuration.
     Install {
-        /// claude-code, codex, opencode or aerix.
+        /// claude-code, codex, opencode, aerix or kimi-code.
         harness: String,
         /// Print what would change, change nothing.
         #[arg(long)]

@@ -100,6 +100,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
             rt.block_on(async move {
                 use rmcp::ServiceExt;
+                // Passes here too: `install` registers this server for every harness, and a
+                // user who never runs `serve` must still have a profile learned.
+                tokio::spawn(ai_memory_server::http::profile_passes(memory.clone()));
                 let server = ai_memory_server::MemoryMcp::new(memory, Some(caller));
                 let running = server.serve(rmcp::transport::stdio()).await?;
                 running.waiting().await?;

@@ -283,6 +283,37 @@ impl Memory {
         self.remove_page(&at, "profile forget")
     }
 
+    /// `memory_forget`: `profile_forget` in the caller's profile, for a caller who may write it
+    /// (the entry is recorded in the same ledger, so the next pass does not bring it back).
+    pub fn forget(
+        &self,
+        caller: &crate::service::Caller,
+        req: &crate::service::Forget,
+    ) -> Result<serde_json::Value, MemoryError> {
+        let workspace = match &req.workspace {
+            Some(w) => WorkspaceName::new(w)?,
+            None => caller.workspace.clone().unwrap_or_else(WorkspaceName::default_workspace),
+        };
+        let home = self.profile_home(caller.who, &workspace)?.ok_or_else(|| {
+            MemoryError::Invalid(
+                "no profile to forget from: it is off on this server, or the root token has no private profile".into(),
+            )
+        })?;
+        if let Some(row) = self.home_row(&home)?
+            && !self.index().can_write(caller.who, &row)?
+        {
+            return Err(MemoryError::Denied(format!(
+                "no write access to {}/{}",
+                home.workspace, home.project
+            )));
+        }
+        let commit = self.profile_forget(&home, &req.path)?;
+        Ok(serde_json::json!({
+            "commit": commit,
+            "forgotten": entry_path(&req.path)?.to_string(),
+        }))
+    }
+
     /// `profile review`: every entry (learned, or edited by hand) and the habits short of the
     /// bar, from the records as they are (no pass is run).
     pub fn profile_review(&self, home: &Home) -> Result<Review, MemoryError> {

@@ -61,6 +61,9 @@ impl Memory {
         lock.lock().map_err(|e| {
             MemoryError::Invalid(format!("cannot lock {}: {e}", lock_path.display()))
         })?;
+        if let Some(cutoff) = self.settings.capture.retention_cutoff(self.now()) {
+            self.index().purge_prompts_before(cutoff)?;
+        }
         let mut report = PassReport::default();
         let homes = self.profile_homes()?;
         self.index().purge_opted_out()?;

@@ -8,7 +8,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::{Server, command, repo, run, stderr, stdout, temp};
+use rmcp::ServiceExt;
+use rmcp::transport::TokioChildProcess;
+
+use crate::support::{Server, call, command, ok, repo, run, runtime, stderr, stdout, temp};
 
 fn hook(server: &Server, event: &str, body: &Value) -> String {
     let out = run(
@@ -84,6 +87,22 @@ fn a_session_end_brings_a_pass_and_the_next_session_starts_with_the_digest() {
     assert!(text.starts_with("<ai-memory-profile>\n> 🧭 ai-memory: your usual choices"), "{text}");
     assert!(text.contains("- Keep integration tests in tests/suite. (`profile/testing/"), "{text}");
     assert!(text.contains("profile apply"), "a new project gets the baseline note: {text}");
+    // The digest line's path, given to memory_read_page as printed (no scope), from the other
+    // project's stdio MCP server: the profile page, not "no page" in the caller's project.
+    let path = text.split("(`").nth(1).and_then(|t| t.split('`').next()).unwrap().to_owned();
+    assert!(path.starts_with("profile/testing/"), "{path}");
+    runtime().block_on(async {
+        let mut c = tokio::process::Command::from(command(&server.data, &server.home));
+        c.arg("mcp").current_dir(&other);
+        let stdio = ().serve(TokioChildProcess::new(c).unwrap()).await.unwrap();
+        let page = ok(&stdio, "memory_read_page", json!({ "path": path })).await;
+        assert_eq!(page["path"], path.as_str(), "{page}");
+        assert!(page["text"].as_str().unwrap().contains("tests/suite"), "{page}");
+        let (err, text) =
+            call(&stdio, "memory_read_page", json!({ "path": "profile/testing/none.md" })).await;
+        assert!(err && text.contains("nor in your profile"), "{text}");
+        stdio.cancel().await.unwrap();
+    });
 }
 
 #[test]
@@ -243,4 +262,67 @@ fn without_a_server_a_session_end_starts_the_pass() {
         assert!(Instant::now() < deadline, "no entry after 30 s: {list}");
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+/// A Codex-only user (no session-end event, never runs `serve`): the stdio `ai-memory mcp` the
+/// harness starts runs a pass shortly after it starts, and the profile learns (issue 36).
+#[test]
+fn the_stdio_server_runs_profile_passes_and_memory_forget_keeps_an_entry_out() {
+    let data = temp("stdio-pass");
+    let home = temp("home");
+    let app = repo("codex-app");
+    let cwd = app.to_str().unwrap();
+    let hook = |event: &str, body: Value| {
+        let mut c = command(&data, &home);
+        // No server listens on port 9: the hook writes to the data directory itself.
+        c.env("AI_MEMORY_SERVER__BIND", "127.0.0.1:9").args(["hook", event, "--harness", "codex"]);
+        let out = run(c, Some(&body.to_string()));
+        assert!(out.status.success(), "{}", stderr(&out));
+    };
+    hook(
+        "session-start",
+        json!({"session_id": "c1", "cwd": cwd, "hook_event_name": "SessionStart", "source": "startup"}),
+    );
+    hook(
+        "prompt-submit",
+        json!({"session_id": "c1", "cwd": cwd, "hook_event_name": "UserPromptSubmit",
+               "prompt": "In all my projects, keep integration tests in tests/suite."}),
+    );
+    let listed = || {
+        let (ok, list) = cli(command(&data, &home), &app, &["profile", "list"]);
+        assert!(ok, "{list}");
+        list
+    };
+    assert!(!listed().contains("profile/testing/"), "no pass has run yet");
+    runtime().block_on(async {
+        let mut c = tokio::process::Command::from(command(&data, &home));
+        c.arg("mcp").current_dir(&app);
+        let stdio = ().serve(TokioChildProcess::new(c).unwrap()).await.unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let list = listed();
+            if list.contains("profile/testing/") {
+                assert!(list.contains("Keep integration tests in tests/suite."), "{list}");
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no entry 30 s after the stdio server started: {list}"
+            );
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+        // memory_forget removes the learned entry and records it: a pass over the same
+        // prompts does not bring it back.
+        let list = listed();
+        let path = list.lines().find(|l| l.starts_with("profile/testing/")).unwrap();
+        let path = path.split('\t').next().unwrap().to_owned();
+        let forgot = ok(&stdio, "memory_forget", json!({ "path": path })).await;
+        assert_eq!(forgot["forgotten"], path.as_str(), "{forgot}");
+        let (err, text) = call(&stdio, "memory_forget", json!({ "path": path })).await;
+        assert!(err && text.contains("no entry"), "{text}");
+        stdio.cancel().await.unwrap();
+        let (passed, out) = cli(command(&data, &home), &app, &["profile", "rebuild"]);
+        assert!(passed, "{out}");
+        assert!(!listed().contains("profile/testing/"), "the forgotten entry came back");
+    });
 }

@@ -74,3 +74,73 @@ fn a_json_array_as_hook_input_is_refused() {
     assert_eq!(status, 400, "{body}");
     assert_eq!(body["error"], "the hook event must be a JSON object, not an array", "{body}");
 }
+
+/// A marker with another tool's table (`[briefing]`) beside `[profile]`: the hook records the
+/// session in the project the marker names instead of failing (issue 36).
+#[test]
+fn a_marker_with_another_tools_table_does_not_break_the_hooks() {
+    let data = temp("marker-table");
+    let checkout = repo("checkout");
+    std::fs::write(
+        checkout.join(MARKER_FILE),
+        "project = \"shop\"\n[briefing]\nstyle = \"short\"\n[profile]\nconsume = false\n",
+    )
+    .unwrap();
+    let out = direct_hook(&data, "session-start", &start_json("s1", &checkout));
+    assert!(stderr(&out).is_empty(), "{}", stderr(&out));
+    let index = Index::open(&data.join("index.sqlite")).unwrap();
+    let row = index
+        .project(&WorkspaceName::default_workspace(), &ProjectName::new("shop").unwrap())
+        .unwrap()
+        .expect("the marker's project is recorded");
+    assert_eq!(index.project_opt_outs(&row).unwrap(), (Some(true), Some(false)));
+}
+
+/// `hook --harness` and `install` name every harness ai-memory supports in their help.
+#[test]
+fn the_help_texts_name_every_harness() {
+    let home = temp("help-home");
+    for sub in ["hook", "install"] {
+        let mut c = command(&home, &home);
+        c.args([sub, "--help"]);
+        let out = run(c, None);
+        let help = String::from_utf8_lossy(&out.stdout).into_owned();
+        for harness in ["claude-code", "codex", "opencode", "aerix", "kimi-code"] {
+            assert!(help.contains(harness), "`{sub} --help` omits {harness}: {help}");
+        }
+    }
+}
+
+/// `capture.retention_days`: a profile pass deletes the prompts captured before the cutoff and
+/// keeps the newer ones (issue 36).
+#[test]
+fn captured_prompts_older_than_the_retention_are_deleted_by_a_pass() {
+    let data = temp("retention");
+    let app = repo("kept");
+    direct_hook(&data, "session-start", &start_json("r1", &app));
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs()
+        as i64;
+    let index = Index::open(&data.join("index.sqlite")).unwrap();
+    let project = index
+        .project(&WorkspaceName::default_workspace(), &ProjectName::new("kept").unwrap())
+        .unwrap()
+        .unwrap();
+    let old = ai_memory_core::sanitize("three days old");
+    let new = ai_memory_core::sanitize("an hour old");
+    index.capture_prompt(&project, "r1", None, &old, now - 3 * 86_400).unwrap();
+    index.capture_prompt(&project, "r1", None, &new, now - 3_600).unwrap();
+    let pass = |days: &str| {
+        let home = temp("home");
+        let mut c = command(&data, &home);
+        c.env("AI_MEMORY_CAPTURE__RETENTION_DAYS", days).args(["profile", "pass"]);
+        let out = run(c, None);
+        assert!(out.status.success(), "{}", stderr(&out));
+    };
+    let texts = || -> Vec<String> {
+        index.prompts(&project).unwrap().into_iter().map(|p| p.text).collect()
+    };
+    pass("0");
+    assert_eq!(texts(), ["three days old", "an hour old"], "0 keeps every prompt");
+    pass("2");
+    assert_eq!(texts(), ["an hour old"]);
+}
