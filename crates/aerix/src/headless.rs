@@ -15,6 +15,7 @@ use anyhow::Context as _;
 
 use crate::attach::SessionBranch;
 use crate::bridge;
+use crate::checkpoint;
 use crate::exit::Exit;
 use crate::hooks::{AgentHooks, SessionHooks};
 use crate::signals::{self, Pending, Signals};
@@ -90,9 +91,11 @@ pub async fn run(
 
     // The session first: a bad --resume is a usage error before any pool is started.
     let resume_id = files.resume_id(options.resume.as_deref(), options.continue_latest)?;
+    let mut request_number = 1;
     let (log, resumed) = match &resume_id {
         Some(id) => {
             let resumed = files.resume(id, &mut front)?;
+            request_number = checkpoint::next_request(&resumed.events);
             (resumed.log, Some((rebuild(&resumed.events, "a1"), resumed.recorded)))
         }
         None => (
@@ -189,6 +192,8 @@ pub async fn run(
     // This run is the session's request: its `session.start` makes `session/<id>`.
     end.branch = attached.branch.clone();
     end.write_start(&mut sink);
+    let base = end.snapshot.as_ref().and_then(|s| s.base.as_deref());
+    sink.event(checkpoint::take(&files.root, &session_id, request_number, base));
 
     // The session hooks: SessionStart's context is pinned in the root's context,
     // UserPromptSubmit's is appended to the prompt; a block or `continue: false` ends the run.

@@ -21,6 +21,7 @@ mod real;
 mod remote;
 mod repeats;
 mod request;
+mod rewind;
 mod screen;
 mod skills;
 mod startup;

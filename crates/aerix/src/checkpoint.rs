@@ -1,0 +1,123 @@
+//! Checkpoints before each request (the working tree kept under
+//! `refs/aerix/checkpoints/<session>/<n>`) and `aerix rewind`: the files and the conversation
+//! put back to before a request.
+
+use std::path::Path;
+
+use aerix_session::{Event, Request, Store, read_log, requests};
+use gitstore::{CHECKPOINT_CAP, Repo, RestoreError};
+
+use crate::exit::Exit;
+
+/// Keeps the working tree before request `request` of `session`: `base` is the request's
+/// snapshot when it has one (the same commit its diff is taken against). The event says what
+/// was kept, or why nothing was (outside a git repository there are no checkpoints).
+pub fn take(root: &Path, session: &str, request: u32, base: Option<&str>) -> Event {
+    let event =
+        |commit, pruned, note: Option<String>| Event::Checkpoint { request, commit, pruned, note };
+    let Some(top) = Repo::toplevel(root) else {
+        return event(None, Vec::new(), Some("not a git repository: no checkpoint".to_owned()));
+    };
+    let repo = Repo::at(&top);
+    let kept = match base {
+        Some(base) => Ok(base.to_owned()),
+        None => repo.snapshot_commit(),
+    }
+    .and_then(|commit| repo.keep_checkpoint(session, request, &commit, CHECKPOINT_CAP));
+    match kept {
+        Ok(kept) => event(Some(kept.commit), kept.pruned, None),
+        Err(e) => {
+            eprintln!("aerix: no checkpoint before this request: {e}");
+            event(None, Vec::new(), Some(format!("no checkpoint: {e}")))
+        }
+    }
+}
+
+/// The number the next request of a session gets (its `session.start`s so far, plus one).
+pub fn next_request(events: &[Event]) -> u32 {
+    requests(events).len() as u32 + 1
+}
+
+/// What `aerix rewind` was asked.
+pub struct Rewind<'a> {
+    pub session: Option<&'a str>,
+    pub to: Option<u32>,
+    pub files_only: bool,
+    pub list: bool,
+}
+
+pub fn rewind(data: &Path, root: &Path, ask: &Rewind) -> anyhow::Result<Exit> {
+    let usage = |message: String| anyhow::anyhow!(Exit::Usage.with(message));
+    let store = Store::new(data);
+    let project = aerix_session::project_key(root);
+    let id = match ask.session {
+        Some(id) => id.to_owned(),
+        None => store
+            .latest(&project)?
+            .ok_or_else(|| usage("no session to rewind in this project".to_owned()))?,
+    };
+    let path = store.existing(&project, &id).map_err(|e| usage(e.to_string()))?;
+    let listed = requests(&read_log(&path)?.events);
+    if ask.list {
+        for request in &listed {
+            println!("{}", list_line(request));
+        }
+        return Ok(Exit::Done);
+    }
+    let live: Vec<u32> = listed.iter().filter(|r| !r.rewound).map(|r| r.number).collect();
+    let Some(&last) = live.last() else {
+        return Err(usage(format!("session {id} has no request to rewind")));
+    };
+    let to = ask.to.unwrap_or(last);
+    if !live.contains(&to) {
+        let rewound: Vec<String> =
+            listed.iter().filter(|r| r.rewound).map(|r| r.number.to_string()).collect();
+        let rewound = match rewound.is_empty() {
+            true => String::new(),
+            false => format!("; rewound already: {}", rewound.join(", ")),
+        };
+        return Err(usage(format!(
+            "--to {to}: session {id}'s requests are 1 to {}{rewound} (`aerix rewind --list`)",
+            listed.len()
+        )));
+    }
+    let files = match Repo::toplevel(root) {
+        Some(top) => match Repo::at(&top).restore_checkpoint(&id, to) {
+            Ok(()) => true,
+            Err(e @ RestoreError::Obstructed { .. }) => return Err(e.into()),
+            Err(e) => return Err(anyhow::anyhow!("the files are not restored: {e}")),
+        },
+        None if ask.files_only => {
+            return Err(usage("not a git repository: there are no checkpoints".to_owned()));
+        }
+        None => {
+            eprintln!("note: not a git repository: no checkpoints, the files are not restored");
+            false
+        }
+    };
+    let conversation = !ask.files_only;
+    store.append(&project, &id, &Event::Rewind { to, files, conversation })?;
+    let what = match (files, conversation) {
+        (true, true) => "files and conversation",
+        (true, false) => "files",
+        (false, _) => "conversation",
+    };
+    println!("rewound session {id} to before request {to} ({what})");
+    Ok(Exit::Done)
+}
+
+/// `N  prompt's first line`, `(rewound)` before a rewound one's.
+fn list_line(request: &Request) -> String {
+    let first = request.prompt.lines().next().unwrap_or_default();
+    let first: String = first.chars().take(100).collect();
+    let mark = if request.rewound { "(rewound) " } else { "" };
+    format!("{:>3}  {mark}{first}", request.number)
+}
+
+/// `aerix sessions rm`: the session's checkpoints go with it.
+pub fn remove(root: &Path, session: &str) -> anyhow::Result<usize> {
+    match Repo::toplevel(root) {
+        Some(top) => Ok(Repo::at(&top).remove_checkpoints(session)?),
+        None => Ok(0),
+    }
+}
