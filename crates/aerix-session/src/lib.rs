@@ -17,7 +17,7 @@ pub use index::{ImportOutcome, IndexEntry, Store};
 pub use key::project_key;
 pub use log::{Log, ReadLog, read_log};
 pub use rebuild::{Rebuilt, RebuiltSegment, rebuild};
-pub use rewind::{Request, live, requests};
+pub use rewind::{Request, live, live_mask, requests};
 pub use time::{now_rfc3339, session_id};
 
 #[derive(Debug, thiserror::Error)]

@@ -27,7 +27,7 @@ pub struct Rebuilt {
 /// left out (their turns and calls still count, so numbers are never reused).
 pub fn rebuild(events: &[Event], agent: &str) -> Rebuilt {
     let mut out = Rebuilt::default();
-    let live = crate::rewind::kept(events);
+    let live = crate::live_mask(events);
     for (event, kept) in events.iter().zip(live).filter(|(e, _)| e.agent() == Some(agent)) {
         match event {
             Event::Segment { .. } | Event::Plan { .. } if !kept => {}

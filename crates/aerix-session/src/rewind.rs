@@ -48,11 +48,11 @@ pub fn requests(events: &[Event]) -> Vec<Request> {
 /// The events of the requests no rewind left out, in order (the `rewind` events too). What a
 /// resumed session's context is rebuilt from, and what `aerix tune` learns from.
 pub fn live(events: &[Event]) -> Vec<&Event> {
-    events.iter().zip(kept(events)).filter(|(_, kept)| *kept).map(|(e, _)| e).collect()
+    events.iter().zip(live_mask(events)).filter(|(_, kept)| *kept).map(|(e, _)| e).collect()
 }
 
-/// For each event, whether its request is live.
-pub(crate) fn kept(events: &[Event]) -> Vec<bool> {
+/// For each event, whether its request is live (not left out by a rewind).
+pub fn live_mask(events: &[Event]) -> Vec<bool> {
     let rewound: Vec<u32> =
         requests(events).into_iter().filter(|r| r.rewound).map(|r| r.number).collect();
     numbered(events).map(|(n, _)| !rewound.contains(&n)).collect()
