@@ -222,7 +222,7 @@ pub enum Event {
     /// The working tree kept before request `request` (1-based, every `session.start` counted)
     /// as `refs/aerix/checkpoints/<session>/<request>`; `pruned`: the requests whose checkpoints
     /// the cap of 100 removed; `note`: why there is none (outside a git repository, a failure).
-    #[serde(rename = "checkpoint")]
+    #[serde(rename = "session.checkpoint")]
     Checkpoint {
         request: u32,
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -235,7 +235,7 @@ pub enum Event {
     /// The session rewound to before request `to`: that request and the later ones are left
     /// out of the rebuilt context (they stay in the log); `files`: the working tree was
     /// restored from `to`'s checkpoint too, `conversation`: false for `--files-only`.
-    #[serde(rename = "rewind")]
+    #[serde(rename = "session.rewind")]
     Rewind { to: u32, files: bool, conversation: bool },
 }
 

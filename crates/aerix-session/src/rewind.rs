@@ -1,5 +1,5 @@
 //! A session's requests (each `session.start` opens one, numbered from 1) and which of them a
-//! `rewind` event left out of the conversation.
+//! `session.rewind` event left out of the conversation.
 
 use crate::Event;
 
@@ -45,7 +45,7 @@ pub fn requests(events: &[Event]) -> Vec<Request> {
     out
 }
 
-/// The events of the requests no rewind left out, in order (the `rewind` events too). What a
+/// The events of the requests no rewind left out, in order (the `session.rewind` events too). What a
 /// resumed session's context is rebuilt from, and what `aerix tune` learns from.
 pub fn live(events: &[Event]) -> Vec<&Event> {
     events.iter().zip(live_mask(events)).filter(|(_, kept)| *kept).map(|(e, _)| e).collect()

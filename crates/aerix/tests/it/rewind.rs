@@ -63,7 +63,7 @@ fn rewind_restores_bash_and_edit_changes_and_the_conversation() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let events = world.events();
     let session = events[0]["session"].as_str().unwrap_or_default().to_owned();
-    let kept: Vec<(u64, bool)> = of_type(&events, "checkpoint")
+    let kept: Vec<(u64, bool)> = of_type(&events, "session.checkpoint")
         .iter()
         .map(|c| (c["request"].as_u64().unwrap(), c["commit"].is_string()))
         .collect();
@@ -117,7 +117,7 @@ fn rewind_restores_bash_and_edit_changes_and_the_conversation() {
     assert_eq!(read(&world, "later.txt"), None);
     let out = world.aerix(&["rewind", "--list"]);
     assert_eq!(stdout(&out), "  1  (rewound) First.\n  2  (rewound) Second.\n  3  Third.\n");
-    let rewinds: Vec<(u64, bool)> = of_type(&world.events(), "rewind")
+    let rewinds: Vec<(u64, bool)> = of_type(&world.events(), "session.rewind")
         .iter()
         .map(|r| (r["to"].as_u64().unwrap(), r["conversation"].as_bool().unwrap()))
         .collect();

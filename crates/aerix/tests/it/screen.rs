@@ -226,7 +226,7 @@ fn whole_requests_on_the_screen() {
     assert_eq!(world.git(&["diff", "--numstat"]), "1\t1\tcalc.sh\n");
     // A checkpoint before each request: the first at HEAD, the second with the first's edit;
     // `aerix rewind` takes the screen's session back to before the first.
-    let kept: Vec<(u64, &str)> = of_type(&events, "checkpoint")
+    let kept: Vec<(u64, &str)> = of_type(&events, "session.checkpoint")
         .iter()
         .map(|c| (c["request"].as_u64().unwrap(), c["commit"].as_str().unwrap_or_default()))
         .collect();
