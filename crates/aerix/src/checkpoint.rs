@@ -121,3 +121,33 @@ pub fn remove(root: &Path, session: &str) -> anyhow::Result<usize> {
         None => Ok(0),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outside_a_repository_the_event_says_there_is_no_checkpoint() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(Repo::toplevel(dir.path()).is_none(), "the temporary directory is in a repository");
+        let event = take(dir.path(), "s1", 1, None);
+        let Event::Checkpoint { request, commit, note, .. } = event else { panic!("{event:?}") };
+        assert_eq!((request, commit), (1, None));
+        assert_eq!(note.as_deref(), Some("not a git repository: no checkpoint"));
+    }
+
+    #[test]
+    fn in_a_repository_without_a_commit_the_tree_is_kept_under_the_ref() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = Repo::at(dir.path());
+        repo.run(&["init", "-q"], gitstore::GIT_TIMEOUT).unwrap();
+        std::fs::write(dir.path().join("a.txt"), "a\n").unwrap();
+        let event = take(dir.path(), "s1", 3, None);
+        let Event::Checkpoint { commit: Some(commit), note: None, .. } = event else {
+            panic!("{event:?}")
+        };
+        assert_eq!(repo.checkpoints("s1").unwrap(), vec![3]);
+        let shown = repo.run(&["show", &format!("{commit}:a.txt")], gitstore::GIT_TIMEOUT);
+        assert_eq!(shown.unwrap(), b"a\n");
+    }
+}
