@@ -56,19 +56,59 @@ pub fn rewind(data: &Path, root: &Path, ask: &Rewind) -> anyhow::Result<Exit> {
             .latest(&project)?
             .ok_or_else(|| usage("no session to rewind in this project".to_owned()))?,
     };
-    let path = store.existing(&project, &id).map_err(|e| usage(e.to_string()))?;
-    let listed = requests(&read_log(&path)?.events);
     if ask.list {
-        for request in &listed {
+        let path = store.existing(&project, &id).map_err(|e| usage(e.to_string()))?;
+        for request in &requests(&read_log(&path)?.events) {
             println!("{}", list_line(request));
         }
         return Ok(Exit::Done);
     }
+    println!("{}", rewind_session(&store, &project, &id, root, ask.to, ask.files_only)?);
+    Ok(Exit::Done)
+}
+
+/// The screen's `/rewind [N]`: the listing, or the rewind's outcome, as one note's text.
+pub fn screen(store: &Store, project: &str, id: &str, root: &Path, arg: Option<&str>) -> String {
+    let Some(arg) = arg else {
+        let listed = store
+            .existing(project, id)
+            .map_err(anyhow::Error::from)
+            .and_then(|path| Ok(requests(&read_log(&path)?.events)));
+        return match listed {
+            Ok(listed) if listed.is_empty() => "no request to rewind yet".to_owned(),
+            Ok(listed) => {
+                let lines: Vec<String> = listed.iter().map(list_line).collect();
+                format!("requests (/rewind N goes back to before N):\n{}", lines.join("\n"))
+            }
+            Err(e) => format!("the session's requests cannot be read: {e:#}"),
+        };
+    };
+    let Ok(to) = arg.parse::<u32>() else {
+        return format!("/rewind N: `{arg}` is not a request number (/rewind lists them)");
+    };
+    match rewind_session(store, project, id, root, Some(to), false) {
+        Ok(done) => done,
+        Err(e) => format!("not rewound: {e:#}"),
+    }
+}
+
+/// Restores the files (in a repository) and records the rewind; what was done, as a line.
+fn rewind_session(
+    store: &Store,
+    project: &str,
+    id: &str,
+    root: &Path,
+    to: Option<u32>,
+    files_only: bool,
+) -> anyhow::Result<String> {
+    let usage = |message: String| anyhow::anyhow!(Exit::Usage.with(message));
+    let path = store.existing(project, id).map_err(|e| usage(e.to_string()))?;
+    let listed = requests(&read_log(&path)?.events);
     let live: Vec<u32> = listed.iter().filter(|r| !r.rewound).map(|r| r.number).collect();
     let Some(&last) = live.last() else {
         return Err(usage(format!("session {id} has no request to rewind")));
     };
-    let to = ask.to.unwrap_or(last);
+    let to = to.unwrap_or(last);
     if !live.contains(&to) {
         let rewound: Vec<String> =
             listed.iter().filter(|r| r.rewound).map(|r| r.number.to_string()).collect();
@@ -82,12 +122,12 @@ pub fn rewind(data: &Path, root: &Path, ask: &Rewind) -> anyhow::Result<Exit> {
         )));
     }
     let files = match Repo::toplevel(root) {
-        Some(top) => match Repo::at(&top).restore_checkpoint(&id, to) {
+        Some(top) => match Repo::at(&top).restore_checkpoint(id, to) {
             Ok(()) => true,
             Err(e @ RestoreError::Obstructed { .. }) => return Err(e.into()),
             Err(e) => return Err(anyhow::anyhow!("the files are not restored: {e}")),
         },
-        None if ask.files_only => {
+        None if files_only => {
             return Err(usage("not a git repository: there are no checkpoints".to_owned()));
         }
         None => {
@@ -95,15 +135,14 @@ pub fn rewind(data: &Path, root: &Path, ask: &Rewind) -> anyhow::Result<Exit> {
             false
         }
     };
-    let conversation = !ask.files_only;
-    store.append(&project, &id, &Event::Rewind { to, files, conversation })?;
+    let conversation = !files_only;
+    store.append(project, id, &Event::Rewind { to, files, conversation })?;
     let what = match (files, conversation) {
         (true, true) => "files and conversation",
         (true, false) => "files",
         (false, _) => "conversation",
     };
-    println!("rewound session {id} to before request {to} ({what})");
-    Ok(Exit::Done)
+    Ok(format!("rewound session {id} to before request {to} ({what})"))
 }
 
 /// `N  prompt's first line`, `(rewound)` before a rewound one's.

@@ -131,3 +131,39 @@ fn rewind_restores_bash_and_edit_changes_and_the_conversation() {
     assert_eq!(world.git(&["for-each-ref", "refs/aerix"]), "");
     assert_eq!(git_state(&world), before);
 }
+
+/// The screen's `/rewind`: the list, then back to before request 1; the next request's context
+/// holds none of it.
+#[test]
+fn the_screens_rewind_lists_and_restores() {
+    use crate::screen::{ALLOW, Pane, STARTUP, STEP, exited};
+    let replies = vec![
+        "investigate".to_owned(),
+        calls("Make it.", vec![call("bash", json!({"command": "printf 'made\\n' > made.txt"}))]),
+        final_turn("Done.", "made it"),
+        "investigate".to_owned(),
+        calls("What do I hold?", vec![call("context", json!({"op": "status"}))]),
+        final_turn("Done.", "looked"),
+    ];
+    let world = crate::World::scripted_with("screen-rewind", &replies, true, ALLOW);
+    let pane = Pane::open(&world, "screen-rewind", "true");
+    pane.wait_for("ready in", STARTUP);
+    pane.type_line("Make a file.");
+    pane.wait_for("made it", STEP);
+    assert_eq!(read(&world, "made.txt").as_deref(), Some(&b"made\n"[..]));
+    pane.type_line("/rewind");
+    let listed = pane.wait_for("goes back to before N", STEP);
+    assert!(listed.contains("1  Make a file."), "{listed}");
+    pane.type_line("/rewind 1");
+    pane.wait_for("to before request 1", STEP);
+    assert_eq!(read(&world, "made.txt"), None, "the file bash made is gone");
+    pane.type_line("Look.");
+    pane.wait_for("looked", STEP);
+    pane.keys(&["C-d"]);
+    exited(&pane);
+    let events = world.events();
+    let status = results(&events, "context").last().unwrap()["text"].as_str().unwrap().to_owned();
+    assert!(!status.contains("c1 "), "request 1's call is in the context: {status}");
+    let rewinds = of_type(&events, "session.rewind");
+    assert_eq!((rewinds.len(), rewinds[0]["to"].as_u64()), (1, Some(1)));
+}
