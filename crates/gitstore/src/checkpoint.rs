@@ -86,19 +86,22 @@ impl Repo {
         else {
             return Err(RestoreError::Missing { dir: self.dir.clone(), request: n });
         };
-        let listed = self.run(&["ls-tree", "-r", "-z", "--name-only", &commit], GIT_TIMEOUT)?;
-        let wanted: BTreeSet<String> = listed
-            .split(|b| *b == 0)
-            .filter(|f| !f.is_empty())
-            .map(|f| String::from_utf8_lossy(f).into_owned())
-            .collect();
-        for path in &wanted {
-            if self.dir.join(path).symlink_metadata().is_ok_and(|m| m.is_dir()) {
-                return Err(RestoreError::Obstructed { path: path.clone() });
+        // `<mode> <type> <object>\t<path>`: a submodule (`commit`) is a directory by right.
+        let listed = self.run(&["ls-tree", "-r", "-z", &commit], GIT_TIMEOUT)?;
+        let mut wanted = BTreeSet::new();
+        for entry in listed.split(|b| *b == 0).filter(|f| !f.is_empty()) {
+            let entry = String::from_utf8_lossy(entry);
+            let Some((meta, path)) = entry.split_once('\t') else { continue };
+            let submodule = meta.split(' ').nth(1) == Some("commit");
+            if !submodule && self.dir.join(path).symlink_metadata().is_ok_and(|m| m.is_dir()) {
+                return Err(RestoreError::Obstructed { path: path.to_owned() });
             }
+            wanted.insert(path.to_owned());
         }
         for path in self.file_set()? {
-            if !wanted.contains(&path) {
+            // A submodule added since is a repository of its own: left as it is.
+            let submodule = self.dir.join(&path).symlink_metadata().is_ok_and(|m| m.is_dir());
+            if !wanted.contains(&path) && !submodule {
                 remove_file(&self.dir, &path)
                     .map_err(|source| GitError::TempIndex { dir: self.dir.join(&path), source })?;
             }
@@ -183,6 +186,26 @@ mod tests {
         assert_eq!(std::fs::read_to_string(at("build.log")).unwrap(), "ignored\n");
         // The index was never written: nothing was ever staged.
         assert_eq!(repo.text(&["ls-files"], GIT_TIMEOUT).unwrap(), "");
+    }
+
+    #[test]
+    fn a_submodule_is_not_an_obstruction_and_is_left_alone() {
+        let (dir, repo) = repo();
+        let (sub_dir, sub) = super::tests::repo();
+        std::fs::write(sub_dir.path().join("s.txt"), "s\n").unwrap();
+        let ident = ["-c", "user.name=t", "-c", "user.email=t@example.com"];
+        sub.run(&["add", "-A"], GIT_TIMEOUT).unwrap();
+        sub.run(&[&ident[..], &["commit", "-qm", "s"]].concat(), GIT_TIMEOUT).unwrap();
+        let url = sub_dir.path().to_string_lossy().into_owned();
+        let add = ["-c", "protocol.file.allow=always", "submodule", "add", "-q", &url, "sub"];
+        repo.run(&add, GIT_TIMEOUT).unwrap();
+        std::fs::write(dir.path().join("a.txt"), "a\n").unwrap();
+        let commit = repo.snapshot_commit().unwrap();
+        repo.keep_checkpoint("s1", 1, &commit, CHECKPOINT_CAP).unwrap();
+        std::fs::write(dir.path().join("a.txt"), "changed\n").unwrap();
+        repo.restore_checkpoint("s1", 1).unwrap();
+        assert_eq!(std::fs::read_to_string(dir.path().join("a.txt")).unwrap(), "a\n");
+        assert_eq!(std::fs::read_to_string(dir.path().join("sub/s.txt")).unwrap(), "s\n");
     }
 
     #[test]
