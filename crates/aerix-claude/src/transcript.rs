@@ -457,7 +457,15 @@ pub fn write_projection(log: &Path) -> Result<PathBuf, ClaudeError> {
         path: log.to_owned(),
         source,
     })?;
-    let projection = project(&timed_events(&bytes));
+    // A rewound request's conversation is not the session's any more (`aerix rewind`).
+    let timed = timed_events(&bytes);
+    let plain: Vec<Event> = timed.iter().map(|(e, _)| e.clone()).collect();
+    let live: Vec<(Event, Option<String>)> = timed
+        .into_iter()
+        .zip(aerix_session::live_mask(&plain))
+        .filter_map(|(event, live)| live.then_some(event))
+        .collect();
+    let projection = project(&live);
     let main = transcript_path(log);
     replace(&main, &projection.main)?;
     for (agent, lines) in &projection.subagents {

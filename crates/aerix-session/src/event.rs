@@ -219,6 +219,24 @@ pub enum Event {
     },
     #[serde(rename = "session.end")]
     SessionEnd { outcome: Outcome, exit_code: i32 },
+    /// The working tree kept before request `request` (1-based, every `session.start` counted)
+    /// as `refs/aerix/checkpoints/<session>/<request>`; `pruned`: the requests whose checkpoints
+    /// the cap of 100 removed; `note`: why there is none (outside a git repository, a failure).
+    #[serde(rename = "session.checkpoint")]
+    Checkpoint {
+        request: u32,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        commit: Option<String>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        pruned: Vec<u32>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        note: Option<String>,
+    },
+    /// The session rewound to before request `to`: that request and the later ones are left
+    /// out of the rebuilt context (they stay in the log); `files`: the working tree was
+    /// restored from `to`'s checkpoint too, `conversation`: false for `--files-only`.
+    #[serde(rename = "session.rewind")]
+    Rewind { to: u32, files: bool, conversation: bool },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -310,7 +328,10 @@ impl Event {
     /// The agent an event belongs to (none for the session's own events).
     pub fn agent(&self) -> Option<&str> {
         match self {
-            Event::SessionStart { .. } | Event::SessionEnd { .. } => None,
+            Event::SessionStart { .. }
+            | Event::SessionEnd { .. }
+            | Event::Checkpoint { .. }
+            | Event::Rewind { .. } => None,
             Event::Hook { agent, .. } => agent.as_deref(),
             Event::Route { agent, .. }
             | Event::AgentSpawn { agent, .. }

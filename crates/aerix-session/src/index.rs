@@ -190,6 +190,18 @@ impl Store {
         Ok(log)
     }
 
+    /// Appends one event to an existing session's log outside a request (`aerix rewind`); the
+    /// session counts as used now, so `--continue` picks it.
+    pub fn append(&self, project: &str, id: &str, event: &Event) -> Result<(), SessionError> {
+        let path = self.existing(project, id)?;
+        Log::open(id, &path)?.append(event)?;
+        self.update_index(project, |index| {
+            if let Some(entry) = index.sessions.iter_mut().find(|e| e.id == id) {
+                entry.updated = now_rfc3339();
+            }
+        })
+    }
+
     /// The path of an existing session's log.
     pub fn existing(&self, project: &str, id: &str) -> Result<PathBuf, SessionError> {
         if !is_session_id(id) {

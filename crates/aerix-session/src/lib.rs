@@ -7,6 +7,7 @@ mod index;
 mod key;
 mod log;
 mod rebuild;
+mod rewind;
 mod time;
 
 use std::path::PathBuf;
@@ -16,6 +17,7 @@ pub use index::{ImportOutcome, IndexEntry, Store};
 pub use key::project_key;
 pub use log::{Log, ReadLog, read_log};
 pub use rebuild::{Rebuilt, RebuiltSegment, rebuild};
+pub use rewind::{Request, live, live_mask, requests};
 pub use time::{now_rfc3339, session_id};
 
 #[derive(Debug, thiserror::Error)]

@@ -23,11 +23,14 @@ pub struct Rebuilt {
     pub calls: u32,
 }
 
-/// Replays `agent`'s segment and plan events in order.
+/// Replays `agent`'s segment and plan events in order, leaving out the requests a `rewind`
+/// left out (their turns and calls still count, so numbers are never reused).
 pub fn rebuild(events: &[Event], agent: &str) -> Rebuilt {
     let mut out = Rebuilt::default();
-    for event in events.iter().filter(|e| e.agent() == Some(agent)) {
+    let live = crate::live_mask(events);
+    for (event, kept) in events.iter().zip(live).filter(|(e, _)| e.agent() == Some(agent)) {
         match event {
+            Event::Segment { .. } | Event::Plan { .. } if !kept => {}
             Event::Segment { op, id, role, label, text, tokens, pinned, .. } => match op {
                 SegmentOp::Append => {
                     out.segments.retain(|s| s.id != *id);

@@ -21,6 +21,8 @@ pub enum Action {
     Ask(AskAnswer),
     /// The answer to the startup's trust question: trusted, or run without the project's parts.
     Trust(bool),
+    /// `/rewind [N]`: list the session's requests, or go back to before request N.
+    Rewind(Option<String>),
 }
 
 /// The answer to an ask gate.
@@ -61,6 +63,7 @@ pub const HELP_COMMANDS: &[(&str, &str)] = &[
     ("/help", "this help"),
     ("/exit", "exit"),
     ("/<skill> args", "run a skill with its arguments (the prompt's first line)"),
+    ("/rewind [N]", "list the requests, or go back to before request N"),
 ];
 
 impl Screen {
@@ -141,6 +144,15 @@ impl Screen {
                 return None;
             }
             "/exit" => return Some(Action::Exit),
+            "/rewind" => {
+                self.editor.take();
+                return Some(Action::Rewind(None));
+            }
+            text if text.starts_with("/rewind ") => {
+                let arg = text["/rewind ".len()..].trim().to_owned();
+                self.editor.take();
+                return Some(Action::Rewind(Some(arg)));
+            }
             _ => {}
         }
         let prompt = self.editor.take();
@@ -210,6 +222,14 @@ mod tests {
         assert_eq!(screen.queued(), ["two"]);
         assert_eq!(screen.next_queued(), None, "not while one runs");
         assert_eq!(screen.key(key(KeyCode::Esc)), Some(Action::Cancel));
+    }
+
+    #[test]
+    fn rewind_is_a_command_not_a_prompt() {
+        let mut screen = Screen::new(Launch::default());
+        assert_eq!(typed(&mut screen, "/rewind"), Some(Action::Rewind(None)));
+        assert_eq!(typed(&mut screen, "/rewind 2"), Some(Action::Rewind(Some("2".into()))));
+        assert_eq!(typed(&mut screen, "/rewinding"), Some(Action::Submit("/rewinding".into())));
     }
 
     #[test]

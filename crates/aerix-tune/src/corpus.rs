@@ -97,15 +97,18 @@ fn read_requests(
         source,
     })?;
     let mut requests: Vec<Request> = Vec::new();
+    // The log's numbering (every `session.start`), which a rewind's `to` names.
+    let mut started = 0;
     for line in text.lines() {
         let Ok(raw) = serde_json::from_str::<Value>(line) else { continue };
         let Ok(event) = serde_json::from_value::<Event>(raw.clone()) else { continue };
         match event {
             Event::SessionStart { prompt, cwd, model: started_with, .. } => {
                 let field = |name: &str| raw.get(name).and_then(Value::as_str).map(str::to_owned);
+                started += 1;
                 requests.push(Request {
                     session: session.to_owned(),
-                    number: requests.len() + 1,
+                    number: started,
                     prompt,
                     cwd,
                     profile_commit: field("profile_commit"),
@@ -120,6 +123,11 @@ fn read_requests(
                     last.outcome = Some(outcome);
                 }
             }
+            // The user took those requests back: they are not evidence of what the prompts do
+            // (a `--files-only` rewind keeps the conversation, and its requests count).
+            Event::Rewind { to, conversation: true, .. } => {
+                requests.retain(|r| r.number < to as usize);
+            }
             other => {
                 if let Some(last) = requests.last_mut() {
                     last.events.push(other);
@@ -128,4 +136,45 @@ fn read_requests(
         }
     }
     Ok(requests)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn start(prompt: &str) -> Event {
+        Event::SessionStart {
+            session: "s".into(),
+            project: "p".into(),
+            cwd: "/".into(),
+            model: "m".into(),
+            decision: None,
+            prompt: prompt.into(),
+            resumed: prompt != "one",
+            version: "0".into(),
+            profile: Some("prof".into()),
+            profile_branch: None,
+            profile_commit: None,
+            start_commit: None,
+        }
+    }
+
+    #[test]
+    fn rewound_requests_are_not_read_and_numbers_stay_the_logs() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.jsonl");
+        let events = [
+            start("one"),
+            start("two"),
+            start("three"),
+            Event::Rewind { to: 2, files: true, conversation: true },
+            start("four"),
+            Event::Rewind { to: 4, files: true, conversation: false },
+        ];
+        let lines: Vec<String> = events.iter().map(|e| serde_json::to_string(e).unwrap()).collect();
+        std::fs::write(&path, lines.join("\n")).unwrap();
+        let read = read_requests(&path, "s", "prof", "m").unwrap();
+        let kept: Vec<(usize, &str)> = read.iter().map(|r| (r.number, r.prompt.as_str())).collect();
+        assert_eq!(kept, [(1, "one"), (4, "four")]);
+    }
 }

@@ -15,6 +15,7 @@ use anyhow::Context as _;
 
 use crate::attach::SessionBranch;
 use crate::bridge;
+use crate::checkpoint;
 use crate::exit::Exit;
 use crate::hooks::{AgentHooks, SessionHooks};
 use crate::output::{Ending, Format, Inputs, Output};
@@ -97,9 +98,11 @@ pub async fn run(
 
     // The session first: a bad --resume is a usage error before any pool is started.
     let resume_id = files.resume_id(options.resume.as_deref(), options.continue_latest)?;
+    let mut request_number = 1;
     let (log, resumed, earlier) = match &resume_id {
         Some(id) => {
             let resumed = files.resume(id, &mut front)?;
+            request_number = checkpoint::next_request(&resumed.events);
             let rebuilt = rebuild(&resumed.events, "a1");
             (resumed.log, Some((rebuilt, resumed.recorded)), resumed.events)
         }
@@ -205,6 +208,8 @@ pub async fn run(
     // A later request of a stream-json input writes it again, as its own.
     let first_start = end.start.clone();
     end.write_start(&mut sink);
+    let base = end.snapshot.as_ref().and_then(|s| s.base.as_deref());
+    sink.event(checkpoint::take(&files.root, &session_id, request_number, base));
 
     // The session hooks: SessionStart's context is pinned in the root's context,
     // UserPromptSubmit's is appended to the prompt; a block or `continue: false` ends the run.
@@ -284,6 +289,9 @@ pub async fn run(
             }
             sink.event(start);
         }
+        request_number += 1;
+        let base = end.snapshot.as_ref().and_then(|s| s.base.as_deref());
+        sink.event(checkpoint::take(&files.root, &session_id, request_number, base));
         match read_log(sink.log.path()) {
             Ok(read) => rebuilt = Some(rebuild(&read.events, "a1")),
             Err(e) => {

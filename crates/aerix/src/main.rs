@@ -5,6 +5,7 @@
 
 mod attach;
 mod bridge;
+mod checkpoint;
 mod editor;
 mod eval;
 mod exit;
@@ -118,6 +119,22 @@ enum Command {
         #[command(subcommand)]
         command: ImportCommand,
     },
+    /// Put the files and the conversation back to before a request of a session (its
+    /// checkpoint): the next request continues from there.
+    Rewind {
+        /// The session (default: the one used last, as `--continue` picks).
+        #[arg(long, value_name = "ID")]
+        resume: Option<String>,
+        /// The request to rewind to before, as `--list` numbers them (default: the last).
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+        to: Option<u32>,
+        /// Restore the files only; the conversation keeps every request.
+        #[arg(long)]
+        files_only: bool,
+        /// List the session's requests with their numbers, and rewind nothing.
+        #[arg(long, conflicts_with_all = ["to", "files_only"])]
+        list: bool,
+    },
     /// Revise the model base's prompts from the profile's sessions (one commit), or measure a
     /// tune with `--eval`.
     Tune {
@@ -165,7 +182,8 @@ enum ProfileCommand {
 enum SessionsCommand {
     /// List the project's sessions, oldest first.
     List,
-    /// Delete a session: its log, spool files and index entry, and its profile branch.
+    /// Delete a session: its log, spool files and index entry, its checkpoints and its profile
+    /// branch.
     Rm { id: String },
 }
 
@@ -233,6 +251,17 @@ fn run(cli: Cli, started: std::time::Instant) -> anyhow::Result<Exit> {
         let data =
             env.data_home().ok_or_else(|| Exit::Usage.with("no data directory: set HOME"))?;
         return sessions::run(&data, &root, cli.profile.as_deref(), command);
+    }
+    if let Some(Command::Rewind { resume, to, files_only, list }) = &cli.command {
+        let data =
+            env.data_home().ok_or_else(|| Exit::Usage.with("no data directory: set HOME"))?;
+        let ask = checkpoint::Rewind {
+            session: resume.as_deref(),
+            to: *to,
+            files_only: *files_only,
+            list: *list,
+        };
+        return checkpoint::rewind(&data, &root, &ask);
     }
     if let Some(Command::Import { command: ImportCommand::Claude { project } }) = &cli.command {
         let data =

@@ -48,8 +48,12 @@ pub fn run(
                     Err(e) => return Err(e.into()),
                 }
             }
+            let checkpoints = crate::checkpoint::remove(root, id)?;
             store.remove(&project, id).map_err(|e| Exit::Usage.with(e.to_string()))?;
-            println!("removed {id}");
+            match checkpoints {
+                0 => println!("removed {id}"),
+                n => println!("removed {id} and its {n} checkpoint(s)"),
+            }
         }
     }
     Ok(Exit::Done)

@@ -6,8 +6,10 @@
 //! (the memory wiki) through libgit2, objects directly and the branch by compare-and-swap.
 
 pub mod bare;
+mod checkpoint;
 mod worktree;
 
+pub use checkpoint::{CHECKPOINT_CAP, CHECKPOINT_PREFIX, Checkpoint, RestoreError};
 pub use worktree::WORKTREE_TIMEOUT;
 
 use std::ffi::OsStr;

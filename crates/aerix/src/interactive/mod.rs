@@ -205,6 +205,17 @@ pub async fn run(
                 Some(Action::Ask(answer)) => reply(&mut gate_reply, Answer::Ask(answer)),
                 // The trust question is the startup's, answered before this loop.
                 Some(Action::Trust(_)) => {}
+                Some(Action::Rewind(arg)) => {
+                    let text = if screen.is_running() {
+                        "a request is running: /rewind once it has ended".to_owned()
+                    } else {
+                        let (store, project) = (&session.store, &session.project);
+                        let root = &session.cwd;
+                        crate::checkpoint::screen(store, project, &session.id, root, arg.as_deref())
+                    };
+                    let note = Note { level: Level::Info, text };
+                    screen.feed(Feed::Note(note), Instant::now());
+                }
                 Some(Action::EditPlan(text)) => {
                     let edited = tty.suspended(|| match &stderr {
                         Some(stderr) => stderr.suspended(|| crate::editor::edit("plan.md", &text)),

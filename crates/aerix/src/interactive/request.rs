@@ -55,15 +55,17 @@ async fn request(
         error: Some(error),
     };
     // The root from the log, as `--continue` rebuilds it.
-    let rebuilt = if resumed {
+    let (rebuilt, number) = if resumed {
         match read_log(sink.log.path()) {
-            Ok(read) => Some(rebuild(&read.events, "a1")),
+            Ok(read) => {
+                (Some(rebuild(&read.events, "a1")), crate::checkpoint::next_request(&read.events))
+            }
             Err(e) => {
                 return failed(client, sink, Outcome::Failed, format!("the session log: {e}"));
             }
         }
     } else {
-        None
+        (None, 1)
     };
     let settings = &*session.settings;
     sink.event(Event::SessionStart {
@@ -81,6 +83,11 @@ async fn request(
         // The diff line's base: one commit for both.
         start_commit: session.base.as_ref().and_then(|b| b.base.clone()),
     });
+    // The working tree before this request, for `aerix rewind` (the startup's snapshot serves
+    // the first request; a later one takes its own).
+    let base = if nth == 0 { session.base.as_ref().and_then(|b| b.base.as_deref()) } else { None };
+    let id = sink.log.id().to_owned();
+    sink.event(crate::checkpoint::take(&session.cwd, &id, number, base));
     // The session's first request makes its profile branch.
     if nth == 0
         && let Some(line) = session.branch.as_ref().and_then(SessionBranch::make)

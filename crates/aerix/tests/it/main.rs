@@ -22,6 +22,7 @@ mod real;
 mod remote;
 mod repeats;
 mod request;
+mod rewind;
 mod screen;
 mod skills;
 mod startup;

@@ -224,6 +224,19 @@ fn whole_requests_on_the_screen() {
     assert!(starts[0]["profile_branch"].as_str().unwrap().starts_with("model/"));
     assert_eq!(of_type(&events, "plan")[0]["text"], "1. fix add");
     assert_eq!(world.git(&["diff", "--numstat"]), "1\t1\tcalc.sh\n");
+    // A checkpoint before each request: the first at HEAD, the second with the first's edit;
+    // `aerix rewind` takes the screen's session back to before the first.
+    let kept: Vec<(u64, &str)> = of_type(&events, "session.checkpoint")
+        .iter()
+        .map(|c| (c["request"].as_u64().unwrap(), c["commit"].as_str().unwrap_or_default()))
+        .collect();
+    assert_eq!((kept.len(), kept[0]), (2, (1, head.trim())), "{kept:?}");
+    assert_eq!(kept[1].0, 2);
+    let second = world.git(&["show", &format!("{}:calc.sh", kept[1].1)]);
+    assert!(second.contains("$1 + $2"), "{second}");
+    let out = world.aerix(&["rewind", "--to", "1"]);
+    assert_eq!(out.status.code(), Some(0), "{}", crate::stderr(&out));
+    assert_eq!(world.git(&["diff", "--numstat"]), "", "calc.sh as before the first request");
 }
 
 #[test]
