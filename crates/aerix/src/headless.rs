@@ -162,6 +162,11 @@ pub async fn run(
             Some(Err(e)) => return end.finish(&mut sink, Outcome::Failed, Err(e)),
             None => return end.finish(&mut sink, Outcome::Cancelled, Ok(())),
         };
+    // The MCP servers, started at once; one that fails is a note, never a hang.
+    let Some(mut servers) = startup::mcp::start(trust, settings, &mut files, &mut front).await
+    else {
+        return end.finish(&mut sink, Outcome::Cancelled, Ok(()));
+    };
 
     // The profile, after the pool is bound: its prompts, overlays and lines, read once.
     let at = ProfileAt {
@@ -255,11 +260,13 @@ pub async fn run(
     if let Some(agent_hooks) = &agent_hooks {
         runtime = runtime.with_hooks(agent_hooks);
     }
-    let mut runtime =
+    let runtime =
         runtime.with_definitions(&core_agents).with_skills(&core_skills).with_permissions(&rules);
+    let mut runtime = runtime.with_external(&servers);
     let request_start = Instant::now();
     let result = run_request(&mut runtime, request).await;
     let stats = runtime.stats.clone();
+    servers.shutdown().await;
     if std::env::var_os("AERIX_TIMING").is_some() {
         // For scripts/bench-aerix: the runtime's own cost, apart from the pool's generations.
         let wall = request_start.elapsed();

@@ -190,6 +190,7 @@ fn code_keys() -> Vec<String> {
     under::<PluginSettings>("plugins", &mut out);
     under::<SandboxSettings>("sandbox", &mut out);
     under::<keys::VerifySettings>("verify", &mut out);
+    under::<keys::McpSettings>("mcp", &mut out);
     under::<PermissionSettings>("permissions", &mut out);
     out
 }
