@@ -62,6 +62,12 @@ const FORMATS: [&str; 11] = [
     "uri",
     "unknown",
 ];
+/// Formats schema generators put on numbers (schemars' `uint` for a `usize`): JSON Schema
+/// applies formats to strings only, so on a number they are annotations, dropped.
+const NUMBER_FORMATS: [&str; 12] = [
+    "int", "int8", "int16", "int32", "int64", "uint", "uint8", "uint16", "uint32", "uint64",
+    "float", "double",
+];
 /// Nesting a schema may have.
 const MAX_DEPTH: usize = 16;
 
@@ -86,6 +92,9 @@ fn clean(schema: &Value, depth: usize) -> Result<Value, String> {
     let mut out = Map::new();
     for (key, value) in object {
         if ANNOTATIONS.contains(&key.as_str()) {
+            continue;
+        }
+        if key == "format" && value.as_str().is_some_and(|f| NUMBER_FORMATS.contains(&f)) {
             continue;
         }
         if !KEYWORDS.contains(&key.as_str()) {
@@ -140,7 +149,7 @@ mod tests {
     fn annotations_go_and_constraints_stay() {
         let s = json!({"type": "object", "$schema": "x", "properties": {
             "q": {"type": "string", "description": "the query", "maxLength": 10},
-            "n": {"type": "integer", "minimum": 1, "default": 3},
+            "n": {"type": "integer", "format": "uint", "minimum": 1, "default": 3},
         }, "required": ["q"]});
         let got = fit_value(s).unwrap();
         assert_eq!(

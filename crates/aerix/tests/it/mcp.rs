@@ -256,3 +256,102 @@ fn mcp_list_shows_each_server_its_state_and_tools() {
     assert!(text.contains("gone (stdio") && text.contains("failed: cannot run"), "{text}");
     assert!(text.contains("p (stdio") && text.contains("skipped:"), "{text}");
 }
+
+/// `ai-memory` on the world's PATH, run as aerix's hooks and servers run it.
+fn ai_memory(world: &World, args: &[&str]) -> std::process::Output {
+    let bin = world.home.join("bin");
+    if !bin.join("ai-memory").exists() {
+        std::fs::create_dir_all(&bin).unwrap();
+        std::os::unix::fs::symlink(crate::workspace_binary("ai-memory"), bin.join("ai-memory"))
+            .unwrap();
+    }
+    let out = std::process::Command::new(bin.join("ai-memory"))
+        .args(args)
+        .current_dir(&world.repo)
+        .env("HOME", &world.home)
+        .env("XDG_CONFIG_HOME", world.home.join("config"))
+        .env("XDG_DATA_HOME", world.home.join("data"))
+        .env("AI_MEMORY_SERVER__BIND", "127.0.0.1:9")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "ai-memory {args:?}: {}", stderr(&out));
+    out
+}
+
+const PAGE: &str = "---\nsummary: One queue per member.\n---\n# Queue\n\nJobs wait in one FIFO queue per member.\n";
+
+/// `ai-memory install aerix` registers its stdio server; the scripted member queries it and
+/// opens the page a hit names, through the real server.
+#[test]
+fn ai_memorys_installed_stdio_server_answers_a_query_and_opens_the_page() {
+    // In the schema's order of properties, which the constraint keeps.
+    let query = json!({"query": "what queue does a member use?", "project": "app"});
+    let read = json!({"path": "decisions/queue.md", "project": "app"});
+    let replies = request(
+        vec![
+            call("mcp__ai-memory__memory_query", query),
+            call("mcp__ai-memory__memory_read_page", read),
+        ],
+        "done",
+    );
+    let world = World::scripted("mcp-ai-memory", &replies, true);
+    ai_memory(&world, &["install", "aerix"]);
+    let settings = std::fs::read_to_string(world.home.join("config/aerix/settings.toml")).unwrap();
+    assert!(
+        settings.contains("[pool]") && settings.contains("[mcp.servers.ai-memory]"),
+        "{settings}"
+    );
+    let page = ["write-page", "--project", "app", "--path", "decisions/queue.md", "--body", PAGE];
+    ai_memory(&world, &page);
+
+    let out = world.aerix(&["-p", "Which queue?"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let hits = &results(&world, "mcp__ai-memory__memory_query")[0];
+    assert!(!hits.1 && hits.0.contains("decisions/queue.md"), "{hits:?}");
+    let page = &results(&world, "mcp__ai-memory__memory_read_page")[0];
+    assert!(!page.1 && page.0.contains("one FIFO queue per member"), "{page:?}");
+}
+
+/// A streamable-HTTP server: `ai-memory serve`, declared by `url` with a header whose value
+/// comes from the environment.
+#[test]
+fn ai_memorys_http_server_answers_through_streamable_http() {
+    let replies = request(
+        vec![call("mcp__mem__memory_query", json!({"query": "queue member", "project": "app"}))],
+        "done",
+    );
+    let world = World::scripted("mcp-http", &replies, true);
+    ai_memory(
+        &world,
+        &["write-page", "--project", "app", "--path", "decisions/queue.md", "--body", PAGE],
+    );
+    let mut serve = std::process::Command::new(world.home.join("bin/ai-memory"))
+        .args(["serve", "--bind", "127.0.0.1:0"])
+        .current_dir(&world.repo)
+        .env("HOME", &world.home)
+        .env("XDG_CONFIG_HOME", world.home.join("config"))
+        .env("XDG_DATA_HOME", world.home.join("data"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(serve.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let addr = line.trim().strip_prefix("ai-memory listening on ").unwrap().to_owned();
+    let model = world.script("replies", &replies, true);
+    let server = format!(
+        "[mcp.servers.mem]\nurl = \"http://{addr}/mcp\"\nheaders = {{ X-Trace = \"${{TRACE_ID}}\" }}\n"
+    );
+    world.write_settings(&model, &server);
+
+    let out = world.aerix_command(&["-p", "Which queue?"]).env("TRACE_ID", "t-1").output().unwrap();
+    let _ = serve.kill();
+    let _ = serve.wait();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let hits = &results(&world, "mcp__mem__memory_query")[0];
+    assert!(!hits.1 && hits.0.contains("decisions/queue.md"), "{hits:?}");
+}
