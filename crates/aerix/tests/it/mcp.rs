@@ -355,3 +355,34 @@ fn ai_memorys_http_server_answers_through_streamable_http() {
     let hits = &results(&world, "mcp__mem__memory_query")[0];
     assert!(!hits.1 && hits.0.contains("decisions/queue.md"), "{hits:?}");
 }
+
+/// SmolLM2 through the real engine calls ai-memory's `memory_query` under the turn schema. The
+/// setup makes the call likely, not certain of its arguments: the route is `plan` (a scripted
+/// decision member), whose root has only `plan` and the MCP tools, and the prompt names the
+/// tool. What the model asks and what the server answers are its own.
+#[test]
+fn smollm2_calls_memory_query_through_the_real_engine() {
+    let world = World::new("mcp-smollm2", "", "");
+    ai_memory(&world, &["install", "aerix"]);
+    let page = ["write-page", "--project", "app", "--path", "decisions/queue.md", "--body", PAGE];
+    ai_memory(&world, &page);
+    let decision = world.script("decision", &["plan".to_owned()], true);
+    let extra = format!(
+        "[members.decision]\nmodel = {decision:?}\n[context]\nmax_new_tokens = 200\nrepeat_guard = false\n[delegation]\ndepth = 0\nplanner_tools = [\"plan\"]\n[mcp.servers.ai-memory]\ncommand = \"ai-memory\"\nargs = [\"mcp\"]\n"
+    );
+    world.write_settings(&crate::smollm2().display().to_string(), &extra);
+    let prompt =
+        "Call the tool mcp__ai-memory__memory_query with the query \"queue\" to search the memory.";
+    let out = world.aerix(&["-p", prompt, "--max-turns", "2"]);
+    let code = out.status.code();
+    assert!(matches!(code, Some(0) | Some(2)), "a named outcome: {code:?}\n{}", stderr(&out));
+    let events = world.events();
+    let calls: Vec<&Value> = of_type(&events, "message")
+        .into_iter()
+        .filter(|m| m["role"] == "tool" && m["tool"] == "mcp__ai-memory__memory_query")
+        .collect();
+    eprintln!("memory_query results: {calls:?}");
+    assert!(!calls.is_empty(), "SmolLM2 made no memory_query call:\n{}", stderr(&out));
+    // The server answered the model's own query (a result, or the server's own error for it).
+    assert!(calls[0]["text"].as_str().unwrap().contains("hits"), "{}", calls[0]);
+}
