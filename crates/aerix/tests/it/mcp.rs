@@ -386,3 +386,29 @@ fn smollm2_calls_memory_query_through_the_real_engine() {
     // The server answered the model's own query (a result, or the server's own error for it).
     assert!(calls[0]["text"].as_str().unwrap().contains("hits"), "{}", calls[0]);
 }
+
+/// The screen starts the servers at its startup too, runs a call of a request, and its server
+/// ends when the screen closes.
+#[test]
+fn the_screen_starts_the_servers_calls_them_and_ends_them_when_it_closes() {
+    use crate::screen::{Pane, STARTUP, STEP, exited};
+    let replies = request(vec![call("mcp__t__echo", json!({"text": "on screen"}))], "echoed it");
+    let world = World::scripted("mcp-screen", &replies, true);
+    let t = peer(&world, "t");
+    let model = world.script("replies", &replies, true);
+    // The screen asks before a call no rule allows: this one is allowed.
+    world.write_settings(&model, &format!("[permissions]\nallow = [\"mcp__t\"]\n{}", t.toml("t")));
+    let pane = Pane::open(&world, "mcp-screen", "true");
+    pane.wait_for("ready in", STARTUP);
+    assert!(t.alive(), "started with the screen");
+    pane.type_line("Echo.");
+    pane.wait_for("echoed it", STEP);
+    pane.keys(&["C-d"]);
+    exited(&pane);
+    assert_eq!(results(&world, "mcp__t__echo")[0], ("echo: on screen".to_owned(), false));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while t.alive() {
+        assert!(Instant::now() < deadline, "the server outlived the screen");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
