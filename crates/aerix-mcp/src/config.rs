@@ -34,6 +34,22 @@ impl Transport {
             Transport::Http { url, .. } => url.clone(),
         }
     }
+
+    /// `describe` with the environment or headers as the file writes them (unexpanded): what
+    /// a trust covers, so a changed `LD_PRELOAD` or header asks again.
+    pub fn consent(&self) -> String {
+        let pairs: Vec<String> = match self {
+            Transport::Stdio { env, .. } => env.iter().map(|(k, v)| format!("{k}={v}")).collect(),
+            Transport::Http { headers, .. } => {
+                headers.iter().map(|(k, v)| format!("{k}: {v}")).collect()
+            }
+        };
+        if pairs.is_empty() {
+            self.describe()
+        } else {
+            format!("{} ({})", self.describe(), pairs.join(", "))
+        }
+    }
 }
 
 /// One declared server.
@@ -232,7 +248,7 @@ mod tests {
         std::fs::write(home.join(".claude.json"), claude.to_string()).unwrap();
         std::fs::write(
             root.join(".mcp.json"),
-            r#"{"mcpServers": {"a": {"command": "a-project", "args": ["x"]}, "h": {"type": "http", "url": "http://h/mcp"}}}"#,
+            r#"{"mcpServers": {"a": {"command": "a-project", "args": ["x"]}, "h": {"type": "http", "url": "http://h/mcp", "headers": {"Authorization": "Bearer ${T}"}}}}"#,
         )
         .unwrap();
         let d = declared(Some(&home), &root, &[]);
@@ -240,6 +256,8 @@ mod tests {
             d.specs.iter().map(|s| (s.name.as_str(), s.project)).collect();
         assert_eq!(names, [("b", false), ("a", true), ("h", true)]);
         assert_eq!(d.specs[1].transport.describe(), "a-project x");
+        let http = &d.specs[2].transport;
+        assert_eq!(http.consent(), "http://h/mcp (Authorization: Bearer ${T})");
         assert!(d.notes.iter().any(|n| n.contains("`bad`") && n.contains("sse")), "{:?}", d.notes);
         std::fs::remove_dir_all(&dir).unwrap();
     }

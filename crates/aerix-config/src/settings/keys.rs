@@ -261,8 +261,11 @@ impl super::declare::Layer for McpServers {
             if server.command.is_some() == server.url.is_some() {
                 return Err(bad("needs either `command` (stdio) or `url` (HTTP)".to_owned()));
             }
-            if name.is_empty() || name.contains("__") {
-                return Err(bad("a server's name is not empty and has no `__`".to_owned()));
+            let chars = name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+            if name.is_empty() || name.contains("__") || !chars {
+                return Err(bad(
+                    "a server's name has letters, digits, `-` and `_`, and no `__`".to_owned()
+                ));
             }
             out.insert(name, server);
         }

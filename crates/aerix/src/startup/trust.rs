@@ -93,7 +93,7 @@ impl Trust {
 
         let mcp = super::mcp::declared(layered, env, &root);
         for spec in mcp.specs.iter().filter(|s| s.project) {
-            let what = format!("{} = {}", spec.name, spec.transport.describe());
+            let what = format!("{} = {}", spec.name, spec.transport.consent());
             inventory.add(Kind::McpServer, &spec.source, what);
         }
 

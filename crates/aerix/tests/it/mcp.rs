@@ -166,6 +166,7 @@ fn arguments_the_schema_refuses_cannot_be_generated() {
 fn a_projects_server_starts_only_once_trusted_and_the_users_always() {
     let mut replies = request(vec![call("mcp__u__echo", json!({"text": "user"}))], "one");
     replies.extend(request(vec![call("mcp__p__echo", json!({"text": "project"}))], "two"));
+    replies.extend(request(vec![], "three"));
     let world = World::scripted("mcp-trust", &replies, true);
     let (u, p, c) = (peer(&world, "u"), peer(&world, "p"), peer(&world, "c"));
     // The user's `~/.claude.json`, with a per-project entry, and the repository's `.mcp.json`.
@@ -197,6 +198,16 @@ fn a_projects_server_starts_only_once_trusted_and_the_users_always() {
     for server in [&u, &p, &c] {
         assert!(!server.alive(), "{} outlived the run", server.pid.display());
     }
+
+    // A changed environment is a change of what the project runs: untrusted again.
+    let mut changed = p.json();
+    changed["env"]["LD_PRELOAD"] = json!("/tmp/evil.so");
+    world.write(".mcp.json", &json!({"mcpServers": {"p": changed}}).to_string());
+    std::fs::remove_file(&p.pid).unwrap();
+    let out = world.aerix(&["-p", "Three."]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stderr(&out).contains("not trusted since it changed"), "{}", stderr(&out));
+    assert!(!p.pid.exists(), "the changed server did not run");
 }
 
 #[test]
@@ -312,8 +323,9 @@ fn ai_memorys_installed_stdio_server_answers_a_query_and_opens_the_page() {
     assert!(!page.1 && page.0.contains("one FIFO queue per member"), "{page:?}");
 }
 
-/// A streamable-HTTP server: `ai-memory serve`, declared by `url` with a header whose value
-/// comes from the environment.
+/// A streamable-HTTP server: `ai-memory serve` with a root token, declared by `url` with an
+/// `Authorization` header whose value comes from the environment: the right token gets in, a
+/// wrong one is a failed server.
 #[test]
 fn ai_memorys_http_server_answers_through_streamable_http() {
     let replies = request(
@@ -331,6 +343,7 @@ fn ai_memorys_http_server_answers_through_streamable_http() {
         .env("HOME", &world.home)
         .env("XDG_CONFIG_HOME", world.home.join("config"))
         .env("XDG_DATA_HOME", world.home.join("data"))
+        .env("AI_MEMORY_SERVER__ROOT_TOKEN", "root-secret-token")
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -344,11 +357,21 @@ fn ai_memorys_http_server_answers_through_streamable_http() {
     let addr = line.trim().strip_prefix("ai-memory listening on ").unwrap().to_owned();
     let model = world.script("replies", &replies, true);
     let server = format!(
-        "[mcp.servers.mem]\nurl = \"http://{addr}/mcp\"\nheaders = {{ X-Trace = \"${{TRACE_ID}}\" }}\n"
+        "[mcp.servers.mem]\nurl = \"http://{addr}/mcp\"\nheaders = {{ Authorization = \"Bearer ${{MEM_TOKEN}}\" }}\n"
     );
     world.write_settings(&model, &server);
 
-    let out = world.aerix_command(&["-p", "Which queue?"]).env("TRACE_ID", "t-1").output().unwrap();
+    let wrong = world.aerix_command(&["mcp", "list"]).env("MEM_TOKEN", "wrong").output().unwrap();
+    assert!(
+        stdout(&wrong).contains("mem (http") && stdout(&wrong).contains("failed:"),
+        "{}",
+        stdout(&wrong)
+    );
+    let out = world
+        .aerix_command(&["-p", "Which queue?"])
+        .env("MEM_TOKEN", "root-secret-token")
+        .output()
+        .unwrap();
     let _ = serve.kill();
     let _ = serve.wait();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
