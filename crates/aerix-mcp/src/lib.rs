@@ -321,8 +321,12 @@ impl ExternalTools for Servers {
         let Some(handle) = &self.handle else {
             return Err(format!("no MCP tool named `{tool}` is running"));
         };
-        // The runtime's worker is blocked in place around this call.
-        handle.block_on(self.call_async(tool, input))
+        // The caller blocks (a root's worker in place, or a piece's thread already inside a
+        // `block_on`): the call runs on a thread of its own, outside any runtime context.
+        std::thread::scope(|scope| {
+            let call = scope.spawn(|| handle.block_on(self.call_async(tool, input)));
+            call.join().unwrap_or_else(|_| Err(format!("the call of `{tool}` panicked")))
+        })
     }
 }
 

@@ -435,3 +435,60 @@ fn the_screen_starts_the_servers_calls_them_and_ends_them_when_it_closes() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// Implementers get the MCP tools and call them; one whose agent definition lists its tools
+/// gets only those it names; a verifier gets none.
+#[test]
+fn implementers_get_the_mcp_tools_a_definition_names_and_verifiers_none() {
+    let root = calls(
+        "Delegate.",
+        vec![
+            call("agent", json!({"brief": "Echo.", "check": "it echoed", "definition": "echoer"})),
+            call("agent", json!({"brief": "Echo.", "check": "it echoed"})),
+        ],
+    );
+    let echo = |text: &str| calls("Echo.", vec![call("mcp__t__echo", json!({ "text": text }))]);
+    let verdict = json!({"thought": "Checked.", "final": {"reason": "ok", "verdict": "pass"}});
+    let replies = vec![
+        "edit".to_owned(),
+        root,
+        echo("from the echoer"),
+        final_turn("Done.", "echoed"),
+        verdict.to_string(),
+        echo("from a piece"),
+        final_turn("Done.", "echoed"),
+        verdict.to_string(),
+        final_turn("Delegated.", "both echoed"),
+    ];
+    let world = World::scripted("mcp-pieces", &replies, true);
+    let t = peer(&world, "t");
+    let model = world.script("replies", &replies, true);
+    world.write_settings(&model, &format!("[delegation]\nparallel = 1\n{}", t.toml("t")));
+    let definition =
+        "---\nname: echoer\ndescription: Echoes.\ntools: Read, mcp__t__echo\n---\nEcho.\n";
+    let dir = world.home.join(".claude/agents");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("echoer.md"), definition).unwrap();
+    let out = world.aerix(&["-p", "Echo."]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let events = world.events();
+    let tools = |agent: &str| -> Vec<String> {
+        let spawn = of_type(&events, "agent.spawn").into_iter().find(|s| s["agent"] == agent);
+        let spawn = spawn.unwrap_or_else(|| panic!("no {agent}"));
+        spawn["tools"].as_array().unwrap().iter().map(|t| t.as_str().unwrap().to_owned()).collect()
+    };
+    let echoer = tools("a1.c1");
+    assert!(echoer.contains(&"mcp__t__echo".to_owned()), "{echoer:?}");
+    assert!(!echoer.contains(&"mcp__t__big".to_owned()), "{echoer:?}");
+    let plain = tools("a1.c2");
+    assert!(
+        plain.contains(&"mcp__t__echo".to_owned()) && plain.contains(&"mcp__t__big".to_owned()),
+        "{plain:?}"
+    );
+    // A piece's call reaches the server too (on its own thread, inside its own runtime).
+    let echoed: Vec<String> = results(&world, "mcp__t__echo").into_iter().map(|r| r.0).collect();
+    assert_eq!(echoed, ["echo: from the echoer", "echo: from a piece"]);
+    for spawn in of_type(&events, "agent.spawn").into_iter().filter(|s| s["kind"] == "verifier") {
+        assert!(!spawn["tools"].to_string().contains("mcp__"), "{spawn}");
+    }
+}
