@@ -326,13 +326,22 @@ fn tool_list(map: &Mapping, key: &str) -> Result<Option<Vec<String>>, String> {
     }
 }
 
-/// Claude Code's (or aerix's own) tool names as aerix tools, each once, in `AERIX_TOOLS` order,
-/// and the entries with a pattern (`Bash(git diff:*)`) for the tools no bare entry grants whole.
+/// Claude Code's (or aerix's own) tool names as aerix tools, each once, in `AERIX_TOOLS` order
+/// (then the MCP tools named, `mcp__<server>__<tool>`, which the run offers if a server has
+/// them), and the entries with a pattern (`Bash(git diff:*)`) for the tools no bare entry grants whole.
 fn mapped(names: &[String], note: &mut impl FnMut(String)) -> (Vec<String>, Vec<String>) {
     let mut found = Vec::new();
     let mut whole = Vec::new();
     let mut patterns = Vec::new();
+    let mut mcp: Vec<String> = Vec::new();
     for name in names {
+        // An MCP server's tool, by its full name: kept as named (no pattern; none other known).
+        if name.starts_with("mcp__") && !name.contains('(') {
+            if !mcp.contains(name) {
+                mcp.push(name.clone());
+            }
+            continue;
+        }
         let (base, pattern) = match name.split_once('(') {
             Some((base, rest)) if rest.ends_with(')') => (base.trim(), true),
             _ => (name.as_str(), false),
@@ -353,7 +362,8 @@ fn mapped(names: &[String], note: &mut impl FnMut(String)) -> (Vec<String>, Vec<
         }
     }
     let held = patterns.into_iter().filter(|(t, _)| !whole.contains(t)).map(|(_, p)| p).collect();
-    (AERIX_TOOLS.iter().filter(|t| found.contains(t)).map(|t| t.to_string()).collect(), held)
+    let tools = AERIX_TOOLS.iter().filter(|t| found.contains(t)).map(|t| t.to_string());
+    (tools.chain(mcp).collect(), held)
 }
 
 #[cfg(test)]

@@ -27,9 +27,9 @@ pub use named::{ByName, Named};
 pub use permissions::{FilePermissions, PermissionMode, SettingsScope};
 pub use settings::{
     ContextSettings, DEFAULT_MODEL, DEFAULT_TOOL_CAP, Delegation, HookSettings, LOCAL_ATTEMPTS,
-    Layered, MAX_ATTEMPTS, Member, PermissionSettings, PluginSettings, PoolSettings,
-    ProjectSetting, SandboxSettings, Settings, SettingsPaths, TuneSettings, VerifySettings,
-    defaults, load, load_layered, valid_profile_name,
+    Layered, MAX_ATTEMPTS, McpServer, McpServers, McpSettings, Member, PermissionSettings,
+    PluginSettings, PoolSettings, ProjectSetting, SandboxSettings, Settings, SettingsPaths,
+    TuneSettings, VerifySettings, defaults, load, load_layered, valid_profile_name,
 };
 
 #[derive(Debug, thiserror::Error)]

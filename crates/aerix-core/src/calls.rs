@@ -44,6 +44,9 @@ pub(crate) async fn run(
             compaction.context_tool(&mut agent.context, window, rt, &call.input).await
         }
         "skill" => skill(rt, &call.input),
+        _ if tool.starts_with("mcp__") => tokio::task::block_in_place(|| {
+            rt.external.call(tool, &call.input).map_err(ToolError::new)
+        }),
         _ => {
             let env = ToolEnv {
                 cwd: rt.cwd,

@@ -22,6 +22,7 @@ use crate::sink::{Live, Sink};
 use aerix_seams::{ACCEPT_PLANS, AskGate, DENY_ASKS, PlanGate};
 use aerix_seams::{ALLOW_ALL, Held, Permissions};
 use aerix_seams::{Definitions, NO_DEFINITIONS};
+use aerix_seams::{ExternalTools, NO_EXTERNAL_TOOLS};
 use aerix_seams::{NO_SKILLS, Skills};
 
 /// What the runtime reads of the settings (the binary fills it from its settings files).
@@ -46,7 +47,8 @@ pub struct Options {
 impl Options {
     /// The cap of a tool's results.
     pub fn tool_cap(&self, tool: &str) -> u64 {
-        self.tool_caps.get(tool).copied().unwrap_or(self.default_tool_cap)
+        let mcp = || tool.starts_with("mcp__").then(|| self.tool_caps.get("mcp")).flatten();
+        self.tool_caps.get(tool).or_else(mcp).copied().unwrap_or(self.default_tool_cap)
     }
 }
 
@@ -185,6 +187,8 @@ pub struct Runtime<'a> {
     pub definitions: &'a dyn Definitions,
     /// The skills a `skill` call loads; `NO_SKILLS` (and no `skill` tool) by default.
     pub skills: &'a dyn Skills,
+    /// MCP servers' tools, offered to the root and implementers; `NO_EXTERNAL_TOOLS` by default.
+    pub external: &'a dyn ExternalTools,
     /// The pool's member aliases, for the `agent` call's `member` (empty: not offered).
     pub members: Vec<String>,
     /// The repository's test commands (`verify.commands`, else detected): an `agent` call's
@@ -263,6 +267,7 @@ impl<'a> Runtime<'a> {
             hooks: &NO_HOOKS,
             definitions: &NO_DEFINITIONS,
             skills: &NO_SKILLS,
+            external: &NO_EXTERNAL_TOOLS,
             members: Vec::new(),
             checks: Vec::new(),
             plan_gate: &ACCEPT_PLANS,
@@ -291,6 +296,8 @@ impl<'a> Runtime<'a> {
         with_definitions(definitions: &'a dyn Definitions);
         /// The same runtime, loading skills from `skills`.
         with_skills(skills: &'a dyn Skills);
+        /// The same runtime, offering and calling `external`'s tools.
+        with_external(external: &'a dyn ExternalTools);
         /// The same runtime, asking `plan` and `ask` of the user.
         with_gates(plan_gate: &'a dyn PlanGate, ask_gate: &'a dyn AskGate);
         /// The same runtime, checking calls against `permissions`.
@@ -305,12 +312,12 @@ impl<'a> Runtime<'a> {
         with_delegation(delegation: Arc<dyn Delegation>);
     }
 
-    /// `tools` for an agent at `depth`: without `agent` at the delegation's depth limit.
+    /// `tools` for an agent at `depth`: without `agent` at the delegation's depth limit; with
+    /// the external tools.
     pub fn tools_at(&self, tools: Vec<String>, depth: u32) -> Vec<String> {
-        if depth < self.delegation.depth() {
-            return tools;
-        }
-        tools.into_iter().filter(|t| t != "agent").collect()
+        let limit = depth >= self.delegation.depth();
+        let tools = tools.into_iter().filter(|t| !(limit && t == "agent"));
+        tools.chain(self.external.names()).collect()
     }
 
     /// A generation of `agent`, timed into `stats`, its progress to the sink; the cancel flag
@@ -339,8 +346,8 @@ impl<'a> Runtime<'a> {
         ids: ContextIds,
     ) -> String {
         let (definitions, members, skills) = (self.definitions, &self.members, self.skills);
-        let checks = &self.checks;
-        self.schemas.text(tools, answer, ids, |schema| {
+        let (checks, external) = (&self.checks, self.external);
+        self.schemas.text(tools, answer, ids, &|tool| external.input_schema(tool), |schema| {
             schemas::restrict_agent_call(schema, &definitions.names(), members, checks);
             schemas::restrict_skill_call(schema, &skills.names());
         })

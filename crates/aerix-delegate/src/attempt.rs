@@ -129,6 +129,7 @@ pub(crate) async fn run(
     .with_hooks(shared.hooks)
     .with_definitions(shared.definitions)
     .with_skills(shared.skills)
+    .with_external(shared.external)
     .with_gates(&ACCEPT_PLANS, shared.ask_gate)
     .with_permissions(shared.permissions)
     .with_checks(shared.checks.to_vec())
@@ -180,6 +181,13 @@ fn roots(shared: &Shared<'_>, tree: &std::path::Path) -> Roots {
     roots
 }
 
+/// A definition that lists its tools gets an MCP tool (`mcp__...`, added by `tools_at`) only
+/// when it names it.
+fn definition_held(tools: Vec<String>, definition: Option<&Definition>) -> Vec<String> {
+    let Some(listed) = definition.and_then(|d| d.tools.as_ref()) else { return tools };
+    tools.into_iter().filter(|t| !t.starts_with("mcp__") || listed.contains(t)).collect()
+}
+
 #[allow(clippy::too_many_arguments, reason = "the piece's parts, each once")]
 async fn implementer(
     rt: &mut Runtime<'_>,
@@ -207,7 +215,7 @@ async fn implementer(
         member: member.alias.clone(),
         window: member.window,
         json: member.json,
-        tools: rt.tools_at(tools, depth),
+        tools: definition_held(rt.tools_at(tools, depth), definition),
         max_turns: definition.and_then(|d| d.max_turns).unwrap_or(shared.delegator.max_turns),
         depth,
         answer: Answer::Text,

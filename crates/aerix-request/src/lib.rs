@@ -9,7 +9,7 @@ use aerix_core::{
     Agent, AgentEnd, AgentSpec, Context, CoreError, HookFire, Label, Runtime, Segment, offer_skill,
 };
 use aerix_session::{Event, Rebuilt};
-use aerix_turn::{ALL_TOOLS, Answer, system_segment};
+use aerix_turn::{ALL_TOOLS, Answer, system_segment_with};
 use caldrix_proto::Role;
 
 pub use route::{ROUTE_TOKENS, ROUTES, Route, route};
@@ -113,7 +113,7 @@ fn pinned_segments(rt: &Runtime<'_>, request: &Request) -> Vec<Segment> {
         id: "system".into(),
         role: Role::System,
         label: Label::System,
-        text: system_segment(rt.prompts, listing.as_deref()),
+        text: system_segment_with(rt.prompts, listing.as_deref(), rt.external.listing().as_deref()),
         pinned: true,
         tokens: 0,
     }];

@@ -28,6 +28,9 @@ pub enum Kind {
     /// A permission a project's file would grant (an allow rule, a default mode, an added
     /// directory): it runs nothing itself, but lets the agent do more without asking.
     Permission,
+    /// An MCP server the project declares (`.mcp.json`, a project settings file's
+    /// `[mcp.servers]`): a program it starts, or an endpoint it sends calls to.
+    McpServer,
 }
 
 impl Kind {
@@ -37,6 +40,7 @@ impl Kind {
             Kind::Plugin => "plugin",
             Kind::Setting => "setting",
             Kind::Permission => "permission",
+            Kind::McpServer => "mcp server",
         }
     }
 }

@@ -60,6 +60,16 @@ pub fn schema(tools: &[String]) -> Value {
 /// The JSON schema of a turn whose calls may name `tools` and whose `final` is `answer`; with
 /// no tools, a turn that can only be a final.
 pub fn schema_for(tools: &[String], answer: Answer) -> Value {
+    schema_with(tools, answer, &|_| None)
+}
+
+/// `schema_for`, a tool not of the set taking its input schema from `external` (an MCP
+/// server's tool; none: not offered).
+pub fn schema_with(
+    tools: &[String],
+    answer: Answer,
+    external: &dyn Fn(&str) -> Option<Value>,
+) -> Value {
     let thought = json!({"type": "string", "maxLength": THOUGHT_CHARS});
     let last = json!({
         "type": "object",
@@ -70,7 +80,7 @@ pub fn schema_for(tools: &[String], answer: Answer) -> Value {
     let calls: Vec<Value> = tools
         .iter()
         .filter_map(|tool| {
-            let input = input_schema(tool)?;
+            let input = input_schema(tool).or_else(|| external(tool))?;
             Some(json!({
                 "type": "object",
                 "properties": {"tool": {"const": tool}, "input": input},
@@ -111,12 +121,14 @@ type TextKey = (Vec<String>, Answer, ContextIds);
 
 impl SchemaCache {
     /// The turn schema's text for `tools`, `answer` and the context's `ids` (which only a
-    /// `context` call names); `restrict` narrows a new schema to the names there are.
+    /// `context` call names); `external` gives the schema of a tool not of the set (an MCP
+    /// tool's); `restrict` narrows a new schema to the names there are.
     pub fn text(
         &mut self,
         tools: &[String],
         answer: Answer,
         ids: ContextIds,
+        external: &dyn Fn(&str) -> Option<Value>,
         restrict: impl FnOnce(&mut Value),
     ) -> String {
         let context = tools.iter().any(|t| t == "context");
@@ -130,7 +142,7 @@ impl SchemaCache {
             .schemas
             .entry((tools.to_vec(), answer))
             .or_insert_with(|| {
-                let mut schema = schema_for(tools, answer);
+                let mut schema = schema_with(tools, answer, external);
                 restrict(&mut schema);
                 schema
             })
@@ -175,11 +187,22 @@ pub fn tools_section(prompts: &Prompts, no_skills: bool) -> String {
 /// The system segment: `system.md`, every tool, the skills' listing, and the turn contract
 /// (code-rendered, last). Without a listing there is no `skill` tool to describe.
 pub fn system_segment(prompts: &Prompts, skills: Option<&str>) -> String {
+    system_segment_with(prompts, skills, None)
+}
+
+/// The system segment with the external (MCP) tools' section after the skills.
+pub fn system_segment_with(
+    prompts: &Prompts,
+    skills: Option<&str>,
+    external: Option<&str>,
+) -> String {
+    let no_skills = skills.is_none();
     let skills = skills.map(|s| format!("{}\n\n", s.trim())).unwrap_or_default();
+    let external = external.map(|s| format!("{}\n\n", s.trim())).unwrap_or_default();
     format!(
-        "{}\n\n{}\n{skills}{}",
+        "{}\n\n{}\n{skills}{external}{}",
         prompts.get("system.md").trim(),
-        tools_section(prompts, skills.is_empty()),
+        tools_section(prompts, no_skills),
         turns_section()
     )
 }

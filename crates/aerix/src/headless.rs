@@ -179,6 +179,18 @@ pub async fn run(
             Some(Err(e)) => return end.finish(&mut sink, Outcome::Failed, Err(e)),
             None => return end.finish(&mut sink, Outcome::Cancelled, Ok(())),
         };
+    // The MCP servers, started at once; one that fails is a note, never a hang.
+    let Some(mut servers) = startup::mcp::start(trust, settings, &mut files, &mut front).await
+    else {
+        return end.finish(&mut sink, Outcome::Cancelled, Ok(()));
+    };
+    sink.output.set_mcp_servers(
+        servers
+            .servers
+            .iter()
+            .map(|s| serde_json::json!({"name": s.spec.name, "status": s.state.to_string()}))
+            .collect(),
+    );
 
     // The profile, after the pool is bound: its prompts, overlays and lines, read once.
     let at = ProfileAt {
@@ -230,7 +242,7 @@ pub async fn run(
     // later stdin message is another request of the session, as the screen runs them.
     let mut raw_prompt = options.prompt.clone();
     let mut rebuilt = rebuilt;
-    loop {
+    let exit = loop {
         let ran = request(
             RequestIn {
                 settings,
@@ -242,6 +254,7 @@ pub async fn run(
                 permissions: &permissions,
                 members: &members,
                 main: &main,
+                servers: &servers,
                 decision: decision.clone(),
                 hook_context: hook_context.clone(),
             },
@@ -255,20 +268,20 @@ pub async fn run(
         .await;
         let (outcome, result) = match ran {
             Ran::Ended(outcome, result) => (outcome, result),
-            Ran::Stopped(stop) => return end.stopped(&mut sink, stop),
+            Ran::Stopped(stop) => break end.stopped(&mut sink, stop),
         };
         let Some(inputs) = options.inputs.as_mut() else {
-            return end.finish(&mut sink, outcome, result);
+            break end.finish(&mut sink, outcome, result);
         };
         // This request's result, then the next message (a signal ends the wait).
         end.report(&mut sink, outcome, &result);
         let next = match unless_cancelled(cancel, inputs.next()).await {
-            None => return end.finish(&mut sink, Outcome::Cancelled, Ok(())),
-            Some(None) => return end.finish(&mut sink, outcome, result),
+            None => break end.finish(&mut sink, Outcome::Cancelled, Ok(())),
+            Some(None) => break end.finish(&mut sink, outcome, result),
             // A bad line ends the session as its last request ended, then says what is wrong.
             Some(Some(Err(e))) => {
-                end.finish(&mut sink, outcome, result)?;
-                return Err(Exit::Usage.with(e).into());
+                let finished = end.finish(&mut sink, outcome, result);
+                break finished.and_then(|_| Err(Exit::Usage.with(e).into()));
             }
             Some(Some(Ok(prompt))) => {
                 if let Err(e) = &result {
@@ -296,11 +309,14 @@ pub async fn run(
             Ok(read) => rebuilt = Some(rebuild(&read.events, "a1")),
             Err(e) => {
                 let failed = Err(anyhow::anyhow!("the session log: {e}"));
-                return end.finish(&mut sink, Outcome::Failed, failed);
+                break end.finish(&mut sink, Outcome::Failed, failed);
             }
         }
         raw_prompt = next;
-    }
+    };
+    // The MCP servers outlive every request of the session.
+    servers.shutdown().await;
+    exit
 }
 
 /// What a request needs of the run's startup.
@@ -314,6 +330,7 @@ struct RequestIn<'a> {
     permissions: &'a aerix_permissions::Permissions,
     members: &'a [String],
     main: &'a crate::pool::Bound,
+    servers: &'a aerix_mcp::Servers,
     decision: Option<String>,
     hook_context: Option<String>,
 }
@@ -388,8 +405,9 @@ async fn request(
     )
     .with_members(at.members.to_vec())
     .with_hooks(&agent_hooks);
-    let mut runtime =
+    let runtime =
         runtime.with_definitions(&core_agents).with_skills(&core_skills).with_permissions(&rules);
+    let mut runtime = runtime.with_external(at.servers);
     let request_start = Instant::now();
     let result = run_request(&mut runtime, request).await;
     let stats = runtime.stats.clone();

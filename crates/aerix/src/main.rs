@@ -14,6 +14,7 @@ mod headless;
 mod hooks;
 mod import;
 mod interactive;
+mod mcp;
 mod output;
 mod pool;
 mod profile;
@@ -148,6 +149,17 @@ enum Command {
         #[arg(long, conflicts_with = "dry_run")]
         eval: bool,
     },
+    /// The MCP servers (`[mcp.servers]`, `.mcp.json`, `~/.claude.json`).
+    Mcp {
+        #[command(subcommand)]
+        command: McpCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum McpCommand {
+    /// Each server: where it is declared, its transport, its state and its tools.
+    List,
 }
 
 #[derive(Subcommand)]
@@ -311,6 +323,10 @@ fn run(cli: Cli, started: std::time::Instant) -> anyhow::Result<Exit> {
     let project_key = aerix_session::project_key(&root);
     let name = attach::profile_name(cli.profile.as_deref(), Some(&settings), &project_key);
     match &cli.command {
+        Some(Command::Mcp { command: McpCommand::List }) => {
+            let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+            return runtime.block_on(mcp::list(&trust, &settings));
+        }
         Some(Command::Tune { sessions, eval: true, .. }) => {
             let limit = sessions.unwrap_or(settings.tune.sessions) as usize;
             return eval::run(&settings, &env, &root, &name, limit, trust.allows());

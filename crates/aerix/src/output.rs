@@ -34,6 +34,8 @@ pub struct Output {
     cwd: String,
     model: String,
     permission_mode: String,
+    /// The init line's `mcp_servers`: `{"name", "status"}` each.
+    mcp_servers: Vec<Value>,
     /// Requests of this process begun so far (the current one's number from 1).
     requests: usize,
     started: Instant,
@@ -64,6 +66,7 @@ impl Output {
             cwd: String::new(),
             model: String::new(),
             permission_mode: String::new(),
+            mcp_servers: Vec::new(),
             requests: 0,
             started: Instant::now(),
             totals: Totals::default(),
@@ -79,6 +82,12 @@ impl Output {
     /// The `init` line's mode.
     pub fn set_permission_mode(&mut self, mode: &str) {
         self.permission_mode = mode.to_owned();
+    }
+
+    /// The init line's servers: each by name with its state (`ready`, `failed: ...`,
+    /// `skipped: ...`).
+    pub fn set_mcp_servers(&mut self, servers: Vec<Value>) {
+        self.mcp_servers = servers;
     }
 
     /// A request begins: its figures start from zero.
@@ -112,7 +121,7 @@ impl Output {
                     cwd: &self.cwd,
                     model: &self.model,
                     tools,
-                    mcp_servers: Vec::new(),
+                    mcp_servers: self.mcp_servers.clone(),
                     permission_mode: &self.permission_mode,
                     request: self.requests,
                 });

@@ -215,10 +215,47 @@ fn opencode() -> anyhow::Result<Vec<Edit>> {
 }
 
 /// aerix takes hooks in Claude Code's shape; ai-memory's go in their own file beside aerix's
-/// `settings.toml` (whose keys are checked strictly).
+/// `settings.toml`, where the MCP server goes in as `[mcp.servers.ai-memory]` (the file's other
+/// content kept as it is).
 fn aerix() -> anyhow::Result<Vec<Edit>> {
-    let file = config_home()?.join("aerix/hooks.json");
-    Ok(vec![json_edit(file, |v| add_hooks(v, CLAUDE_EVENTS, "aerix"))?])
+    let dir = config_home()?.join("aerix");
+    let settings = dir.join("settings.toml");
+    let text = match std::fs::read_to_string(&settings) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(e).with_context(|| format!("reading {}", settings.display())),
+    };
+    let mut doc: toml_edit::DocumentMut = text
+        .parse()
+        .with_context(|| format!("{} is not valid TOML; fix it first", settings.display()))?;
+    let implicit = || {
+        let mut t = toml_edit::Table::new();
+        t.set_implicit(true);
+        toml_edit::Item::Table(t)
+    };
+    let Some(mcp) = doc.entry("mcp").or_insert_with(implicit).as_table_mut() else {
+        bail!("{}: `mcp` is not a table", settings.display())
+    };
+    let Some(servers) = mcp.entry("servers").or_insert_with(implicit).as_table_mut() else {
+        bail!("{}: `mcp.servers` is not a table", settings.display())
+    };
+    let same = servers.get("ai-memory").and_then(|s| s.as_table()).is_some_and(|t| {
+        t.get("command").and_then(|c| c.as_str()) == Some("ai-memory")
+            && t.get("args")
+                .and_then(|a| a.as_array())
+                .is_some_and(|a| a.iter().map(|v| v.as_str()).eq(STDIO_ARGS.map(Some)))
+    });
+    if !same {
+        let mut server = toml_edit::Table::new();
+        server.insert("command", toml_edit::value("ai-memory"));
+        server
+            .insert("args", toml_edit::value(STDIO_ARGS.into_iter().collect::<toml_edit::Array>()));
+        servers.insert("ai-memory", toml_edit::Item::Table(server));
+    }
+    Ok(vec![
+        Edit { path: settings, new: doc.to_string() },
+        json_edit(dir.join("hooks.json"), |v| add_hooks(v, CLAUDE_EVENTS, "aerix"))?,
+    ])
 }
 
 /// Kimi Code: `[[hooks]]` tables in `$KIMI_CODE_HOME/config.toml` (default `~/.kimi-code`;

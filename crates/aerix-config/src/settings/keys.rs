@@ -30,6 +30,7 @@ section! {
         tune: TuneSettings = TuneSettings::declared();
         sandbox: SandboxSettings = SandboxSettings::declared();
         verify: VerifySettings = VerifySettings::declared();
+        mcp: McpSettings = McpSettings::declared();
         /// Each file's `[permissions]` table, in the order the files were read (the rules add
         /// up; `aerix-permissions` applies a project's only as far as its trust allows).
         permissions: Vec<crate::FilePermissions> = Vec::new();
@@ -205,6 +206,74 @@ section! {
         enabled: bool = false;
         /// Inside the sandbox, keep the host's network (off: none, not even loopback).
         network: bool = false;
+    }
+}
+
+section! {
+    /// `[mcp]`: the MCP servers aerix starts (`aerix-mcp` adds Claude Code's `.mcp.json` and
+    /// `~/.claude.json` servers to these).
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct McpSettings {
+        /// Seconds one MCP tool call may take before it is an error (1 to 3600).
+        timeout_secs: u64 = 60, timeout_secs;
+        /// `[mcp.servers.<name>]`: `command`, `args`, `env` (stdio) or `url`, `headers` (HTTP).
+        servers: McpServers = McpServers::default();
+    }
+}
+
+/// `mcp.timeout_secs`: 1 to an hour.
+fn timeout_secs(secs: &u64) -> Result<(), Bad> {
+    if (1..=3600).contains(secs) { Ok(()) } else { Err(Bad::new("must be 1 to 3600 seconds")) }
+}
+
+/// One `[mcp.servers.<name>]`: a program over stdio or a streamable-HTTP endpoint. Values may
+/// hold `${VAR}` (`${VAR:-default}`), expanded from the environment when the server starts.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpServer {
+    pub command: Option<String>,
+    #[serde(default)]
+    pub args: Vec<String>,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    pub url: Option<String>,
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+}
+
+/// The servers by name; a later file's server replaces an earlier one of the same name.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct McpServers(pub BTreeMap<String, McpServer>);
+
+impl super::declare::Layer for McpServers {
+    #[cfg(test)]
+    const ENTRY: &'static str = ".<name>";
+
+    fn parse(value: toml::Value) -> Result<Self, Bad> {
+        let toml::Value::Table(table) = value else {
+            return Err(Bad::new(format!("must be a table, not {}", value.type_str())));
+        };
+        let mut out = BTreeMap::new();
+        for (name, value) in table {
+            let bad = |message: String| Bad::Value { entry: Some(name.clone()), message };
+            let server: McpServer =
+                value.try_into().map_err(|e: toml::de::Error| bad(e.message().to_owned()))?;
+            if server.command.is_some() == server.url.is_some() {
+                return Err(bad("needs either `command` (stdio) or `url` (HTTP)".to_owned()));
+            }
+            let chars = name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+            if name.is_empty() || name.contains("__") || !chars {
+                return Err(bad(
+                    "a server's name has letters, digits, `-` and `_`, and no `__`".to_owned()
+                ));
+            }
+            out.insert(name, server);
+        }
+        Ok(McpServers(out))
+    }
+
+    fn layer(&mut self, new: Self) {
+        self.0.extend(new.0);
     }
 }
 

@@ -49,6 +49,8 @@ impl Layered {
         let Layered { mut settings, user, .. } = self;
         settings.pool.caldrix = user.pool.caldrix;
         settings.verify.commands = user.verify.commands;
+        // A project's MCP servers run programs: only the user's run untrusted.
+        settings.mcp.servers = user.mcp.servers;
         withhold(&mut settings.main, &user.main);
         match (&mut settings.decision, &user.decision) {
             (Some(project), Some(user)) => withhold(project, user),

@@ -17,13 +17,13 @@ use crate::{ConfigError, FilePermissions, SettingsScope};
 use declare::{Bad, Section, unknown};
 pub use keys::{
     ContextSettings, DEFAULT_MODEL, DEFAULT_TOOL_CAP, Delegation, HookSettings, LOCAL_ATTEMPTS,
-    MAX_ATTEMPTS, Member, PermissionSettings, PluginSettings, PoolSettings, SandboxSettings,
-    Settings, TuneSettings, VerifySettings, valid_profile_name,
+    MAX_ATTEMPTS, McpServer, McpServers, McpSettings, Member, PermissionSettings, PluginSettings,
+    PoolSettings, SandboxSettings, Settings, TuneSettings, VerifySettings, valid_profile_name,
 };
 pub use layers::{Layered, ProjectSetting, load_layered};
 
 /// The tables of a settings file besides the top-level keys, in the order errors list them.
-const TABLES: [&str; 10] = [
+const TABLES: [&str; 11] = [
     "members",
     "pool",
     "delegation",
@@ -33,6 +33,7 @@ const TABLES: [&str; 10] = [
     "tune",
     "sandbox",
     "verify",
+    "mcp",
     "permissions",
 ];
 const ROLES: [&str; 2] = ["main", "decision"];
@@ -172,6 +173,7 @@ fn apply(
             "tune" => tune(settings, &file, value)?,
             "sandbox" => file.section(&mut settings.sandbox, "sandbox", value, None)?,
             "verify" => file.section(&mut settings.verify, "verify", value, None)?,
+            "mcp" => file.section(&mut settings.mcp, "mcp", value, None)?,
             "permissions" => {
                 let mut table = PermissionSettings::declared();
                 file.section(&mut table, "permissions", value, None)?;

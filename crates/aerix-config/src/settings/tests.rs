@@ -190,6 +190,7 @@ fn code_keys() -> Vec<String> {
     under::<PluginSettings>("plugins", &mut out);
     under::<SandboxSettings>("sandbox", &mut out);
     under::<keys::VerifySettings>("verify", &mut out);
+    under::<keys::McpSettings>("mcp", &mut out);
     under::<PermissionSettings>("permissions", &mut out);
     out
 }
@@ -319,4 +320,26 @@ fn each_file_s_permissions_are_kept_apart_with_where_they_came_from() {
     assert!(e.contains("not a permission mode"), "{e}");
     let e = check("[permissions]\nallowed = []\n").unwrap_err().to_string();
     assert!(e.contains("`permissions.allowed`") && e.contains("expected one of"), "{e}");
+}
+
+#[test]
+fn mcp_servers_are_stdio_or_http_and_a_bad_one_is_named() {
+    let s = check(
+        "[mcp]\ntimeout_secs = 5\n[mcp.servers.mem]\ncommand = \"ai-memory\"\nargs = [\"mcp\"]\n\
+         [mcp.servers.web]\nurl = \"http://h/mcp\"\nheaders = { Authorization = \"Bearer ${T}\" }\n",
+    )
+    .unwrap();
+    assert_eq!(s.mcp.timeout_secs, 5);
+    assert_eq!(s.mcp.servers.0["mem"].args, ["mcp"]);
+    assert_eq!(s.mcp.servers.0["web"].headers["Authorization"], "Bearer ${T}");
+    for (text, key, words) in [
+        ("[mcp.servers.x]\ncommand = \"a\"\nurl = \"b\"\n", "mcp.servers.x", "either `command`"),
+        ("[mcp.servers.x]\nargs = []\n", "mcp.servers.x", "either `command`"),
+        ("[mcp.servers.x]\ncommand = \"a\"\ncwd = \"/\"\n", "mcp.servers.x", "unknown field `cwd`"),
+        ("[mcp.servers.a__b]\ncommand = \"a\"\n", "mcp.servers.a__b", "no `__`"),
+        ("[mcp]\ntimeout_secs = 0\n", "mcp.timeout_secs", "1 to 3600"),
+    ] {
+        let e = check(text).unwrap_err().to_string();
+        assert!(e.contains(&format!("`{key}`")) && e.contains(words), "{text:?}: {e}");
+    }
 }

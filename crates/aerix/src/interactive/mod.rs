@@ -87,6 +87,8 @@ struct Session {
     instructions: Vec<aerix_config::InstructionFile>,
     agents: Arc<aerix_config::AgentDefinitions>,
     skills: Arc<aerix_skills::Skills>,
+    /// The MCP servers started at startup; their processes end with the screen.
+    mcp: Arc<aerix_mcp::Servers>,
     /// The prompts read from the session's profile at startup, once.
     prompts: Prompts,
     /// `session.start`'s `profile`, `profile_branch`, `profile_commit`.

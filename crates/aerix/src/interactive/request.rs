@@ -162,6 +162,7 @@ async fn request(
     .with_hooks(&agent_hooks)
     .with_definitions(&agents)
     .with_skills(&skills)
+    .with_external(&*session.mcp)
     .with_gates(&gates, &gates)
     .with_permissions(&rules);
     let result = run_request(&mut runtime, request).await;

@@ -119,6 +119,10 @@ pub(super) async fn startup(
         return Ok(None);
     };
     let Pool { client, main, decision, members } = pool?;
+    // The MCP servers, started at once; one that fails is a row, never a hang.
+    let Some(mcp) = startup::mcp::start(&trust, &settings, &mut files, &mut rows).await else {
+        return Ok(None);
+    };
     let screen = &mut *rows.screen;
     screen.launch.window = main.window;
     screen.launch.lane = main.lane.map(|l| l.name().to_owned());
@@ -211,6 +215,7 @@ pub(super) async fn startup(
         instructions: files.instructions,
         agents: Arc::new(definitions),
         skills: Arc::new(skills),
+        mcp: Arc::new(mcp),
         prompts: attached.prompts,
         profile: attached.profile,
         branch: attached.branch,

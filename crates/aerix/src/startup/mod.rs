@@ -5,6 +5,7 @@
 //! every answer to it is handled here, once, so both front ends end alike on it.
 
 mod hooks;
+pub mod mcp;
 mod snapshot;
 mod trust;
 mod worktrees;

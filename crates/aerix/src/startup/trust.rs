@@ -27,6 +27,8 @@ pub struct Trust {
     /// Plugins as every file enables them, and as the user's files alone do.
     sources: Sources,
     user_sources: Sources,
+    /// The MCP servers every source declares, and the notes of entries that cannot be read.
+    mcp: aerix_mcp::Declared,
 }
 
 impl Trust {
@@ -89,6 +91,12 @@ impl Trust {
             inventory.add(Kind::Permission, &file, what);
         }
 
+        let mcp = super::mcp::declared(layered, env, &root);
+        for spec in mcp.specs.iter().filter(|s| s.project) {
+            let what = format!("{} = {}", spec.name, spec.transport.consent());
+            inventory.add(Kind::McpServer, &spec.source, what);
+        }
+
         let record = env.data_home().map(|data| Record::standard_path(&data));
         let (standing, record_error) = match record.as_deref().map(Record::open) {
             Some(Ok(record)) => (record.standing(&inventory), None),
@@ -109,7 +117,13 @@ impl Trust {
             hook_files,
             sources,
             user_sources,
+            mcp,
         }
+    }
+
+    /// The MCP servers declared (a project's start only when [`Trust::allows`]).
+    pub fn mcp(&self) -> &aerix_mcp::Declared {
+        &self.mcp
     }
 
     /// Whether the project's parts run.
@@ -191,6 +205,9 @@ impl Trust {
             let what = match item.kind {
                 Kind::Hook => format!("the hook `{}` of {} is not run", item.what, item.source),
                 Kind::Plugin => format!("the plugin {} ({}) is not loaded", item.what, item.source),
+                Kind::McpServer => {
+                    format!("the MCP server `{}` of {} is not started", item.what, item.source)
+                }
                 // Filtered out above: the rules' loader notes each ignored grant.
                 Kind::Setting | Kind::Permission => {
                     format!("the setting `{}` of {} is not applied", item.what, item.source)

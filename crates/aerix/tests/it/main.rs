@@ -14,6 +14,7 @@ mod compact;
 mod crash;
 mod delegate;
 mod hooks;
+mod mcp;
 mod output;
 mod parse;
 mod permissions;

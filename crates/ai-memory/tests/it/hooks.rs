@@ -253,7 +253,17 @@ fn install_is_idempotent_keeps_a_backup_and_uses_a_stable_command() {
     .unwrap();
     assert_eq!(oc["mcp"]["ai-memory"]["command"][1], "mcp");
 
+    let aerix_settings = home.join(".config/aerix/settings.toml");
+    std::fs::create_dir_all(aerix_settings.parent().unwrap()).unwrap();
+    std::fs::write(&aerix_settings, "# mine\nmax_turns = 12\n").unwrap();
     install("aerix");
+    let settings = std::fs::read_to_string(&aerix_settings).unwrap();
+    assert!(settings.starts_with("# mine\nmax_turns = 12\n"), "kept: {settings}");
+    assert!(
+        settings.contains("[mcp.servers.ai-memory]\ncommand = \"ai-memory\"\nargs = [\"mcp\"]"),
+        "{settings}"
+    );
+    assert_eq!(install("aerix").matches("unchanged").count(), 2, "a second run changes nothing");
     let aerix: Value = serde_json::from_str(
         &std::fs::read_to_string(home.join(".config/aerix/hooks.json")).unwrap(),
     )

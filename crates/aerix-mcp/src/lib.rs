@@ -1,0 +1,348 @@
+//! The MCP client: the servers declared in aerix's settings and Claude Code's files
+//! (`config.rs`), started in parallel at startup over stdio or streamable HTTP (`rmcp`, the
+//! official SDK), their tools listed and offered as `mcp__<server>__<tool>` when their input
+//! schemas fit the turn's constraint (`schema.rs`), each call bounded by `mcp.timeout_secs`,
+//! results as text (`result.rs`). A server that fails to start or dies is a state and a note;
+//! its calls are errors, never a hang. `Servers` is the runtime's `ExternalTools`.
+
+pub mod config;
+mod result;
+pub mod schema;
+
+use std::collections::BTreeMap;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use aerix_seams::ExternalTools;
+use rmcp::model::CallToolRequestParams;
+use rmcp::service::RunningService;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::Value;
+use tokio::io::AsyncReadExt;
+
+pub use config::{Declared, Spec, Transport, declared};
+
+/// How long a server has to start and list its tools.
+pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
+/// The characters of a tool's description the system segment shows.
+const DESCRIPTION_CHARS: usize = 300;
+/// The tail of a stdio server's stderr kept for its failure reason.
+const STDERR_TAIL: usize = 2_000;
+
+/// Where a server stands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum State {
+    Ready,
+    Failed(String),
+    /// Not started: a repository's server in an untrusted project.
+    Skipped(String),
+}
+
+impl std::fmt::Display for State {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            State::Ready => write!(f, "ready"),
+            State::Failed(why) => write!(f, "failed: {why}"),
+            State::Skipped(why) => write!(f, "skipped: {why}"),
+        }
+    }
+}
+
+/// One of a server's tools: offered, or left out and why.
+#[derive(Clone, Debug)]
+pub struct Tool {
+    /// The server's name for it.
+    pub name: String,
+    /// `mcp__<server>__<tool>`.
+    pub full: String,
+    pub description: String,
+    /// The input schema as the turn schema holds it, or why the tool is left out.
+    pub schema: Result<Value, String>,
+}
+
+type Client = RunningService<RoleClient, ()>;
+
+/// One declared server and what became of it.
+pub struct Server {
+    pub spec: Spec,
+    pub state: State,
+    pub tools: Vec<Tool>,
+    client: Option<Client>,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server").field("spec", &self.spec).field("state", &self.state).finish()
+    }
+}
+
+/// The run's servers.
+#[derive(Debug)]
+pub struct Servers {
+    pub servers: Vec<Server>,
+    timeout: Duration,
+    handle: Option<tokio::runtime::Handle>,
+}
+
+impl Servers {
+    /// No servers.
+    pub fn none() -> Servers {
+        Servers { servers: Vec::new(), timeout: Duration::from_secs(60), handle: None }
+    }
+
+    /// Starts every declared server at once (a project's only when `trusted`), each bounded by
+    /// `startup`; `lookup` reads the environment for `${VAR}`.
+    pub async fn start(
+        specs: Vec<Spec>,
+        trusted: bool,
+        lookup: &(dyn Fn(&str) -> Option<String> + Sync),
+        timeout: Duration,
+        startup: Duration,
+    ) -> Servers {
+        let starts = specs.into_iter().map(|spec| async move {
+            if spec.project && !trusted {
+                let why =
+                    "the project is not trusted (run `aerix trust`, or `--trust` for one run)";
+                return server(spec, State::Skipped(why.to_owned()), None, Vec::new(), None);
+            }
+            let stderr = Arc::new(Mutex::new(String::new()));
+            let started = tokio::time::timeout(startup, connect(&spec, lookup, &stderr)).await;
+            let started =
+                started.unwrap_or_else(|_| Err(format!("no answer within {}s", startup.as_secs())));
+            match started {
+                Ok((client, tools)) => {
+                    server(spec, State::Ready, Some(client), tools, Some(stderr))
+                }
+                Err(why) => {
+                    let why = with_stderr(why, &stderr);
+                    server(spec, State::Failed(why), None, Vec::new(), Some(stderr))
+                }
+            }
+        });
+        let servers = futures::future::join_all(starts).await;
+        Servers { servers, timeout, handle: tokio::runtime::Handle::try_current().ok() }
+    }
+
+    /// One note per server that is not ready, and per tool left out.
+    pub fn notes(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for s in &self.servers {
+            let name = &s.spec.name;
+            // A skipped server has the trust survey's note.
+            if matches!(s.state, State::Failed(_)) {
+                out.push(format!("mcp: server `{name}` ({}) {}", s.spec.source.display(), s.state));
+            }
+            for t in &s.tools {
+                if let Err(why) = &t.schema {
+                    out.push(format!("mcp: tool `{}` left out: {why}", t.full));
+                }
+            }
+        }
+        out
+    }
+
+    /// Ends every server (a stdio server's process is killed if it does not stop).
+    pub async fn shutdown(&mut self) {
+        let closes = self.servers.iter_mut().filter_map(|s| s.client.as_mut()).map(|c| async {
+            let _ = c.close_with_timeout(Duration::from_secs(3)).await;
+        });
+        futures::future::join_all(closes).await;
+        for s in &mut self.servers {
+            s.client = None;
+        }
+    }
+
+    fn offered(&self) -> impl Iterator<Item = (&Server, &Tool)> {
+        self.servers
+            .iter()
+            .filter(|s| s.state == State::Ready)
+            .flat_map(|s| s.tools.iter().filter(|t| t.schema.is_ok()).map(move |t| (s, t)))
+    }
+
+    async fn call_async(&self, tool: &str, input: &Value) -> Result<String, String> {
+        let Some((server, found)) = self.offered().find(|(_, t)| t.full == tool) else {
+            return Err(format!("no MCP tool named `{tool}` is running"));
+        };
+        let name = &server.spec.name;
+        let Some(client) = &server.client else {
+            return Err(format!("the MCP server `{name}` is not running"));
+        };
+        if client.is_closed() {
+            return Err(with_stderr(
+                format!("the MCP server `{name}` has stopped"),
+                &server.stderr,
+            ));
+        }
+        let arguments = input.as_object().cloned().unwrap_or_default();
+        let params = CallToolRequestParams::new(found.name.clone()).with_arguments(arguments);
+        match tokio::time::timeout(self.timeout, client.call_tool(params)).await {
+            Err(_) => Err(format!(
+                "the MCP server `{name}` did not answer within {}s (mcp.timeout_secs)",
+                self.timeout.as_secs()
+            )),
+            Ok(Err(e)) => {
+                let why = format!("the MCP server `{name}` failed the call: {e}");
+                Err(with_stderr(why, &server.stderr))
+            }
+            Ok(Ok(reply)) => result::text(&reply),
+        }
+    }
+}
+
+fn server(
+    spec: Spec,
+    state: State,
+    client: Option<Client>,
+    tools: Vec<Tool>,
+    stderr: Option<Arc<Mutex<String>>>,
+) -> Server {
+    Server { spec, state, tools, client, stderr: stderr.unwrap_or_default() }
+}
+
+/// `why`, and the server's last stderr lines when it wrote any.
+fn with_stderr(why: String, stderr: &Mutex<String>) -> String {
+    let tail = stderr.lock().map(|s| s.trim().to_owned()).unwrap_or_default();
+    if tail.is_empty() { why } else { format!("{why} (its stderr: {tail})") }
+}
+
+/// Connects, initializes and lists the tools.
+async fn connect(
+    spec: &Spec,
+    lookup: &(dyn Fn(&str) -> Option<String> + Sync),
+    stderr: &Arc<Mutex<String>>,
+) -> Result<(Client, Vec<Tool>), String> {
+    let expand = |s: &String| config::expand(s, lookup);
+    let client = match &spec.transport {
+        Transport::Stdio { command, args, env } => {
+            let mut cmd = tokio::process::Command::new(expand(command)?);
+            // Should the run end before the server is closed, its process goes with it.
+            cmd.kill_on_drop(true);
+            for arg in args {
+                cmd.arg(expand(arg)?);
+            }
+            for (key, value) in env {
+                cmd.env(key, expand(value)?);
+            }
+            let (transport, err) = TokioChildProcess::builder(cmd)
+                .stderr(Stdio::piped())
+                .spawn()
+                .map_err(|e| format!("cannot run `{command}`: {e}"))?;
+            if let Some(mut err) = err {
+                let keep = Arc::clone(stderr);
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 1024];
+                    while let Ok(n) = err.read(&mut buf).await {
+                        if n == 0 {
+                            break;
+                        }
+                        if let Ok(mut tail) = keep.lock() {
+                            tail.push_str(&String::from_utf8_lossy(&buf[..n]));
+                            if tail.len() > STDERR_TAIL {
+                                let mut cut = tail.len() - STDERR_TAIL;
+                                while !tail.is_char_boundary(cut) {
+                                    cut += 1;
+                                }
+                                tail.drain(..cut);
+                            }
+                        }
+                    }
+                });
+            }
+            ().serve(transport).await.map_err(|e| format!("initialize failed: {e}"))?
+        }
+        Transport::Http { url, headers } => {
+            let mut map = std::collections::HashMap::new();
+            for (key, value) in headers {
+                let name = http::HeaderName::try_from(key.as_str())
+                    .map_err(|e| format!("header `{key}`: {e}"))?;
+                let value = http::HeaderValue::try_from(expand(value)?)
+                    .map_err(|e| format!("header `{key}`'s value: {e}"))?;
+                map.insert(name, value);
+            }
+            let config =
+                StreamableHttpClientTransportConfig::with_uri(expand(url)?).custom_headers(map);
+            let transport = StreamableHttpClientTransport::from_config(config);
+            ().serve(transport).await.map_err(|e| format!("initialize failed: {e}"))?
+        }
+    };
+    let listed = client.list_all_tools().await.map_err(|e| format!("tools/list failed: {e}"))?;
+    let mut tools = Vec::new();
+    let mut seen = BTreeMap::new();
+    for tool in listed {
+        let name = tool.name.to_string();
+        let full = format!("mcp__{}__{name}", spec.name);
+        let schema = if !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+            Err("its name has characters other than letters, digits, `-` and `_`".to_owned())
+        } else if seen.insert(name.clone(), ()).is_some() {
+            Err("the server lists it twice".to_owned())
+        } else {
+            schema::fit(&tool.input_schema)
+        };
+        let description: String = tool
+            .description
+            .as_deref()
+            .unwrap_or_default()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+            .chars()
+            .take(DESCRIPTION_CHARS)
+            .collect();
+        tools.push(Tool { name, full, description, schema });
+    }
+    Ok((client, tools))
+}
+
+impl ExternalTools for Servers {
+    fn names(&self) -> Vec<String> {
+        self.offered().map(|(_, t)| t.full.clone()).collect()
+    }
+
+    fn input_schema(&self, tool: &str) -> Option<Value> {
+        self.offered().find(|(_, t)| t.full == tool).and_then(|(_, t)| t.schema.clone().ok())
+    }
+
+    fn listing(&self) -> Option<String> {
+        let mut out = String::from("# MCP tools\n");
+        let mut any = false;
+        for (_, t) in self.offered() {
+            any = true;
+            let fields = t.schema.as_ref().map(aerix_turn_describe).unwrap_or_default();
+            out.push_str(&format!("\n{}: {}\ninput: {fields}\n", t.full, t.description));
+        }
+        any.then_some(out)
+    }
+
+    fn call(&self, tool: &str, input: &Value) -> Result<String, String> {
+        let Some(handle) = &self.handle else {
+            return Err(format!("no MCP tool named `{tool}` is running"));
+        };
+        // The caller blocks (a root's worker in place, or a piece's thread already inside a
+        // `block_on`): the call runs on a thread of its own, outside any runtime context.
+        std::thread::scope(|scope| {
+            let call = scope.spawn(|| handle.block_on(self.call_async(tool, input)));
+            call.join().unwrap_or_else(|_| Err(format!("the call of `{tool}` panicked")))
+        })
+    }
+}
+
+/// `{a, b?}`: a schema's fields, as the tools section shows a built-in tool's.
+fn aerix_turn_describe(schema: &Value) -> String {
+    let required: Vec<&str> = schema["required"]
+        .as_array()
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let fields: Vec<String> = schema["properties"]
+        .as_object()
+        .map(|p| {
+            p.keys()
+                .map(|k| if required.contains(&k.as_str()) { k.clone() } else { format!("{k}?") })
+                .collect()
+        })
+        .unwrap_or_default();
+    format!("{{{}}}", fields.join(", "))
+}

@@ -1,0 +1,57 @@
+//! The MCP servers of a run: declared by aerix's settings and Claude Code's files (listed in
+//! the trust survey), started in parallel once the project's trust is known, their notes told
+//! like every startup note, ended with the run.
+
+use std::path::Path;
+use std::time::Duration;
+
+use aerix_config::{Env, Layered, Settings};
+use aerix_mcp::{Declared, Servers};
+
+use super::{Files, Front, Trust};
+
+/// Every source's servers; a project settings file's are those the user's files do not
+/// declare the same.
+pub fn declared(layered: &Layered, env: &Env, root: &Path) -> Declared {
+    let user_file = env.config_home().map(|c| c.join("aerix/settings.toml")).unwrap_or_default();
+    let user = &layered.user().mcp.servers.0;
+    let project: std::collections::BTreeMap<_, _> = layered
+        .all()
+        .mcp
+        .servers
+        .0
+        .iter()
+        .filter(|(name, server)| user.get(*name) != Some(server))
+        .map(|(n, s)| (n.clone(), s.clone()))
+        .collect();
+    let settings =
+        [(user_file, false, user.clone()), (root.join(".aerix/settings.toml"), true, project)];
+    aerix_mcp::declared(env.home.as_deref(), root, &settings)
+}
+
+/// The run's servers, started (a project's only when trusted); `None` when the run is
+/// cancelled first. Every server that is not ready and every tool left out is a note.
+pub async fn start(
+    trust: &Trust,
+    settings: &Settings,
+    files: &mut Files,
+    front: &mut impl Front,
+) -> Option<Servers> {
+    let declared = trust.mcp();
+    files.tell(front, declared.notes.iter().cloned());
+    if declared.specs.is_empty() {
+        return Some(Servers::none());
+    }
+    let lookup = |name: &str| std::env::var(name).ok();
+    let timeout = Duration::from_secs(settings.mcp.timeout_secs);
+    let starting = Servers::start(
+        declared.specs.clone(),
+        trust.allows(),
+        &lookup,
+        timeout,
+        aerix_mcp::STARTUP_TIMEOUT,
+    );
+    let servers = front.step(starting).await?;
+    files.tell(front, servers.notes());
+    Some(servers)
+}
