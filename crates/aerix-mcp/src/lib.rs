@@ -156,6 +156,14 @@ impl Servers {
         }
     }
 
+    /// Takes the tools `hidden` names (by `mcp__<server>__<tool>`) out of every listing and
+    /// the turn schema: a deny rule's whole tool.
+    pub fn hide(&mut self, hidden: impl Fn(&str) -> bool) {
+        for server in &mut self.servers {
+            server.tools.retain(|t| !hidden(&t.full));
+        }
+    }
+
     fn offered(&self) -> impl Iterator<Item = (&Server, &Tool)> {
         self.servers
             .iter()

@@ -144,6 +144,18 @@ impl Permissions {
         self.store.as_deref()
     }
 
+    /// Whether a deny rule takes the MCP tool `tool` (`mcp__<server>__<tool>`) out of the
+    /// model's view, as Claude Code's bare names in `deny` do: an MCP tool's rules name it (or
+    /// its server) whole, with no specifier.
+    pub fn hides(&self, tool: &str) -> bool {
+        if !tool.starts_with("mcp__") {
+            return false;
+        }
+        let input = Value::Object(serde_json::Map::new());
+        let view = CallView::new(tool, &input, &self.dirs.cwd);
+        self.deny.iter().any(|r| view.caught_by(r))
+    }
+
     /// The verdict on a call of aerix's tool `tool` with `input`, by an agent `held` to the
     /// patterns of the definitions it runs under.
     pub fn check(&self, tool: &str, input: &Value, held: &[Held<'_>]) -> Verdict {

@@ -184,6 +184,7 @@ pub async fn run(
     else {
         return end.finish(&mut sink, Outcome::Cancelled, Ok(()));
     };
+    servers.hide(|tool| permissions.hides(tool));
     sink.output.set_mcp_servers(
         servers
             .servers

@@ -120,7 +120,7 @@ pub(super) async fn startup(
     };
     let Pool { client, main, decision, members } = pool?;
     // The MCP servers, started at once; one that fails is a row, never a hang.
-    let Some(mcp) = startup::mcp::start(&trust, &settings, &mut files, &mut rows).await else {
+    let Some(mut mcp) = startup::mcp::start(&trust, &settings, &mut files, &mut rows).await else {
         return Ok(None);
     };
     let screen = &mut *rows.screen;
@@ -177,6 +177,7 @@ pub(super) async fn startup(
     let hooks = std::mem::take(&mut files.hooks.hooks);
     let permissions = files.permissions(options.permission_mode, aerix_permissions::Front::Screen);
     let mode = permissions.mode();
+    mcp.hide(|tool| permissions.hides(tool));
     let hooks =
         Arc::new(startup::session_hooks(hooks, &log, &options.cwd, &files.root, mode, show));
     let mut sink = BufferSink(Vec::new());

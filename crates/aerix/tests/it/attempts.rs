@@ -54,12 +54,13 @@ fn worktree_dirs(world: &World) -> Vec<String> {
     found
 }
 
-/// `git worktree list` has the main tree alone, and no ref of aerix's is left.
+/// `git worktree list` has the main tree alone, and no attempt's ref is left (the request's
+/// checkpoint stays: it is the rewind's).
 fn only_the_main_worktree(world: &World) {
     let list = world.git(&["worktree", "list", "--porcelain"]);
     let trees = list.lines().filter(|l| l.starts_with("worktree ")).count();
     assert_eq!(trees, 1, "{list}");
-    assert_eq!(world.git(&["for-each-ref", "refs/aerix"]).trim(), "", "refs left");
+    assert_eq!(world.git(&["for-each-ref", "refs/aerix/worktrees"]).trim(), "", "refs left");
 }
 
 fn attempt_trees(events: &[Value]) -> Vec<String> {

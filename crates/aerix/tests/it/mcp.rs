@@ -381,8 +381,8 @@ fn ai_memorys_http_server_answers_through_streamable_http() {
 
 /// SmolLM2 through the real engine calls ai-memory's `memory_query` under the turn schema. The
 /// setup makes the call likely, not certain of its arguments: the route is `plan` (a scripted
-/// decision member), whose root has only `plan` and the MCP tools, and the prompt names the
-/// tool. What the model asks and what the server answers are its own.
+/// decision member), whose root has only `plan` and the MCP tools that read (deny rules take
+/// the writing ones out of its view), and the prompt names the tool. What the model asks and what the server answers are its own.
 #[test]
 fn smollm2_calls_memory_query_through_the_real_engine() {
     let world = World::new("mcp-smollm2", "", "");
@@ -391,7 +391,7 @@ fn smollm2_calls_memory_query_through_the_real_engine() {
     ai_memory(&world, &page);
     let decision = world.script("decision", &["plan".to_owned()], true);
     let extra = format!(
-        "[members.decision]\nmodel = {decision:?}\n[context]\nmax_new_tokens = 200\nrepeat_guard = false\n[delegation]\ndepth = 0\nplanner_tools = [\"plan\"]\n[mcp.servers.ai-memory]\ncommand = \"ai-memory\"\nargs = [\"mcp\"]\n"
+        "[members.decision]\nmodel = {decision:?}\n[context]\nmax_new_tokens = 200\nrepeat_guard = false\n[delegation]\ndepth = 0\nplanner_tools = [\"plan\"]\n[mcp.servers.ai-memory]\ncommand = \"ai-memory\"\nargs = [\"mcp\"]\n[permissions]\ndeny = [\"mcp__ai-memory__memory_write_page\", \"mcp__ai-memory__memory_delete_page\", \"mcp__ai-memory__memory_forget\"]\n"
     );
     world.write_settings(&crate::smollm2().display().to_string(), &extra);
     let prompt =
