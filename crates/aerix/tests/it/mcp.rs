@@ -236,16 +236,22 @@ fn a_pre_tool_use_matcher_on_mcp_tools_sees_claude_codes_name_and_blocks() {
 }
 
 #[test]
-fn a_deny_rule_refuses_an_mcp_tool() {
+fn a_deny_rule_takes_an_mcp_tool_out_of_view() {
     let replies = request(vec![call("mcp__t__echo", json!({"text": "x"}))], "done");
     let world = World::scripted("mcp-deny", &replies, true);
     let t = peer(&world, "t");
     let model = world.script("replies", &replies, true);
     world.write_settings(&model, &format!("[permissions]\ndeny = [\"mcp__t\"]\n{}", t.toml("t")));
     let out = world.aerix(&["-p", "Echo."]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let result = &results(&world, "mcp__t__echo")[0];
-    assert!(result.1 && result.0.contains("mcp__t"), "{result:?}");
+    // Denied whole, the tool is out of the model's view: in no agent's tools, so a call of it
+    // is no turn the schema allows, and the server is never called.
+    let spawns = of_type(&world.events(), "agent.spawn").into_iter().cloned().collect::<Vec<_>>();
+    assert!(!spawns.is_empty(), "{}", stderr(&out));
+    for spawn in &spawns {
+        let tools = spawn["tools"].as_array().unwrap();
+        assert!(!tools.iter().any(|t| t.as_str().unwrap().starts_with("mcp__t")), "{spawn}");
+    }
+    assert!(results(&world, "mcp__t__echo").iter().all(|r| r.1), "{}", stderr(&out));
     assert!(t.calls().is_empty());
 }
 
