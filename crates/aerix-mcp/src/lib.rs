@@ -319,7 +319,7 @@ impl ExternalTools for Servers {
         let mut any = false;
         for (_, t) in self.offered() {
             any = true;
-            let fields = t.schema.as_ref().map(aerix_turn_describe).unwrap_or_default();
+            let fields = t.schema.as_ref().map(aerix_turn::schemas::describe).unwrap_or_default();
             out.push_str(&format!("\n{}: {}\ninput: {fields}\n", t.full, t.description));
         }
         any.then_some(out)
@@ -336,21 +336,4 @@ impl ExternalTools for Servers {
             call.join().unwrap_or_else(|_| Err(format!("the call of `{tool}` panicked")))
         })
     }
-}
-
-/// `{a, b?}`: a schema's fields, as the tools section shows a built-in tool's.
-fn aerix_turn_describe(schema: &Value) -> String {
-    let required: Vec<&str> = schema["required"]
-        .as_array()
-        .map(|r| r.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
-    let fields: Vec<String> = schema["properties"]
-        .as_object()
-        .map(|p| {
-            p.keys()
-                .map(|k| if required.contains(&k.as_str()) { k.clone() } else { format!("{k}?") })
-                .collect()
-        })
-        .unwrap_or_default();
-    format!("{{{}}}", fields.join(", "))
 }
