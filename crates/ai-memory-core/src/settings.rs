@@ -36,6 +36,7 @@ pub struct Settings {
     pub session_start: SessionStart,
     pub profile: Profile,
     pub llm: Llm,
+    pub embedding: Embedding,
 }
 
 #[derive(Clone, PartialEq, Serialize, Deserialize)]
@@ -73,6 +74,25 @@ impl Capture {
     /// prompts are kept for good.
     pub fn retention_cutoff(&self, now: i64) -> Option<i64> {
         (self.retention_days > 0).then(|| now - i64::from(self.retention_days) * 86_400)
+    }
+}
+
+/// `[embedding]`: retrieval by meaning beside the full-text search.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Embedding {
+    /// Whether queries use embeddings when a model is found (false: full-text search only).
+    pub enabled: bool,
+    /// A sentence-encoder GGUF; empty: `models/all-MiniLM-L6-v2.gguf` in the data directory
+    /// (what `ai-memory models fetch` installs).
+    pub model: String,
+    /// llama.cpp's threads for embedding; 0: every core.
+    pub threads: u32,
+}
+
+impl Default for Embedding {
+    fn default() -> Self {
+        Embedding { enabled: true, model: String::new(), threads: 0 }
     }
 }
 

@@ -9,6 +9,7 @@ mod events;
 mod pages;
 mod profile;
 mod sync;
+mod vectors;
 
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
@@ -20,6 +21,7 @@ pub use events::{PromptRow, SessionStart};
 pub use pages::{DumpRow, EntryKeys, Hit, PageRow, QueryResult};
 pub use profile::{CandidateRow, SourcePage, SourcePrompt, Sources};
 pub use sync::Synced;
+pub use vectors::{EmbeddingState, FUSION_CANDIDATES, PendingPage, RRF_K, embedding_hash};
 
 #[derive(Debug, thiserror::Error)]
 pub enum IndexError {
@@ -180,6 +182,7 @@ fn prepare(conn: &Connection) -> Result<bool, IndexError> {
     }
     conn.execute_batch(SCHEMA)?;
     conn.execute_batch(profile::PROFILE_SCHEMA)?;
+    conn.execute_batch(vectors::VECTOR_SCHEMA)?;
     if has_pages && version != SCHEMA_VERSION {
         // The page tables are made again: their change numbers start over, and they follow
         // no commit of the wiki yet.

@@ -104,30 +104,45 @@ impl Index {
         workspace: &str,
         project: &str,
         text: &str,
+        near: Option<&[f32]>,
         limit: usize,
     ) -> Result<QueryResult, IndexError> {
-        let hits = self.query_project(who, workspace, project, text, limit)?;
+        let hits = self.query_project(who, workspace, project, text, near, limit)?;
         let global_scope_hits = if (workspace, project) == (DEFAULT_WORKSPACE, GLOBAL_PROJECT) {
             Vec::new()
         } else {
-            self.query_project(who, DEFAULT_WORKSPACE, GLOBAL_PROJECT, text, limit)?
+            self.query_project(who, DEFAULT_WORKSPACE, GLOBAL_PROJECT, text, near, limit)?
         };
         Ok(QueryResult { hits, global_scope_hits })
     }
 
     /// Pages of one project matching `text`, best first, at most `limit` (1 to 100); only a
-    /// project `who` may read answers.
+    /// project `who` may read answers. With `near` (the query's embedding), bm25's ranking is
+    /// fused with the embeddings' (`vectors`); a page not embedded yet is found by its words.
     pub fn query_project(
         &self,
         who: Principal,
         workspace: &str,
         project: &str,
         text: &str,
+        near: Option<&[f32]>,
         limit: usize,
     ) -> Result<Vec<Hit>, IndexError> {
-        let q =
-            fts_query(text).ok_or_else(|| IndexError::Invalid("the query has no words".into()))?;
-        self.search(who, &q, workspace, project, limit.clamp(1, 100) as i64)
+        let limit = limit.clamp(1, 100);
+        let words = fts_query(text);
+        let Some(near) = near else {
+            let q = words.ok_or_else(|| IndexError::Invalid("the query has no words".into()))?;
+            let hits = self.search(who, &q, workspace, project, limit as i64)?;
+            return Ok(hits.into_iter().map(|(_, h)| h).collect());
+        };
+        let by_words = match words {
+            Some(q) => {
+                let n = crate::vectors::FUSION_CANDIDATES.max(limit) as i64;
+                self.search(who, &q, workspace, project, n)?
+            }
+            None => Vec::new(),
+        };
+        self.fuse(who, workspace, project, by_words, near, limit)
     }
 
     fn search(
@@ -137,14 +152,14 @@ impl Index {
         ws: &str,
         project: &str,
         limit: i64,
-    ) -> Result<Vec<Hit>, IndexError> {
+    ) -> Result<Vec<(i64, Hit)>, IndexError> {
         let (root, user) = Index::bind_principal(who);
         let Some(project_id) = self.project_id(ws, project)? else { return Ok(Vec::new()) };
         // The project's pages only, inside FTS5: `project_key` is an indexed column.
         let q = format!("project_key : p{project_id} AND {{title path body}} : ({q})");
         let sql = format!(
             "SELECT pr.workspace, pr.name, p.path, p.title, p.summary,
-                    snippet(pages_fts, 2, '[', ']', '…', 12), bm25(pages_fts, 4.0, 2.0, 1.0, 0.0) AS score
+                    snippet(pages_fts, 2, '[', ']', '…', 12), bm25(pages_fts, 4.0, 2.0, 1.0, 0.0) AS score, p.id
              FROM pages_fts
              JOIN pages p ON p.id = pages_fts.rowid
              JOIN projects pr ON pr.id = p.project_id
@@ -156,7 +171,7 @@ impl Index {
         let rows = stmt.query_map(
             named_params! { ":q": &q, ":ws": ws, ":project": project, ":root": root, ":user": user, ":limit": limit },
             |r| {
-                Ok(Hit {
+                let hit = Hit {
                     workspace: r.get(0)?,
                     project: r.get(1)?,
                     path: r.get(2)?,
@@ -164,7 +179,8 @@ impl Index {
                     summary: r.get(4)?,
                     snippet: r.get(5)?,
                     score: r.get(6)?,
-                })
+                };
+                Ok((r.get(7)?, hit))
             },
         )?;
         Ok(rows.collect::<Result<_, _>>()?)

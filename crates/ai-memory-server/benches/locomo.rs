@@ -2,7 +2,12 @@
 //! (one page per conversation session, one project per conversation, the questions with the
 //! pages holding their evidence), runs this and the peer in alternating rounds and scores both.
 //!
-//!     cargo bench -p ai-memory-server --bench locomo -- --corpus DIR [--pad N]
+//!     cargo bench -p ai-memory-server --bench locomo -- --corpus DIR [--pad N] [--model GGUF]
+//!
+//! Without `--model`, full-text search only (`[embedding] enabled = false`). With it, hybrid:
+//! after the pages are written, every page is embedded (`Memory::embed_pending`, what the
+//! server's background embedder runs; timed, with the windows it made), and every query
+//! embeds its question and fuses the two rankings (timed as part of the query).
 //!
 //! One round: a fresh data directory; every page of `DIR/pages/<project>/<path>` written
 //! through `Memory::write_page` (sanitize, parse, a git commit, the index row: what
@@ -38,10 +43,11 @@ struct Question {
 
 fn main() -> Result<()> {
     let mut args = std::env::args().skip(1).filter(|a| a != "--bench");
-    let (mut corpus, mut pad) = (None, 0usize);
+    let (mut corpus, mut pad, mut model) = (None, 0usize, None);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--corpus" => corpus = args.next().map(PathBuf::from),
+            "--model" => model = args.next(),
             "--pad" => pad = args.next().context("--pad N")?.parse().context("--pad N")?,
             other => anyhow::bail!("unknown argument {other}"),
         }
@@ -52,14 +58,20 @@ fn main() -> Result<()> {
 
     let dir = std::env::temp_dir().join(format!("ai-memory-locomo-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let memory = Memory::open(&dir, Settings::default())?;
+    let mut settings = Settings::default();
+    match &model {
+        Some(m) => settings.embedding.model = m.clone(),
+        None => settings.embedding.enabled = false,
+    }
+    let memory = Memory::open(&dir, settings)?;
 
     let started = Instant::now();
     for p in &pages {
         write(&memory, &p.project, &p.path, &p.text)?;
     }
     let load_s = started.elapsed().as_secs_f64();
-    let mut stages = vec![ask(&memory, &questions, pages.len(), load_s, None)?];
+    let embed = embed_all(&memory, model.is_some())?;
+    let mut stages = vec![ask(&memory, &questions, pages.len(), load_s, None, embed)?];
 
     if pad > pages.len() {
         let started = Instant::now();
@@ -78,7 +90,8 @@ fn main() -> Result<()> {
         let (indexed, broken) = memory.reindex()?;
         anyhow::ensure!(indexed == n && broken.is_empty(), "reindex: {indexed} pages, {broken:?}");
         let reindex_s = started.elapsed().as_secs_f64();
-        stages.push(ask(&memory, &questions, n, load_s, Some(reindex_s))?);
+        let embed = embed_all(&memory, model.is_some())?;
+        stages.push(ask(&memory, &questions, n, load_s, Some(reindex_s), embed)?);
     }
     drop(memory);
     let _ = std::fs::remove_dir_all(&dir);
@@ -100,6 +113,21 @@ fn write(memory: &Memory, project: &str, path: &str, text: &str) -> Result<()> {
     Ok(())
 }
 
+/// Embeds every pending page; its time, pages and the index's vectors.
+fn embed_all(memory: &Memory, hybrid: bool) -> Result<Value> {
+    if !hybrid {
+        return Ok(Value::Null);
+    }
+    let started = Instant::now();
+    let pages = memory.embed_pending(None)?;
+    let embed_s = started.elapsed().as_secs_f64();
+    let status = memory.embedding_status()?;
+    anyhow::ensure!(status.active, "the model did not load: {:?}", status.reason);
+    anyhow::ensure!(status.embedded == status.pages, "{status:?}");
+    let vectors = memory.index().embedding_state()?.vectors;
+    Ok(json!({ "embed_s": embed_s, "pages": pages, "vectors": vectors }))
+}
+
 /// Every question in its conversation's project: each call's time and the paths it ranked.
 fn ask(
     memory: &Memory,
@@ -107,6 +135,7 @@ fn ask(
     pages: usize,
     load_s: f64,
     reindex_s: Option<f64>,
+    embed: Value,
 ) -> Result<Value> {
     let mut times_ms = Vec::with_capacity(questions.len());
     let mut top = Vec::with_capacity(questions.len());
@@ -124,7 +153,7 @@ fn ask(
         top.push(paths);
     }
     Ok(json!({
-        "pages": pages, "load_s": load_s, "reindex_s": reindex_s,
+        "pages": pages, "load_s": load_s, "reindex_s": reindex_s, "embed": embed,
         "times_ms": times_ms, "top": top,
     }))
 }

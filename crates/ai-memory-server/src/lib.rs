@@ -3,6 +3,7 @@
 
 mod args;
 mod context;
+pub mod embedding;
 mod error;
 pub mod hook;
 pub mod http;

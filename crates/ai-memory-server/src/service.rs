@@ -143,6 +143,9 @@ pub struct Memory {
     clock: Clock,
     /// The `[llm]` provider, when one is configured (the profile uses it under `[profile] llm`).
     llm: Option<Box<dyn crate::profile::llm::Provider>>,
+    /// The sentence encoder, loaded on first use (`embedding`).
+    pub(crate) embedding: std::sync::OnceLock<crate::embedding::Loaded>,
+    pub(crate) embed_wake: std::sync::Arc<crate::embedding::Wake>,
 }
 
 impl std::fmt::Debug for Memory {
@@ -178,6 +181,8 @@ impl Memory {
             pass_wanted: std::sync::Arc::new(tokio::sync::Notify::new()),
             clock: Box::new(system_clock),
             llm,
+            embedding: std::sync::OnceLock::new(),
+            embed_wake: std::sync::Arc::default(),
         };
         // A new index is made from the wiki; one left behind by a process killed between its
         // commit and its index write catches up on the paths changed since.
@@ -258,6 +263,7 @@ impl Memory {
         for problem in self.index.sync(&self.wiki)?.broken {
             tracing::warn!(%problem, "a page in the wiki does not parse; not indexed");
         }
+        self.embedding_changed();
         Ok(())
     }
 
@@ -508,11 +514,13 @@ impl Memory {
             (None, None) => ProjectName::global(),
         };
         let limit = req.limit.unwrap_or(10).clamp(1, 100);
+        let near = self.query_vector(&req.query);
         let mut result = self.index.query(
             caller.who,
             workspace.as_str(),
             project.as_str(),
             &req.query,
+            near.as_deref(),
             limit,
         )?;
         let consume = match self.index.project(&workspace, &project)? {
@@ -532,6 +540,7 @@ impl Memory {
                 home.workspace.as_str(),
                 home.project.as_str(),
                 &req.query,
+                near.as_deref(),
                 limit,
             )?;
             let hits = &mut result.global_scope_hits;
@@ -546,7 +555,9 @@ impl Memory {
     pub fn reindex(&self) -> Result<(usize, Vec<String>), MemoryError> {
         // The pages only: the rebuild reads the whole wiki, so a sync before it is wasted.
         self.wiki.import_changed("ai-memory watcher")?;
-        Ok(self.index.rebuild(&self.wiki)?)
+        let rebuilt = self.index.rebuild(&self.wiki)?;
+        self.embedding_changed();
+        Ok(rebuilt)
     }
 
     /// Imports pages copied into `wiki/` by hand; returns what was imported and what was not

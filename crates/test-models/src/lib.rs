@@ -20,6 +20,20 @@ pub fn path(file: &str) -> PathBuf {
     path
 }
 
+/// The sentence encoder all-MiniLM-L6-v2 in its published layout (`config.json`,
+/// `tokenizer.json`, `model.safetensors`), the directory `scripts/fetch-models` extracts.
+pub fn minilm_dir() -> PathBuf {
+    let path = cache().join("aerix/models").join(MINILM_DIR);
+    assert!(
+        path.join("model.safetensors").is_file(),
+        "{} is missing: run scripts/fetch-models",
+        path.display()
+    );
+    path
+}
+
+pub const MINILM_DIR: &str = "all-MiniLM-L6-v2";
+
 pub fn smollm2() -> PathBuf {
     path(SMOLLM2)
 }

@@ -8,6 +8,7 @@ mod crash;
 mod hooks;
 mod inputs;
 mod mcp;
+mod meaning;
 mod profile;
 mod regression;
 mod store;

@@ -1,0 +1,261 @@
+//! Embeddings for ai-memory's retrieval by meaning: a local sentence encoder
+//! (all-MiniLM-L6-v2) converted to GGUF and run by llama.cpp through caldrix-engine, on a
+//! thread of its own (llama.cpp's context stays on the thread that made it).
+//!
+//! A page is embedded as windows of its tokens (`WINDOW_TOKENS`, overlapping), each a unit
+//! vector; a query is one vector. How near a page is to a query is its nearest window's.
+
+pub mod convert;
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::mpsc;
+
+use caldrix_engine::{EmbedParams, Model, ModelParams, Token};
+
+/// The file name of the default model in a models directory.
+pub const DEFAULT_MODEL_FILE: &str = "all-MiniLM-L6-v2.gguf";
+/// Tokens of one window, its two special tokens included: the length the model was trained
+/// on (sentence-transformers fine-tuned all-MiniLM-L6-v2 on 128-token inputs).
+pub const WINDOW_TOKENS: usize = 128;
+/// Tokens two neighbouring windows share, so a sentence cut by a window's end is whole in
+/// the next.
+pub const WINDOW_OVERLAP: usize = 16;
+/// The most windows a page is embedded as (about 3,500 tokens): the rest of a longer page is
+/// found by its words only.
+pub const MAX_WINDOWS: usize = 32;
+/// The longest query text embedded, in tokens (a longer one is cut).
+pub const QUERY_TOKENS: usize = 128;
+
+#[derive(Debug, thiserror::Error)]
+pub enum EmbedError {
+    #[error("the embedding model {path}: {source}")]
+    Load { path: PathBuf, source: caldrix_engine::EngineError },
+    #[error("embedding failed: {0}")]
+    Engine(#[from] caldrix_engine::EngineError),
+    #[error("the embedding thread has stopped")]
+    Stopped,
+    #[error("nothing to embed: the text has no tokens")]
+    Empty,
+}
+
+enum Job {
+    Query(String, mpsc::Sender<Result<Vec<f32>, EmbedError>>),
+    Page(String, mpsc::Sender<Result<Vec<Vec<f32>>, EmbedError>>),
+}
+
+/// A loaded sentence encoder, shared by every caller; the work runs on its own thread, one
+/// job at a time.
+pub struct Encoder {
+    jobs: Mutex<mpsc::Sender<Job>>,
+    dimension: usize,
+    model_id: String,
+    path: PathBuf,
+}
+
+impl std::fmt::Debug for Encoder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Encoder")
+            .field("path", &self.path)
+            .field("model_id", &self.model_id)
+            .finish()
+    }
+}
+
+impl Encoder {
+    /// Loads the GGUF at `path` on a new thread; returns when it is loaded, or why not.
+    /// `threads`: llama.cpp's threads (`None`: every core).
+    pub fn load(path: &Path, threads: Option<u32>) -> Result<Encoder, EmbedError> {
+        let (jobs, rx) = mpsc::channel::<Job>();
+        let (ready_tx, ready_rx) = mpsc::channel();
+        let owned = path.to_owned();
+        std::thread::Builder::new()
+            .name("ai-memory-embed".into())
+            .spawn(move || worker(&owned, threads, rx, ready_tx))
+            .map_err(|e| EmbedError::Load {
+                path: path.to_owned(),
+                source: caldrix_engine::EngineError::BadParams(format!(
+                    "cannot start its thread: {e}"
+                )),
+            })?;
+        let dimension = ready_rx.recv().map_err(|_| EmbedError::Stopped)??;
+        let size = std::fs::metadata(path).map_or(0, |m| m.len());
+        let name = path.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+        // What the stored vectors depend on: a different model or window makes them stale.
+        let model_id = format!("{name}:{size}:w{WINDOW_TOKENS}o{WINDOW_OVERLAP}");
+        Ok(Encoder { jobs: Mutex::new(jobs), dimension, model_id, path: path.to_owned() })
+    }
+
+    pub fn dimension(&self) -> usize {
+        self.dimension
+    }
+
+    /// Names the model and the windowing: stored vectors made under another id are stale.
+    pub fn model_id(&self) -> &str {
+        &self.model_id
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// A query's unit vector.
+    pub fn query(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
+        let (tx, rx) = mpsc::channel();
+        self.send(Job::Query(text.to_owned(), tx))?;
+        rx.recv().map_err(|_| EmbedError::Stopped)?
+    }
+
+    /// A page's windows' unit vectors (none for a text without tokens).
+    pub fn page(&self, text: &str) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let (tx, rx) = mpsc::channel();
+        self.send(Job::Page(text.to_owned(), tx))?;
+        rx.recv().map_err(|_| EmbedError::Stopped)?
+    }
+
+    fn send(&self, job: Job) -> Result<(), EmbedError> {
+        let jobs = self.jobs.lock().unwrap_or_else(|p| p.into_inner());
+        jobs.send(job).map_err(|_| EmbedError::Stopped)
+    }
+}
+
+fn worker(
+    path: &Path,
+    threads: Option<u32>,
+    jobs: mpsc::Receiver<Job>,
+    ready: mpsc::Sender<Result<usize, EmbedError>>,
+) {
+    let load = |path: &Path| -> Result<Model, EmbedError> {
+        Model::load(path, &ModelParams::default())
+            .map_err(|source| EmbedError::Load { path: path.to_owned(), source })
+    };
+    let model = match load(path) {
+        Ok(m) => m,
+        Err(e) => {
+            let _ = ready.send(Err(e));
+            return;
+        }
+    };
+    let params = EmbedParams {
+        threads,
+        max_tokens: WINDOW_TOKENS.max(QUERY_TOKENS) as u32,
+        // One text a batch: an encoder attends over the whole batch, so packing texts costs
+        // more than it saves on two cores (measured: 38 ms a 128-token text in a batch of
+        // 16, 22 ms alone).
+        batch: WINDOW_TOKENS.max(QUERY_TOKENS) as u32,
+        sequences: 1,
+    };
+    let mut embedder = match model.embedder(&params) {
+        Ok(e) => e,
+        Err(source) => {
+            let _ = ready.send(Err(EmbedError::Load { path: path.to_owned(), source }));
+            return;
+        }
+    };
+    if ready.send(Ok(embedder.dimension())).is_err() {
+        return;
+    }
+    for job in jobs {
+        match job {
+            Job::Query(text, reply) => {
+                let tokens = embedder.tokens(&text);
+                let result = one(&mut embedder, tokens);
+                let _ = reply.send(result);
+            }
+            Job::Page(text, reply) => {
+                let plain = embedder.plain_tokens(&text);
+                let mut out = Vec::new();
+                let mut result = Ok(());
+                for window in windows(&plain) {
+                    let wrapped = embedder.wrap(window);
+                    match one(&mut embedder, wrapped) {
+                        Ok(v) => out.push(v),
+                        Err(e) => {
+                            result = Err(e);
+                            break;
+                        }
+                    }
+                }
+                let _ = reply.send(result.map(|()| out));
+            }
+        }
+    }
+}
+
+fn one(
+    embedder: &mut caldrix_engine::Embedder<'_>,
+    tokens: Vec<Token>,
+) -> Result<Vec<f32>, EmbedError> {
+    if tokens.is_empty() {
+        return Err(EmbedError::Empty);
+    }
+    let mut v = embedder.embed(&[tokens])?.pop().ok_or(EmbedError::Empty)?;
+    normalize(&mut v);
+    Ok(v)
+}
+
+/// The windows a page's plain tokens are embedded as: at most `MAX_WINDOWS`, each leaving
+/// room for the two special tokens.
+pub fn windows(tokens: &[Token]) -> Vec<&[Token]> {
+    let size = WINDOW_TOKENS - 2;
+    let step = size - WINDOW_OVERLAP;
+    let mut out = Vec::new();
+    let mut start = 0;
+    while start < tokens.len() && out.len() < MAX_WINDOWS {
+        let end = (start + size).min(tokens.len());
+        out.push(&tokens[start..end]);
+        if end == tokens.len() {
+            break;
+        }
+        start += step;
+    }
+    out
+}
+
+/// Scales `v` to unit length (a zero vector stays zero).
+pub fn normalize(v: &mut [f32]) {
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if norm > 0.0 {
+        v.iter_mut().for_each(|x| *x /= norm);
+    }
+}
+
+/// The dot product: the cosine of two unit vectors.
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+/// The model `ai-memory models fetch` installs, or the one settings name.
+pub fn model_path(models_dir: &Path, configured: Option<&Path>) -> PathBuf {
+    configured.map_or_else(|| models_dir.join(DEFAULT_MODEL_FILE), Path::to_owned)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn windows_overlap_and_stop_at_the_bound() {
+        let tokens: Vec<Token> = (0..300).map(Token).collect();
+        let w = windows(&tokens);
+        assert_eq!(w.len(), 3);
+        assert_eq!(w[0].len(), WINDOW_TOKENS - 2);
+        assert_eq!(w[1][0], Token((WINDOW_TOKENS - 2 - WINDOW_OVERLAP) as u32));
+        assert_eq!(w[2].last(), Some(&Token(299)));
+        assert!(windows(&[]).is_empty());
+        let long: Vec<Token> = (0..100_000).map(Token).collect();
+        assert_eq!(windows(&long).len(), MAX_WINDOWS);
+        let short: Vec<Token> = (0..5).map(Token).collect();
+        assert_eq!(windows(&short), vec![&short[..]]);
+    }
+
+    #[test]
+    fn normalize_makes_unit_vectors() {
+        let mut v = vec![3.0, 4.0];
+        normalize(&mut v);
+        assert!((dot(&v, &v) - 1.0).abs() < 1e-6);
+        let mut z = vec![0.0; 3];
+        normalize(&mut z);
+        assert_eq!(z, vec![0.0; 3]);
+    }
+}

@@ -1,0 +1,414 @@
+//! Page embeddings beside the FTS index, and the hybrid query: bm25's ranking and the
+//! embedding's fused by reciprocal rank.
+//!
+//! Vectors are stored by a hash of what was embedded (model id and text), so a rebuild of the
+//! page tables finds its pages' vectors again instead of computing them anew; a page row
+//! points at its hash and the change number (`seq`) it was embedded at: a page whose `seq`
+//! moved on is stale until the embedder catches up (FTS still finds it meanwhile).
+
+use std::collections::HashMap;
+
+use rusqlite::{OptionalExtension, named_params, params};
+use sha2::{Digest, Sha256};
+
+use crate::access::READABLE;
+use crate::{Hit, Index, IndexError, Principal};
+
+pub(crate) const VECTOR_SCHEMA: &str = r#"
+CREATE TABLE IF NOT EXISTS embeddings (
+    hash TEXT NOT NULL,
+    window INTEGER NOT NULL,
+    -- little-endian f32, unit length
+    vector BLOB NOT NULL,
+    PRIMARY KEY (hash, window)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS page_embeddings (
+    page_id INTEGER PRIMARY KEY REFERENCES pages(id) ON DELETE CASCADE,
+    seq INTEGER NOT NULL,
+    hash TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS page_embeddings_hash ON page_embeddings (hash);
+"#;
+
+/// Candidates each ranking gives the fusion (before the caller's limit).
+pub const FUSION_CANDIDATES: usize = 50;
+/// Reciprocal rank fusion's constant (Cormack et al. 2009's 60).
+pub const RRF_K: f64 = 60.0;
+/// The least cosine a page found by meaning only must reach: below it, a query about
+/// nothing the project holds would still list every page. (all-MiniLM-L6-v2 puts unrelated
+/// sentences near 0 and paraphrases above 0.5.)
+pub const MIN_SIMILARITY: f32 = 0.2;
+/// The longest snippet of a page found by meaning only (no matching word to show).
+const LEAD_CHARS: usize = 200;
+
+/// A page whose embedding is missing or stale.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingPage {
+    pub page_id: i64,
+    pub seq: i64,
+    /// What is embedded: the title, then the body.
+    pub text: String,
+}
+
+/// How far the embeddings are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct EmbeddingState {
+    pub pages: usize,
+    pub embedded: usize,
+    pub vectors: usize,
+}
+
+/// The key embeddings are stored under.
+pub fn embedding_hash(model_id: &str, text: &str) -> String {
+    let mut h = Sha256::new();
+    h.update(model_id.as_bytes());
+    h.update([0]);
+    h.update(text.as_bytes());
+    format!("{:x}", h.finalize())
+}
+
+fn to_blob(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+fn dot_blob(blob: &[u8], q: &[f32]) -> f32 {
+    blob.chunks_exact(4).zip(q).map(|(c, y)| f32::from_le_bytes([c[0], c[1], c[2], c[3]]) * y).sum()
+}
+
+impl Index {
+    /// Up to `limit` pages whose embedding is missing or older than the page.
+    pub fn pages_to_embed(&self, limit: usize) -> Result<Vec<PendingPage>, IndexError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare_cached(
+            "SELECT p.id, p.seq, p.title, p.body FROM pages p
+             LEFT JOIN page_embeddings pe ON pe.page_id = p.id
+             WHERE pe.page_id IS NULL OR pe.seq != p.seq
+             ORDER BY p.seq LIMIT ?1",
+        )?;
+        let rows = stmt.query_map([limit as i64], |r| {
+            let title: String = r.get(2)?;
+            let body: String = r.get(3)?;
+            Ok(PendingPage {
+                page_id: r.get(0)?,
+                seq: r.get(1)?,
+                text: format!("{title}\n\n{body}"),
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Points the page at vectors already stored under `hash` (a rebuilt index, a page
+    /// written back unchanged); false when there are none and the text must be embedded.
+    pub fn reuse_embedding(&self, page: &PendingPage, hash: &str) -> Result<bool, IndexError> {
+        let conn = self.conn();
+        let known: Option<i64> = conn
+            .query_row("SELECT 1 FROM embeddings WHERE hash = ?1 LIMIT 1", [hash], |r| r.get(0))
+            .optional()?;
+        if known.is_none() {
+            return Ok(false);
+        }
+        link(&conn, page, hash)?;
+        Ok(true)
+    }
+
+    /// Stores a page's window vectors under `hash`. A page changed (or deleted) since it was
+    /// read keeps no link: it is pending again with its new text.
+    pub fn store_embedding(
+        &self,
+        page: &PendingPage,
+        hash: &str,
+        vectors: &[Vec<f32>],
+    ) -> Result<(), IndexError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction()?;
+        for (i, v) in vectors.iter().enumerate() {
+            tx.execute(
+                "INSERT OR REPLACE INTO embeddings (hash, window, vector) VALUES (?1, ?2, ?3)",
+                params![hash, i as i64, to_blob(v)],
+            )?;
+        }
+        link(&tx, page, hash)?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Deletes vectors no page points at; returns how many.
+    pub fn prune_embeddings(&self) -> Result<usize, IndexError> {
+        Ok(self.conn().execute(
+            "DELETE FROM embeddings WHERE hash NOT IN (SELECT hash FROM page_embeddings)",
+            [],
+        )?)
+    }
+
+    pub fn embedding_state(&self) -> Result<EmbeddingState, IndexError> {
+        let conn = self.conn();
+        let count = |sql: &str| -> Result<usize, IndexError> {
+            Ok(conn.query_row(sql, [], |r| r.get::<_, i64>(0))? as usize)
+        };
+        Ok(EmbeddingState {
+            pages: count("SELECT COUNT(*) FROM pages")?,
+            embedded: count(
+                "SELECT COUNT(*) FROM pages p JOIN page_embeddings pe ON pe.page_id = p.id
+                 WHERE pe.seq = p.seq",
+            )?,
+            vectors: count("SELECT COUNT(*) FROM embeddings")?,
+        })
+    }
+
+    /// The pages of one project nearest to `query` (a unit vector), best first: each page
+    /// as near as its nearest window. Only a project `who` may read answers.
+    pub(crate) fn nearest(
+        &self,
+        who: Principal,
+        ws: &str,
+        project: &str,
+        query: &[f32],
+        limit: usize,
+    ) -> Result<Vec<(i64, f32)>, IndexError> {
+        let (root, user) = Index::bind_principal(who);
+        let sql = format!(
+            "SELECT p.id, e.vector FROM pages p
+             JOIN projects pr ON pr.id = p.project_id
+             JOIN page_embeddings pe ON pe.page_id = p.id
+             JOIN embeddings e ON e.hash = pe.hash
+             WHERE pr.workspace = :ws AND pr.name = :project AND {READABLE}"
+        );
+        let conn = self.conn();
+        let mut stmt = conn.prepare_cached(&sql)?;
+        let mut rows = stmt.query(
+            named_params! { ":ws": ws, ":project": project, ":root": root, ":user": user },
+        )?;
+        let mut best: HashMap<i64, f32> = HashMap::new();
+        while let Some(r) = rows.next()? {
+            let id: i64 = r.get(0)?;
+            let blob = r.get_ref(1)?.as_blob().map_err(rusqlite::Error::from)?;
+            let s = dot_blob(blob, query);
+            best.entry(id).and_modify(|b| *b = b.max(s)).or_insert(s);
+        }
+        let mut ranked: Vec<(i64, f32)> =
+            best.into_iter().filter(|(_, s)| *s >= MIN_SIMILARITY).collect();
+        ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        ranked.truncate(limit);
+        Ok(ranked)
+    }
+
+    /// Hits for pages found by meaning only: their lead as the snippet.
+    fn hits_by_id(&self, ids: &[i64]) -> Result<HashMap<i64, Hit>, IndexError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare_cached(
+            "SELECT pr.workspace, pr.name, p.path, p.title, p.summary, substr(p.body, 1, ?2)
+             FROM pages p JOIN projects pr ON pr.id = p.project_id WHERE p.id = ?1",
+        )?;
+        let mut out = HashMap::new();
+        for &id in ids {
+            let hit = stmt
+                .query_row(params![id, (LEAD_CHARS * 4) as i64], |r| {
+                    let lead: String = r.get(5)?;
+                    Ok(Hit {
+                        workspace: r.get(0)?,
+                        project: r.get(1)?,
+                        path: r.get(2)?,
+                        title: r.get(3)?,
+                        summary: r.get(4)?,
+                        snippet: lead_of(&lead),
+                        score: 0.0,
+                    })
+                })
+                .optional()?;
+            if let Some(hit) = hit {
+                out.insert(id, hit);
+            }
+        }
+        Ok(out)
+    }
+
+    /// bm25's candidates and the embedding's, fused by reciprocal rank; the score is minus
+    /// the fused one, so lower is better as with bm25 alone.
+    pub(crate) fn fuse(
+        &self,
+        who: Principal,
+        ws: &str,
+        project: &str,
+        by_words: Vec<(i64, Hit)>,
+        query: &[f32],
+        limit: usize,
+    ) -> Result<Vec<Hit>, IndexError> {
+        let by_meaning = self.nearest(who, ws, project, query, FUSION_CANDIDATES)?;
+        let ranked = rrf(
+            &by_words.iter().map(|(id, _)| *id).collect::<Vec<_>>(),
+            &by_meaning.iter().map(|(id, _)| *id).collect::<Vec<_>>(),
+        );
+        let mut hits: HashMap<i64, Hit> = by_words.into_iter().collect();
+        let missing: Vec<i64> = ranked
+            .iter()
+            .take(limit)
+            .map(|(id, _)| *id)
+            .filter(|id| !hits.contains_key(id))
+            .collect();
+        hits.extend(self.hits_by_id(&missing)?);
+        Ok(ranked
+            .into_iter()
+            .filter_map(|(id, score)| {
+                hits.remove(&id).map(|mut h| {
+                    h.score = -score;
+                    h
+                })
+            })
+            .take(limit)
+            .collect())
+    }
+}
+
+fn link(conn: &rusqlite::Connection, page: &PendingPage, hash: &str) -> Result<(), IndexError> {
+    // Only if the page is still at the change number that was embedded.
+    conn.execute(
+        "INSERT INTO page_embeddings (page_id, seq, hash)
+         SELECT id, seq, ?3 FROM pages WHERE id = ?1 AND seq = ?2
+         ON CONFLICT (page_id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash",
+        params![page.page_id, page.seq, hash],
+    )?;
+    Ok(())
+}
+
+/// Reciprocal rank fusion of two rankings of ids, best first: each id scores the sum of
+/// `1 / (RRF_K + rank)` over the rankings it is in (rank from 1). Ties keep the words' order.
+pub(crate) fn rrf(by_words: &[i64], by_meaning: &[i64]) -> Vec<(i64, f64)> {
+    let mut score: HashMap<i64, (f64, usize)> = HashMap::new();
+    let n = by_words.len();
+    for (rank, id) in by_words.iter().enumerate() {
+        score.entry(*id).or_insert((0.0, rank)).0 += 1.0 / (RRF_K + rank as f64 + 1.0);
+    }
+    for (rank, id) in by_meaning.iter().enumerate() {
+        score.entry(*id).or_insert((0.0, n + rank)).0 += 1.0 / (RRF_K + rank as f64 + 1.0);
+    }
+    let mut out: Vec<(i64, f64, usize)> =
+        score.into_iter().map(|(id, (s, o))| (id, s, o)).collect();
+    out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.2.cmp(&b.2)));
+    out.into_iter().map(|(id, s, _)| (id, s)).collect()
+}
+
+/// The first `LEAD_CHARS` characters of a body, on one line.
+fn lead_of(body: &str) -> String {
+    let flat: String = body.split_whitespace().collect::<Vec<_>>().join(" ");
+    match flat.char_indices().nth(LEAD_CHARS) {
+        Some((at, _)) => format!("{}…", &flat[..at]),
+        None => flat,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rrf_rewards_agreement_and_keeps_either_ranking() {
+        let fused = rrf(&[1, 2, 3], &[3, 4]);
+        let ids: Vec<i64> = fused.iter().map(|(id, _)| *id).collect();
+        // 3 is in both: first; then the words' first; 2 and 4 tie (each second in one
+        // ranking) and keep the words' order.
+        assert_eq!(ids, vec![3, 1, 2, 4]);
+        assert!((fused[0].1 - (1.0 / 63.0 + 1.0 / 61.0)).abs() < 1e-12);
+        assert_eq!(rrf(&[], &[]), vec![]);
+        assert_eq!(rrf(&[], &[7]).len(), 1);
+    }
+
+    /// Two projects of one workspace, one restricted to its creator (user 7), with pages.
+    fn index_with_pages() -> Index {
+        let index = Index::in_memory().unwrap();
+        index
+            .conn()
+            .execute_batch(
+                "INSERT INTO projects (id, workspace, name, restricted, creator) VALUES
+                    (1, 'default', 'open', 0, NULL), (2, 'default', 'closed', 1, 7);
+                 INSERT INTO pages (id, project_id, path, project_key, title, frontmatter, body, seq)
+                 VALUES (1, 1, 'a.md', 'p1', 'A', '{}', 'alpha', 1),
+                        (2, 1, 'b.md', 'p1', 'B', '{}', 'beta', 2),
+                        (3, 2, 'c.md', 'p2', 'C', '{}', 'gamma', 3);",
+            )
+            .unwrap();
+        index
+    }
+
+    #[test]
+    fn pages_are_pending_until_embedded_and_again_when_rewritten() {
+        let index = index_with_pages();
+        let pending = index.pages_to_embed(10).unwrap();
+        assert_eq!(pending.iter().map(|p| p.page_id).collect::<Vec<_>>(), vec![1, 2, 3]);
+        assert_eq!(pending[0].text, "A\n\nalpha");
+        let unit = |i: usize| {
+            let mut v = vec![0.0f32; 3];
+            v[i] = 1.0;
+            v
+        };
+        for (p, i) in pending.iter().zip([0, 1, 2]) {
+            let hash = embedding_hash("m", &p.text);
+            assert!(!index.reuse_embedding(p, &hash).unwrap());
+            index.store_embedding(p, &hash, &[unit(i)]).unwrap();
+        }
+        assert!(index.pages_to_embed(10).unwrap().is_empty());
+        let state = index.embedding_state().unwrap();
+        assert_eq!((state.pages, state.embedded, state.vectors), (3, 3, 3));
+
+        // A rewrite moves the page's change number on: stale, pending again; the same text
+        // written back finds its vectors by hash.
+        index.conn().execute("UPDATE pages SET seq = 9 WHERE id = 1", []).unwrap();
+        let again = index.pages_to_embed(10).unwrap();
+        assert_eq!(again.len(), 1);
+        assert!(index.reuse_embedding(&again[0], &embedding_hash("m", &again[0].text)).unwrap());
+        assert!(index.pages_to_embed(10).unwrap().is_empty());
+
+        // Vectors computed for a version that has since changed are not linked to the page.
+        index.conn().execute("UPDATE pages SET seq = 10, body = 'new' WHERE id = 2", []).unwrap();
+        let old = PendingPage { page_id: 2, seq: 2, text: "B\n\nbeta".into() };
+        index.store_embedding(&old, &embedding_hash("m", &old.text), &[unit(1)]).unwrap();
+        assert_eq!(index.pages_to_embed(10).unwrap().len(), 1, "still pending with its new text");
+        // Deleting the page removes its link; pruning removes vectors no page points at.
+        index.conn().execute("DELETE FROM pages WHERE id = 2", []).unwrap();
+        assert_eq!(index.prune_embeddings().unwrap(), 1);
+    }
+
+    #[test]
+    fn nearest_ranks_by_the_best_window_and_hides_unreadable_projects() {
+        let index = index_with_pages();
+        let pending = index.pages_to_embed(10).unwrap();
+        let windows =
+            [vec![vec![1.0f32, 0.0], vec![0.0, 1.0]], vec![vec![0.6, 0.8]], vec![vec![0.0, 1.0]]];
+        for (p, w) in pending.iter().zip(&windows) {
+            index.store_embedding(p, &embedding_hash("m", &p.text), w).unwrap();
+        }
+        let near = index.nearest(Principal::Root, "default", "open", &[0.0, 1.0], 10).unwrap();
+        // Page 1's second window matches exactly; page 2 is at 0.8.
+        assert_eq!(near.iter().map(|(id, _)| *id).collect::<Vec<_>>(), vec![1, 2]);
+        // Below the floor, nothing.
+        let none = index.nearest(Principal::Root, "default", "open", &[0.0, 0.1], 10).unwrap();
+        assert!(none.is_empty(), "{none:?}");
+        // The restricted project answers its creator only.
+        let q = [0.0, 1.0];
+        assert!(index.nearest(Principal::User(8), "default", "closed", &q, 10).unwrap().is_empty());
+        assert_eq!(
+            index.nearest(Principal::User(7), "default", "closed", &q, 10).unwrap().len(),
+            1
+        );
+    }
+
+    #[test]
+    fn a_blob_is_read_back_as_its_vector() {
+        let v = [0.5f32, -0.25, 1.0];
+        assert_eq!(dot_blob(&to_blob(&v), &[1.0, 1.0, 1.0]), 1.25);
+    }
+
+    #[test]
+    fn the_hash_depends_on_model_and_text() {
+        let a = embedding_hash("m1", "text");
+        assert_eq!(a, embedding_hash("m1", "text"));
+        assert_ne!(a, embedding_hash("m2", "text"));
+        assert_ne!(a, embedding_hash("m1", "text!"));
+    }
+
+    #[test]
+    fn a_lead_is_one_line_and_bounded() {
+        assert_eq!(lead_of("a\n\nb  c"), "a b c");
+        let long = "x".repeat(500);
+        assert_eq!(lead_of(&long).chars().count(), LEAD_CHARS + 1);
+    }
+}
