@@ -1,7 +1,10 @@
 //! MCP servers through the real binary: a stdio server the test writes in Python (no
 //! dependency; `mcp/server.py`) declared in each of the three places, a scripted member
 //! calling its tools through the turn schema, the timeout, a crash mid-call, the caps, trust,
-//! a `PreToolUse` matcher on `mcp__.*`, and `aerix mcp list`.
+//! a `PreToolUse` matcher on `mcp__.*`, and `aerix mcp list`. Servers written with the
+//! official Python SDK in `sdk`.
+
+mod sdk;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
