@@ -51,7 +51,7 @@ fn received(log: &Path) -> Vec<Value> {
 #[test]
 fn an_sdk_stdio_servers_constrained_tool_is_called() {
     // In the schema's order of properties, which the constraint keeps.
-    let args = json!({"wall": "hall", "color": "green", "coats": 2});
+    let args = json!({"wall": "hall", "color": "green", "coats": 2, "finish": "gloss"});
     let mut replies = request(vec![call("mcp__paints__paint", args.clone())], "painted");
     // The second request's: a color outside the SDK's `Literal`.
     let wrong = json!({"wall": "hall", "color": "purple"});
@@ -75,7 +75,7 @@ fn an_sdk_stdio_servers_constrained_tool_is_called() {
     assert!(tools.as_array().unwrap().contains(&json!("mcp__paints__paint")), "{tools}");
     assert_eq!(
         results(&world, "mcp__paints__paint"),
-        [("painted the hall green, 2 coat(s)".to_owned(), false)]
+        [("painted the hall green, 2 coat(s), gloss finish".to_owned(), false)]
     );
     assert_eq!(received(&log), [args]);
 
@@ -145,7 +145,7 @@ impl Drop for HttpServer {
 
 #[test]
 fn an_sdk_streamable_http_servers_constrained_tool_is_called() {
-    let args = json!({"wall": "porch", "color": "red", "coats": 3});
+    let args = json!({"wall": "porch", "color": "red", "coats": 3, "finish": null});
     let replies = request(vec![call("mcp__paints__paint", args.clone())], "painted");
     let world = World::scripted("mcp-sdk-http", &replies, true);
     let (script, log) = script(&world);
@@ -164,7 +164,7 @@ fn an_sdk_streamable_http_servers_constrained_tool_is_called() {
     assert_eq!(stdout(&out).trim(), "painted");
     assert_eq!(
         results(&world, "mcp__paints__paint"),
-        [("painted the porch red, 3 coat(s)".to_owned(), false)]
+        [("painted the porch red, 3 coat(s), no finish".to_owned(), false)]
     );
     assert_eq!(received(&log), [args]);
 }
