@@ -31,6 +31,9 @@ pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
 const DESCRIPTION_CHARS: usize = 300;
 /// The tail of a stdio server's stderr kept for its failure reason.
 const STDERR_TAIL: usize = 2_000;
+/// How long a failure waits for the rest of a stdio server's stderr (a child holding the pipe
+/// open past its exit must not hold up the error).
+const STDERR_SETTLE: Duration = Duration::from_secs(1);
 
 /// Where a server stands.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -71,7 +74,31 @@ pub struct Server {
     pub state: State,
     pub tools: Vec<Tool>,
     client: Option<Client>,
-    stderr: Arc<Mutex<String>>,
+    stderr: Stderr,
+}
+
+/// A stdio server's stderr tail, and whether its reader has reached the end of the pipe.
+#[derive(Clone, Default)]
+struct Stderr {
+    tail: Arc<Mutex<String>>,
+    /// Closed (its sender dropped) once the reader stopped, or when there is no reader.
+    open: Option<tokio::sync::watch::Receiver<()>>,
+}
+
+impl Stderr {
+    /// The tail once the reader has read what the server wrote before it ended: the transport
+    /// may see the process's stdout close before the reader task has run, and a crash's reason
+    /// is in its last stderr lines. Bounded by `STDERR_SETTLE`.
+    async fn settled(&self) -> &Mutex<String> {
+        if let Some(open) = &self.open {
+            let mut open = open.clone();
+            let _ = tokio::time::timeout(STDERR_SETTLE, async {
+                while open.changed().await.is_ok() {}
+            })
+            .await;
+        }
+        &self.tail
+    }
 }
 
 impl std::fmt::Debug for Server {
@@ -109,8 +136,10 @@ impl Servers {
                     "the project is not trusted (run `aerix trust`, or `--trust` for one run)";
                 return server(spec, State::Skipped(why.to_owned()), None, Vec::new(), None);
             }
-            let stderr = Arc::new(Mutex::new(String::new()));
-            let started = tokio::time::timeout(startup, connect(&spec, lookup, &stderr)).await;
+            let (open, reading) = tokio::sync::watch::channel(());
+            let stderr = Stderr { tail: Arc::default(), open: Some(reading) };
+            let started =
+                tokio::time::timeout(startup, connect(&spec, lookup, &stderr.tail, open)).await;
             let started =
                 started.unwrap_or_else(|_| Err(format!("no answer within {}s", startup.as_secs())));
             match started {
@@ -118,7 +147,7 @@ impl Servers {
                     server(spec, State::Ready, Some(client), tools, Some(stderr))
                 }
                 Err(why) => {
-                    let why = with_stderr(why, &stderr);
+                    let why = with_stderr(why, stderr.settled().await);
                     server(spec, State::Failed(why), None, Vec::new(), Some(stderr))
                 }
             }
@@ -182,7 +211,7 @@ impl Servers {
         if client.is_closed() {
             return Err(with_stderr(
                 format!("the MCP server `{name}` has stopped"),
-                &server.stderr,
+                server.stderr.settled().await,
             ));
         }
         let arguments = input.as_object().cloned().unwrap_or_default();
@@ -194,7 +223,15 @@ impl Servers {
             )),
             Ok(Err(e)) => {
                 let why = format!("the MCP server `{name}` failed the call: {e}");
-                Err(with_stderr(why, &server.stderr))
+                // Only a server that is gone has more to say on stderr; a live one's call
+                // failure does not wait for a pipe that stays open.
+                let tail = if client.is_closed() || matches!(e, rmcp::ServiceError::TransportClosed)
+                {
+                    server.stderr.settled().await
+                } else {
+                    &server.stderr.tail
+                };
+                Err(with_stderr(why, tail))
             }
             Ok(Ok(reply)) => result::text(&reply),
         }
@@ -206,7 +243,7 @@ fn server(
     state: State,
     client: Option<Client>,
     tools: Vec<Tool>,
-    stderr: Option<Arc<Mutex<String>>>,
+    stderr: Option<Stderr>,
 ) -> Server {
     Server { spec, state, tools, client, stderr: stderr.unwrap_or_default() }
 }
@@ -222,6 +259,8 @@ async fn connect(
     spec: &Spec,
     lookup: &(dyn Fn(&str) -> Option<String> + Sync),
     stderr: &Arc<Mutex<String>>,
+    // Dropped when the stderr reader stops (at once when there is none).
+    open: tokio::sync::watch::Sender<()>,
 ) -> Result<(Client, Vec<Tool>), String> {
     let expand = |s: &String| config::expand(s, lookup);
     let client = match &spec.transport {
@@ -242,6 +281,7 @@ async fn connect(
             if let Some(mut err) = err {
                 let keep = Arc::clone(stderr);
                 tokio::spawn(async move {
+                    let _open = open;
                     let mut buf = [0u8; 1024];
                     while let Ok(n) = err.read(&mut buf).await {
                         if n == 0 {

@@ -267,6 +267,32 @@ fn a_symlink_is_checked_as_itself_and_as_its_target() {
 }
 
 #[test]
+fn a_deny_rule_naming_an_mcp_tool_or_its_server_hides_it() {
+    // One tool by name: that tool only.
+    let p = screen(&["mcp__memory__memory_write_page"], &[], &[]);
+    assert!(p.hides("mcp__memory__memory_write_page"));
+    assert!(!p.hides("mcp__memory__memory_query"));
+    // A whole server, in both of Claude Code's forms: its tools, no other server's (not one
+    // whose name only starts with it).
+    for server in ["mcp__github", "mcp__github__*"] {
+        let p = screen(&[server], &[], &[]);
+        assert!(p.hides("mcp__github__create_issue"), "{server}");
+        assert!(p.hides("mcp__github__get_issue"), "{server}");
+        assert!(!p.hides("mcp__github2__create_issue"), "{server}");
+        assert!(!p.hides("mcp__slack__post"), "{server}");
+    }
+    let p = screen(&["mcp__github__get_*"], &[], &[]);
+    assert!(p.hides("mcp__github__get_issue") && !p.hides("mcp__github__create_issue"));
+    // Ask and allow rules hide nothing; nor does a deny rule hide a built-in tool (its rules
+    // are checked per call, with their specifiers).
+    let p = screen(&["Bash", "Read(./.env)"], &["mcp__slack__post"], &["mcp__github"]);
+    assert!(!p.hides("mcp__slack__post") && !p.hides("mcp__github__create_issue"));
+    assert!(!p.hides("bash") && !p.hides("read"));
+    let p = screen(&["mcp__*"], &[], &[]);
+    assert!(p.hides("mcp__slack__post") && !p.hides("bash"));
+}
+
+#[test]
 fn mcp_and_agent_rules() {
     let p = screen(&["mcp__github", "Agent(Explore)"], &[], &["mcp__puppeteer__*"]);
     let call = |tool: &'static str| (tool, json!({}));

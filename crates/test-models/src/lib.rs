@@ -1,7 +1,9 @@
 //! Where the test models are: the GGUF files `scripts/fetch-models` caches under
 //! `$XDG_CACHE_HOME/aerix/models` (else `~/.cache/aerix/models`). A dev-dependency of every
 //! crate whose tests run a real model, so the path is written once. Also where the remote-engine
-//! tests' `llama-server` is: `scripts/fetch-engine` caches it under `.../aerix/engine`.
+//! tests' `llama-server` is: `scripts/fetch-engine` caches it under `.../aerix/engine`; and the
+//! Python MCP SDK's virtual environment, which `scripts/setup --tests` makes under
+//! `.../aerix/mcp-sdk`.
 
 #![allow(clippy::expect_used, reason = "a test without its model cannot run: say so loudly")]
 
@@ -49,6 +51,18 @@ pub fn llama_server() -> PathBuf {
     assert!(
         path.is_file(),
         "{} is missing: run scripts/fetch-engine (it builds llama-server once per machine)",
+        path.display()
+    );
+    path
+}
+
+/// The Python of the MCP SDK's virtual environment; panics, naming the command that makes it,
+/// when it is missing (the MCP tests' servers are written with the SDK: they never skip).
+pub fn mcp_sdk_python() -> PathBuf {
+    let path = cache().join("aerix/mcp-sdk/bin/python3");
+    assert!(
+        path.is_file(),
+        "{} is missing: run scripts/setup --tests (it installs the Python MCP SDK)",
         path.display()
     );
     path

@@ -1,7 +1,10 @@
 //! MCP servers through the real binary: a stdio server the test writes in Python (no
 //! dependency; `mcp/server.py`) declared in each of the three places, a scripted member
 //! calling its tools through the turn schema, the timeout, a crash mid-call, the caps, trust,
-//! a `PreToolUse` matcher on `mcp__.*`, and `aerix mcp list`.
+//! a `PreToolUse` matcher on `mcp__.*`, and `aerix mcp list`. Servers written with the
+//! official Python SDK in `sdk`.
+
+mod sdk;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -47,6 +50,15 @@ impl Peer {
 
     /// The calls the server received: (tool, arguments).
     fn calls(&self) -> Vec<Value> {
+        self.logged().into_iter().filter(|l| l.get("tool").is_some()).collect()
+    }
+
+    /// The cancellations it received: (the cancelled call's tool, the reason).
+    fn cancellations(&self) -> Vec<Value> {
+        self.logged().into_iter().filter(|l| l.get("cancelled").is_some()).collect()
+    }
+
+    fn logged(&self) -> Vec<Value> {
         std::fs::read_to_string(&self.log)
             .unwrap_or_default()
             .lines()
@@ -138,8 +150,13 @@ fn a_stdio_servers_tools_are_called_capped_timed_out_and_a_crash_is_an_error() {
         "the crash ended the call, not the timeout: {crash:?}"
     );
     assert!(echo[1].1 && echo[1].0.contains("`t`"), "after the crash: {:?}", echo[1]);
-    // Nothing hung: the slow call's 4 s went on past its 2 s timeout, then the crash.
+    // Nothing hung, and the timed-out call was cancelled (MCP's `notifications/cancelled`), so
+    // the server stopped its work: the crash call after it is not queued behind the slow one's
+    // remaining seconds (the server, like the SDK's, runs calls concurrently).
     assert!(took < Duration::from_secs(25), "{took:?}");
+    let cancelled = t.cancellations();
+    assert_eq!(cancelled.len(), 1, "{cancelled:?}");
+    assert_eq!(cancelled[0]["cancelled"], "slow");
     let received: Vec<Value> = t.calls().iter().map(|c| c["tool"].clone()).collect();
     assert_eq!(
         received,

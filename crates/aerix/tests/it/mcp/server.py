@@ -1,12 +1,14 @@
 """A small MCP server over stdio (newline-delimited JSON-RPC), with no dependency: the tests'
 peer for what a real server may do (constrained arguments, an error result, a big reply, a
-slow call, a crash mid-call, a schema the constraint refuses). It logs every call's name and
-arguments to $MCP_LOG and its pid to $MCP_PID."""
+slow call, a crash mid-call, a schema the constraint refuses). Like the SDK's servers, it runs
+each call on a thread of its own (a slow call does not hold up the next) and honours
+`notifications/cancelled` (a cancelled call stops and gets no reply). It logs every call's name
+and arguments, and each cancellation, to $MCP_LOG and its pid to $MCP_PID."""
 
 import json
 import os
 import sys
-import time
+import threading
 
 TOOLS = [
     {"name": "echo", "description": "Echoes a short text back.",
@@ -29,19 +31,26 @@ TOOLS = [
 ]
 
 
+LOCK = threading.Lock()
+# The calls under way: request id -> (tool, the event their cancellation sets).
+RUNNING = {}
+
+
 def send(message):
-    sys.stdout.write(json.dumps(message) + "\n")
-    sys.stdout.flush()
+    with LOCK:
+        sys.stdout.write(json.dumps(message) + "\n")
+        sys.stdout.flush()
 
 
 def log(line):
     path = os.environ.get("MCP_LOG")
     if path:
-        with open(path, "a") as f:
+        with LOCK, open(path, "a") as f:
             f.write(line + "\n")
 
 
-def call(name, args):
+def call(name, args, cancelled):
+    """The call's result, or None for an unknown tool, or False when it was cancelled."""
     log(json.dumps({"tool": name, "arguments": args}))
     if name == "echo":
         text = " ".join([args["text"]] * args.get("times", 1))
@@ -52,13 +61,24 @@ def call(name, args):
     if name == "fail":
         return {"content": [{"type": "text", "text": "the widget is broken"}], "isError": True}
     if name == "slow":
-        time.sleep(args["secs"])
+        if cancelled.wait(args["secs"]):
+            return False
         return {"content": [{"type": "text", "text": "slept"}]}
     if name == "crash":
         sys.stderr.write("crashing on purpose\n")
         sys.stderr.flush()
         os._exit(3)
     return None
+
+
+def run(mid, name, args, cancelled):
+    result = call(name, args, cancelled)
+    with LOCK:
+        RUNNING.pop(mid, None)
+    if result is None:
+        send({"jsonrpc": "2.0", "id": mid, "error": {"code": -32602, "message": "unknown tool"}})
+    elif result is not False:
+        send({"jsonrpc": "2.0", "id": mid, "result": result})
 
 
 def main():
@@ -71,6 +91,14 @@ def main():
             continue
         msg = json.loads(line)
         method, mid = msg.get("method"), msg.get("id")
+        if method == "notifications/cancelled":
+            params = msg.get("params") or {}
+            with LOCK:
+                running = RUNNING.get(params.get("requestId"))
+            if running:
+                log(json.dumps({"cancelled": running[0], "reason": params.get("reason")}))
+                running[1].set()
+            continue
         if mid is None:
             continue
         if method == "initialize":
@@ -81,12 +109,12 @@ def main():
         elif method == "tools/list":
             send({"jsonrpc": "2.0", "id": mid, "result": {"tools": TOOLS}})
         elif method == "tools/call":
-            result = call(msg["params"]["name"], msg["params"].get("arguments") or {})
-            if result is None:
-                send({"jsonrpc": "2.0", "id": mid,
-                      "error": {"code": -32602, "message": "unknown tool"}})
-            else:
-                send({"jsonrpc": "2.0", "id": mid, "result": result})
+            name = msg["params"]["name"]
+            cancelled = threading.Event()
+            with LOCK:
+                RUNNING[mid] = (name, cancelled)
+            args = msg["params"].get("arguments") or {}
+            threading.Thread(target=run, args=(mid, name, args, cancelled), daemon=True).start()
         elif method == "ping":
             send({"jsonrpc": "2.0", "id": mid, "result": {}})
         else:
