@@ -9,6 +9,7 @@ mod events;
 mod pages;
 mod profile;
 mod sync;
+mod transfer;
 
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
@@ -20,6 +21,10 @@ pub use events::{PromptRow, SessionStart};
 pub use pages::{DumpRow, EntryKeys, Hit, PageRow, QueryResult};
 pub use profile::{CandidateRow, SourcePage, SourcePrompt, Sources};
 pub use sync::Synced;
+pub use transfer::{
+    CandidateRecord, CursorRecord, ForgottenRecord, GrantRecord, IndexState, Merged,
+    OperatorRecord, ProfileRef, ProjectRecord, PromptRecord, SessionRecord, StackRecord,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum IndexError {
