@@ -115,6 +115,32 @@ pub enum Command {
     },
     /// Rebuild the index from the wiki.
     Reindex,
+    /// Write everything this data directory holds to one file (JSON Lines, mode 0600): every
+    /// project's pages and settings, the profile's entries and records, captured prompts,
+    /// sessions, operators and grants (API keys only as SHA-256 hashes), the forget ledger.
+    Export {
+        /// The file to write (refused when it exists, unless --force).
+        path: PathBuf,
+        /// Replace PATH when it exists.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Import an `ai-memory export` file, or basic-memory's JSON memories (entities and
+    /// relations, one a line). Every line is checked first: one bad line and nothing is
+    /// written. A page already here with other text is kept (and named) unless --replace.
+    Import {
+        path: PathBuf,
+        /// Write the file's page where a page of the same path holds other text (git keeps
+        /// the old one), and the file's level for a grant this data directory has otherwise.
+        #[arg(long)]
+        replace: bool,
+        /// basic-memory only: the workspace its entities go to (default: this directory's).
+        #[arg(long)]
+        workspace: Option<String>,
+        /// basic-memory only: the project its entities go to (default: this directory's).
+        #[arg(long)]
+        project: Option<String>,
+    },
     /// Settings.
     Config {
         #[command(subcommand)]

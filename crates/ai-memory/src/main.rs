@@ -4,6 +4,7 @@ mod cli;
 mod hook;
 mod install;
 mod profile;
+mod transfer;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -161,6 +162,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             for b in &broken {
                 println!("not indexed: {b}");
             }
+        }
+        Command::Export { path, force } => transfer::export(&open(cli.data_dir)?, &path, force)?,
+        Command::Import { path, replace, workspace, project } => {
+            let options = transfer::options(replace, workspace, project)?;
+            transfer::import(&open(cli.data_dir)?, &path, &options)?;
         }
         Command::Config { .. } => {
             let dir = data_dir(cli.data_dir)?;
