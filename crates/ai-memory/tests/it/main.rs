@@ -12,3 +12,4 @@ mod profile;
 mod regression;
 mod store;
 mod support;
+mod transfer;
