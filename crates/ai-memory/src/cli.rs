@@ -115,9 +115,11 @@ pub enum Command {
     },
     /// Rebuild the index from the wiki.
     Reindex,
-    /// Write everything this data directory holds to one file (JSON Lines, mode 0600): every
-    /// project's pages and settings, the profile's entries and records, captured prompts,
-    /// sessions, operators and grants (API keys only as SHA-256 hashes), the forget ledger.
+    /// Write everything this data directory holds to one file (a backup).
+    ///
+    /// JSON Lines, mode 0600: every project's pages and settings, the profile's entries and
+    /// records, captured prompts, sessions, operators and grants (API keys only as SHA-256
+    /// hashes, never the keys), the forget ledger. Not config.toml, not the git history.
     Export {
         /// The file to write (refused when it exists, unless --force).
         path: PathBuf,
@@ -125,10 +127,15 @@ pub enum Command {
         #[arg(long)]
         force: bool,
     },
-    /// Import an `ai-memory export` file, or basic-memory's JSON memories (entities and
-    /// relations, one a line). Every line is checked first: one bad line and nothing is
-    /// written. A page already here with other text is kept (and named) unless --replace.
+    /// Import an `ai-memory export` file, or basic-memory's JSON memories.
+    ///
+    /// Every line is checked first: one bad line and nothing is written. A page already here
+    /// with the same text is left alone; with other text it is kept (and named) unless
+    /// --replace. Operators keep their ids: one whose id or name another operator holds here
+    /// refuses the import. basic-memory's entities (one JSON object a line, with its
+    /// relations) become pages `<type>/<name>.md` in this directory's project.
     Import {
+        /// An export, or basic-memory's JSON memories.
         path: PathBuf,
         /// Write the file's page where a page of the same path holds other text (git keeps
         /// the old one), and the file's level for a grant this data directory has otherwise.
