@@ -390,3 +390,25 @@ fn basic_memory_json_memories_become_pages_with_their_observations_and_links() {
     assert!(!ok && err.contains("line 2: an entity without a `name`"), "{err}");
     assert_eq!(git(&data, &["rev-parse", "main"]), head);
 }
+
+/// The export waits for a running profile pass (it takes the pass's lock), so it never holds
+/// half of a pass's writes.
+#[test]
+fn an_export_waits_for_the_profile_pass_lock() {
+    let (data, home, out) = (temp("lock-src"), temp("home"), temp("lock-out"));
+    let app = repo("app");
+    must(&data, &home, &app, &["write-page", "--path", "a.md", "--body", "# A\n"]);
+    // What a pass in another process holds.
+    let lock = std::fs::File::create(data.join("profile-pass.lock")).unwrap();
+    lock.lock().unwrap();
+    let file = out.join("x.jsonl");
+    let mut c = command(&data, &home);
+    c.current_dir(&*app).args(["export", file.to_str().unwrap()]);
+    let mut child = c.stdout(std::process::Stdio::null()).spawn().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1_500));
+    assert!(child.try_wait().unwrap().is_none(), "the export did not wait for the pass");
+    assert!(!file.exists());
+    lock.unlock().unwrap();
+    assert!(child.wait().unwrap().success());
+    assert_eq!(records(&file).iter().filter(|r| r["kind"] == "page").count(), 1);
+}
