@@ -26,6 +26,22 @@ pub struct Batch {
     pub metas: Vec<(WorkspaceName, ProjectName, ProjectMeta)>,
 }
 
+/// The files of one commit, by their path in git.
+#[derive(Debug, Default)]
+pub struct Files(std::collections::HashMap<String, Vec<u8>>);
+
+impl Files {
+    /// A page's bytes (`None`: not there).
+    pub fn page(&self, at: &Location) -> Option<&[u8]> {
+        self.0.get(&at.git_path()).map(Vec::as_slice)
+    }
+
+    /// Whether the project has its settings (`.project.toml`).
+    pub fn has_meta(&self, ws: &WorkspaceName, project: &ProjectName) -> bool {
+        self.0.contains_key(&format!("{ws}/{project}/{PROJECT_META}"))
+    }
+}
+
 impl Wiki {
     /// The pages and project settings at the branch's tip, all read at that one commit.
     pub fn snapshot(&self) -> Result<Snapshot, StoreError> {
@@ -51,15 +67,11 @@ impl Wiki {
         Ok(Snapshot { commit: Some(commit), pages, metas })
     }
 
-    /// The bytes of a page at `commit` (`None`: not there, or no commit).
-    pub fn text_at(
-        &self,
-        at: &Location,
-        commit: Option<&str>,
-    ) -> Result<Option<String>, StoreError> {
-        let Some(commit) = commit else { return Ok(None) };
-        let bytes = self.git.read_at(commit, &at.git_path())?;
-        Ok(bytes.map(|b| String::from_utf8_lossy(&b).into_owned()))
+    /// Every file at `commit` (none for `None`), read in one walk of its tree: what an import
+    /// compares its pages with.
+    pub fn files_at(&self, commit: Option<&str>) -> Result<Files, StoreError> {
+        let Some(commit) = commit else { return Ok(Files::default()) };
+        Ok(Files(self.git.files_at(commit, "")?.into_iter().collect()))
     }
 
     /// Commits `batch` in one commit on top of `expected` (the tip the caller planned
@@ -141,6 +153,13 @@ mod tests {
         let paths: Vec<String> = snap.pages.iter().map(|(l, _)| l.path.to_string()).collect();
         assert_eq!(paths, ["a.md", "b.md", "c.md", "d.md"]);
         assert_eq!(snap.metas[0].2, ProjectMeta { restricted: true, creator: Some(3) });
+        let files = wiki.files_at(Some(&commit)).unwrap();
+        assert_eq!(files.page(&at("b.md")), Some(&b"# B\n"[..]));
+        assert_eq!(files.page(&at("e.md")), None);
+        assert!(
+            files.has_meta(&WorkspaceName::default_workspace(), &ProjectName::new("app").unwrap())
+        );
+        assert!(wiki.files_at(None).unwrap().page(&at("a.md")).is_none());
         // The mirror follows.
         assert!(dir.path().join("wiki/default/app/c.md").exists());
     }

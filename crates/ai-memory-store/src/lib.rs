@@ -17,7 +17,7 @@ use ai_memory_core::{Clean, NameError, Page, PageError, PagePath, ProjectName, W
 use gitstore::bare::{Bare, BareError, Change, CommitInfo};
 use serde::{Deserialize, Serialize};
 
-pub use batch::{Batch, Snapshot};
+pub use batch::{Batch, Files, Snapshot};
 
 const BRANCH: &str = "main";
 /// Per-project settings kept in the wiki beside the pages (not a page: its name is hidden).

@@ -186,10 +186,11 @@ impl Memory {
             let head = self.wiki().head()?;
             let mut out = Imported::default();
             let mut batch = Batch::default();
+            let files = self.wiki().files_at(head.as_deref())?;
             for incoming in &pages {
-                match self.wiki().text_at(&incoming.at, head.as_deref())? {
+                match files.page(&incoming.at) {
                     None => out.pages_new += 1,
-                    Some(text) if text == incoming.page.text() => {
+                    Some(text) if text == incoming.page.text().as_bytes() => {
                         out.pages_unchanged += 1;
                         continue;
                     }
@@ -205,11 +206,7 @@ impl Memory {
                 batch.pages.push((incoming.at.clone(), incoming.page.clone()));
             }
             for (ws, project, meta) in &metas {
-                let here = match head.as_deref() {
-                    Some(head) => self.wiki().project_meta_at(ws, project, head)?,
-                    None => None,
-                };
-                if here.is_none() {
+                if !files.has_meta(ws, project) {
                     batch.metas.push((ws.clone(), project.clone(), meta.clone()));
                 }
             }
