@@ -311,12 +311,12 @@ fn read_export(
                 r
             }
             Record::Session(s) => {
-                let r = names(&s.workspace, &s.project);
+                let r = names(&s.workspace, &s.project).and_then(|()| captured_in(&s.project));
                 state.sessions.push(s);
                 r
             }
             Record::Prompt(mut p) => {
-                let r = names(&p.workspace, &p.project);
+                let r = names(&p.workspace, &p.project).and_then(|()| captured_in(&p.project));
                 // Stored text is sanitized text, whoever wrote the file.
                 p.text = sanitize(&p.text).as_str().to_owned();
                 state.prompts.push(p);
@@ -350,6 +350,15 @@ fn read_export(
     }
     problems.into_result(file)?;
     Ok((pages, state))
+}
+
+/// Sessions and prompts are never recorded in a reserved project (`_global`, a profile), by
+/// a hook or by an import.
+fn captured_in(project: &str) -> Result<(), String> {
+    match ProjectName::new(project) {
+        Ok(p) if p.is_reserved() => Err(format!("sessions and prompts are not recorded in `{p}`")),
+        _ => Ok(()),
+    }
 }
 
 /// A page record checked: its place (names, a path that stays inside its project) and its

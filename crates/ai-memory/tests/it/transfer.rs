@@ -315,6 +315,14 @@ fn bad_input_is_refused_naming_the_line_and_nothing_is_written() {
             "line 3: not a valid record: unknown variant `secret`",
         ),
         (
+            "a prompt in a profile",
+            format!(
+                "{header}\n{}",
+                r#"{"kind":"prompt","id":1,"session":"s","workspace":"default","project":"_global","operator":null,"text":"hi","at":0}"#
+            ),
+            "line 2: sessions and prompts are not recorded in `_global`",
+        ),
+        (
             "a bad grant",
             format!(
                 "{header}\n{}",
