@@ -10,6 +10,7 @@ mod pages;
 mod profile;
 mod sync;
 mod vectors;
+mod transfer;
 
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
@@ -22,6 +23,10 @@ pub use pages::{DumpRow, EntryKeys, Hit, PageRow, QueryResult};
 pub use profile::{CandidateRow, SourcePage, SourcePrompt, Sources};
 pub use sync::Synced;
 pub use vectors::{EmbeddingState, FUSION_CANDIDATES, PendingPage, RRF_K, embedding_hash};
+pub use transfer::{
+    CandidateRecord, CursorRecord, ForgottenRecord, GrantRecord, IndexState, Merged,
+    OperatorRecord, ProfileRef, ProjectRecord, PromptRecord, SessionRecord, StackRecord,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum IndexError {

@@ -10,6 +10,7 @@ pub mod http;
 mod mcp;
 pub mod profile;
 mod service;
+pub mod transfer;
 
 pub use context::{PREAMBLE, session_context};
 pub use error::MemoryError;

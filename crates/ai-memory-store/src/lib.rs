@@ -5,6 +5,7 @@
 //! one process are also serialized so the mirror follows the branch. Files copied into `wiki/`
 //! by hand are imported by `import_changed` (the server's watcher).
 
+mod batch;
 mod mirror;
 
 use std::collections::HashMap;
@@ -15,6 +16,8 @@ use std::time::SystemTime;
 use ai_memory_core::{Clean, NameError, Page, PageError, PagePath, ProjectName, WorkspaceName};
 use gitstore::bare::{Bare, BareError, Change, CommitInfo};
 use serde::{Deserialize, Serialize};
+
+pub use batch::{Batch, Files, Snapshot};
 
 const BRANCH: &str = "main";
 /// Per-project settings kept in the wiki beside the pages (not a page: its name is hidden).

@@ -131,6 +131,39 @@ pub enum Command {
         #[command(subcommand)]
         command: Option<ModelsCommand>,
     },
+    /// Write everything this data directory holds to one file (a backup).
+    ///
+    /// JSON Lines, mode 0600: every project's pages and settings, the profile's entries and
+    /// records, captured prompts, sessions, operators and grants (API keys only as SHA-256
+    /// hashes, never the keys), the forget ledger. Not config.toml, not the git history.
+    Export {
+        /// The file to write (refused when it exists, unless --force).
+        path: PathBuf,
+        /// Replace PATH when it exists.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Import an `ai-memory export` file, or basic-memory's JSON memories.
+    ///
+    /// Every line is checked first: one bad line and nothing is written. A page already here
+    /// with the same text is left alone; with other text it is kept (and named) unless
+    /// --replace. Operators keep their ids: one whose id or name another operator holds here
+    /// refuses the import. basic-memory's entities (one JSON object a line, with its
+    /// relations) become pages `<type>/<name>.md` in this directory's project.
+    Import {
+        /// An export, or basic-memory's JSON memories.
+        path: PathBuf,
+        /// Write the file's page where a page of the same path holds other text (git keeps
+        /// the old one), and the file's level for a grant this data directory has otherwise.
+        #[arg(long)]
+        replace: bool,
+        /// basic-memory only: the workspace its entities go to (default: this directory's).
+        #[arg(long)]
+        workspace: Option<String>,
+        /// basic-memory only: the project its entities go to (default: this directory's).
+        #[arg(long)]
+        project: Option<String>,
+    },
     /// Settings.
     Config {
         #[command(subcommand)]

@@ -5,6 +5,7 @@ mod hook;
 mod install;
 mod models;
 mod profile;
+mod transfer;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -180,6 +181,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     println!("embedded {embedded} pages");
                 }
             }
+        }
+        Command::Export { path, force } => transfer::export(&open(cli.data_dir)?, &path, force)?,
+        Command::Import { path, replace, workspace, project } => {
+            let options = transfer::options(replace, workspace, project)?;
+            transfer::import(&open(cli.data_dir)?, &path, &options)?;
         }
         Command::Config { .. } => {
             let dir = data_dir(cli.data_dir)?;

@@ -52,15 +52,7 @@ impl Memory {
     /// One pass over every profile; `from_start` re-reads every prompt (`profile rebuild`:
     /// recorded candidates keep their classification, nothing is removed).
     pub fn profile_pass(&self, from_start: bool) -> Result<PassReport, MemoryError> {
-        let _one_at_a_time = self.pass_lock();
-        // One pass at a time across processes too: a hook with no server runs its own pass.
-        let lock_path = self.data_dir().join("profile-pass.lock");
-        let lock = std::fs::File::create(&lock_path).map_err(|e| {
-            MemoryError::Invalid(format!("cannot create {}: {e}", lock_path.display()))
-        })?;
-        lock.lock().map_err(|e| {
-            MemoryError::Invalid(format!("cannot lock {}: {e}", lock_path.display()))
-        })?;
+        let _one_at_a_time = self.lock_passes()?;
         if let Some(cutoff) = self.settings.capture.retention_cutoff(self.now()) {
             self.index().purge_prompts_before(cutoff)?;
         }
@@ -72,6 +64,22 @@ impl Memory {
             report.profiles += 1;
         }
         Ok(report)
+    }
+
+    /// Holds off profile passes, in this process and in others (a hook with no server runs
+    /// its own pass), until the guard is dropped: a pass, an export and an import each hold it.
+    pub(crate) fn lock_passes(
+        &self,
+    ) -> Result<(std::sync::MutexGuard<'_, ()>, std::fs::File), MemoryError> {
+        let guard = self.pass_lock();
+        let lock_path = self.data_dir().join("profile-pass.lock");
+        let lock = std::fs::File::create(&lock_path).map_err(|e| {
+            MemoryError::Invalid(format!("cannot create {}: {e}", lock_path.display()))
+        })?;
+        lock.lock().map_err(|e| {
+            MemoryError::Invalid(format!("cannot lock {}: {e}", lock_path.display()))
+        })?;
+        Ok((guard, lock))
     }
 
     fn pass_home(

@@ -13,3 +13,4 @@ mod profile;
 mod regression;
 mod store;
 mod support;
+mod transfer;
