@@ -134,7 +134,9 @@ pub fn convert(dir: &Path, out: &Path) -> Result<Converted, ConvertError> {
             ),
         ));
     }
-    if config.num_attention_heads == 0 || !config.hidden_size.is_multiple_of(config.num_attention_heads) {
+    if config.num_attention_heads == 0
+        || !config.hidden_size.is_multiple_of(config.num_attention_heads)
+    {
         return Err(invalid(
             &config_path,
             "hidden_size is not a multiple of num_attention_heads".into(),

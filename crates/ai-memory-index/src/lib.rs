@@ -9,8 +9,8 @@ mod events;
 mod pages;
 mod profile;
 mod sync;
-mod vectors;
 mod transfer;
+mod vectors;
 
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
@@ -22,10 +22,12 @@ pub use events::{PromptRow, SessionStart};
 pub use pages::{DumpRow, EntryKeys, Hit, PageRow, QueryResult};
 pub use profile::{CandidateRow, SourcePage, SourcePrompt, Sources};
 pub use sync::Synced;
-pub use vectors::{EmbeddingState, FUSION_CANDIDATES, PendingPage, RRF_K, embedding_hash};
 pub use transfer::{
     CandidateRecord, CursorRecord, ForgottenRecord, GrantRecord, IndexState, Merged,
     OperatorRecord, ProfileRef, ProjectRecord, PromptRecord, SessionRecord, StackRecord,
+};
+pub use vectors::{
+    EmbeddingState, FUSION_CANDIDATES, MIN_SIMILARITY, PendingPage, WORDS_WEIGHT, embedding_hash,
 };
 
 #[derive(Debug, thiserror::Error)]

@@ -43,11 +43,12 @@ struct Question {
 
 fn main() -> Result<()> {
     let mut args = std::env::args().skip(1).filter(|a| a != "--bench");
-    let (mut corpus, mut pad, mut model) = (None, 0usize, None);
+    let (mut corpus, mut pad, mut model, mut dump) = (None, 0usize, None, None);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--corpus" => corpus = args.next().map(PathBuf::from),
             "--model" => model = args.next(),
+            "--dump" => dump = args.next().map(PathBuf::from),
             "--pad" => pad = args.next().context("--pad N")?.parse().context("--pad N")?,
             other => anyhow::bail!("unknown argument {other}"),
         }
@@ -71,6 +72,9 @@ fn main() -> Result<()> {
     }
     let load_s = started.elapsed().as_secs_f64();
     let embed = embed_all(&memory, model.is_some())?;
+    if let (Some(out), Some(model)) = (&dump, &model) {
+        return dump_rankings(&memory, &questions, Path::new(model), out);
+    }
     let mut stages = vec![ask(&memory, &questions, pages.len(), load_s, None, embed)?];
 
     if pad > pages.len() {
@@ -110,6 +114,25 @@ fn caller(project: &str) -> Result<Caller> {
 fn write(memory: &Memory, project: &str, path: &str, text: &str) -> Result<()> {
     let req = WritePage { path: path.to_owned(), body: text.to_owned(), ..WritePage::default() };
     memory.write_page(&caller(project)?, &req).with_context(|| format!("{project}/{path}"))?;
+    Ok(())
+}
+
+/// For each question, the words' first 50 (path, bm25) and the embedding's first 50 (path,
+/// cosine), one JSON line each: to compare ways of fusing them without embedding again.
+fn dump_rankings(memory: &Memory, questions: &[Question], model: &Path, out: &Path) -> Result<()> {
+    use std::io::Write;
+    let encoder = ai_memory_embed::Encoder::load(model, None)?;
+    let mut f = std::io::BufWriter::new(std::fs::File::create(out)?);
+    for q in questions {
+        let words = memory
+            .index()
+            .query_project(Principal::Root, "default", &q.project, &q.question, None, 50)
+            .unwrap_or_default();
+        let v = encoder.query(&q.question)?;
+        let near = memory.index().nearest_paths(Principal::Root, "default", &q.project, &v, 50)?;
+        let words: Vec<(String, f64)> = words.into_iter().map(|h| (h.path, h.score)).collect();
+        writeln!(f, "{}", json!({ "words": words, "near": near }))?;
+    }
     Ok(())
 }
 
