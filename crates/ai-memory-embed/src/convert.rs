@@ -113,6 +113,19 @@ pub struct Converted {
 /// Converts the model in `dir` and writes the GGUF file to `out` (through a temporary file
 /// beside it, so a half-written model is never found at `out`).
 pub fn convert(dir: &Path, out: &Path) -> Result<Converted, ConvertError> {
+    convert_as(dir, out, Matrices::F16)
+}
+
+/// How the layers' matrices are stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Matrices {
+    F16,
+    /// ggml's Q8_0: blocks of 32 int8 values with an f16 scale.
+    Q8,
+}
+
+/// `convert`, with the matrices stored as `matrices` says.
+pub fn convert_as(dir: &Path, out: &Path, matrices: Matrices) -> Result<Converted, ConvertError> {
     let config: Config = read_json(&dir.join("config.json"))?;
     let tok_path = dir.join("tokenizer.json");
     let tokenizer: Tokenizer = read_json(&tok_path)?;
@@ -150,7 +163,7 @@ pub fn convert(dir: &Path, out: &Path) -> Result<Converted, ConvertError> {
     }
     let tokens = vocabulary(&tokenizer, config.vocab_size).map_err(|r| invalid(&tok_path, r))?;
     let weights_path = dir.join("model.safetensors");
-    let tensors = read_tensors(&weights_path, &config)?;
+    let tensors = read_tensors(&weights_path, &config, matrices)?;
 
     let mut kv = Vec::new();
     let arch = "bert";
@@ -244,6 +257,22 @@ struct Tensor {
 enum TensorData {
     F32(Vec<f32>),
     F16(Vec<u16>),
+    /// Q8_0 blocks, already in their byte layout.
+    Q8(Vec<u8>),
+}
+
+/// ggml's Q8_0 of `values` (a multiple of 32 long): each block of 32 is its f16 scale
+/// `max |x| / 127`, then the 32 values divided by it, rounded, as int8.
+fn q8_0(values: &[f32]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(values.len() / 32 * 34);
+    for block in values.chunks_exact(32) {
+        let amax = block.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+        let d = amax / 127.0;
+        let inv = if d > 0.0 { 1.0 / d } else { 0.0 };
+        out.extend(f16_bits(d).to_le_bytes());
+        out.extend(block.iter().map(|v| (v * inv).round().clamp(-127.0, 127.0) as i8 as u8));
+    }
+    out
 }
 
 impl TensorData {
@@ -251,12 +280,14 @@ impl TensorData {
         match self {
             TensorData::F32(_) => 0,
             TensorData::F16(_) => 1,
+            TensorData::Q8(_) => 8,
         }
     }
     fn byte_len(&self) -> usize {
         match self {
             TensorData::F32(v) => v.len() * 4,
             TensorData::F16(v) => v.len() * 2,
+            TensorData::Q8(v) => v.len(),
         }
     }
 }
@@ -294,7 +325,11 @@ fn gguf_name(name: &str) -> Option<String> {
     matches!(param, "weight" | "bias").then(|| format!("blk.{layer}.{part}.{param}"))
 }
 
-fn read_tensors(path: &Path, config: &Config) -> Result<Vec<Tensor>, ConvertError> {
+fn read_tensors(
+    path: &Path,
+    config: &Config,
+    matrices: Matrices,
+) -> Result<Vec<Tensor>, ConvertError> {
     let invalid = |reason: String| ConvertError::Invalid { path: path.to_owned(), reason };
     let size = fs::metadata(path)
         .map_err(|source| ConvertError::Read { path: path.to_owned(), source })?
@@ -342,7 +377,9 @@ fn read_tensors(path: &Path, config: &Config) -> Result<Vec<Tensor>, ConvertErro
         // Matrices as f16, as llama.cpp's converter stores them; vectors (norms, biases) and
         // the embedding tables stay f32: they are read by row, not multiplied.
         let matrix = dims.len() == 2 && gguf.starts_with("blk.");
-        let data = if matrix {
+        let data = if matrix && matrices == Matrices::Q8 && dims[0].is_multiple_of(32) {
+            TensorData::Q8(q8_0(&values))
+        } else if matrix {
             TensorData::F16(values.iter().map(|&v| f16_bits(v)).collect())
         } else {
             TensorData::F32(values)
@@ -470,6 +507,7 @@ fn write_gguf(out: &Path, kv: &[(String, Value)], tensors: &[Tensor]) -> Result<
         match &t.data {
             TensorData::F32(v) => v.iter().for_each(|x| b.extend(x.to_le_bytes())),
             TensorData::F16(v) => v.iter().for_each(|x| b.extend(x.to_le_bytes())),
+            TensorData::Q8(v) => b.extend_from_slice(v),
         }
         b.resize(b.len().next_multiple_of(ALIGNMENT), 0);
         w.write_all(&b).map_err(werr)?;
@@ -501,6 +539,18 @@ mod tests {
         assert_eq!(f16_bits(1.0 + 2f32.powi(-11)), 0x3c00);
         assert_eq!(f16_bits(1.0 + 3.0 * 2f32.powi(-11)), 0x3c02);
         assert_eq!(f16_bits(0.1), 0x2e66);
+    }
+
+    #[test]
+    fn q8_0_blocks_are_a_scale_and_32_rounded_values() {
+        let mut values: Vec<f32> = (0..32).map(|i| i as f32 - 16.0).collect();
+        values[5] = 127.0;
+        let b = q8_0(&values);
+        assert_eq!(b.len(), 34);
+        assert_eq!(u16::from_le_bytes([b[0], b[1]]), f16_bits(1.0));
+        assert_eq!(b[2] as i8, -16);
+        assert_eq!(b[2 + 5] as i8, 127);
+        assert_eq!(q8_0(&[0.0; 32])[2..], [0u8; 32]);
     }
 
     #[test]
