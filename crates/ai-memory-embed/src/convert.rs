@@ -1,7 +1,7 @@
 //! A BERT sentence encoder in Hugging Face's layout (`config.json`, `tokenizer.json`,
 //! `model.safetensors`, as all-MiniLM-L6-v2 ships in its Python package) written as a GGUF
 //! file llama.cpp loads as architecture `bert`: the tensors renamed to llama.cpp's names, the
-//! matrices stored as f16, the WordPiece vocabulary in llama.cpp's phantom-space form.
+//! layers' matrices stored as Q8_0 (or f16), the WordPiece vocabulary in llama.cpp's phantom-space form.
 //!
 //! No Python and no model hub: the package is the only source these machines can reach, and
 //! llama.cpp's own converter needs PyTorch.
@@ -112,8 +112,11 @@ pub struct Converted {
 
 /// Converts the model in `dir` and writes the GGUF file to `out` (through a temporary file
 /// beside it, so a half-written model is never found at `out`).
+/// The matrices as Q8_0: against f16, 20% faster per window and per query on 2 cores, and
+/// within a cosine of 0.9996 of f16's vectors (`cargo bench -p ai-memory-embed --bench embed`);
+/// both agree with the reference encoder above 0.999.
 pub fn convert(dir: &Path, out: &Path) -> Result<Converted, ConvertError> {
-    convert_as(dir, out, Matrices::F16)
+    convert_as(dir, out, Matrices::Q8)
 }
 
 /// How the layers' matrices are stored.
@@ -374,7 +377,7 @@ fn read_tensors(
             .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
             .collect();
         let dims: Vec<u64> = entry.shape.iter().rev().copied().collect();
-        // Matrices as f16, as llama.cpp's converter stores them; vectors (norms, biases) and
+        // Matrices as Q8_0 or f16; vectors (norms, biases) and
         // the embedding tables stay f32: they are read by row, not multiplied.
         let matrix = dims.len() == 2 && gguf.starts_with("blk.");
         let data = if matrix && matrices == Matrices::Q8 && dims[0].is_multiple_of(32) {

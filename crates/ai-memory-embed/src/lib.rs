@@ -145,21 +145,27 @@ fn worker(
         batch: WINDOW_TOKENS.max(QUERY_TOKENS) as u32,
         sequences: 1,
     };
-    let mut embedder = match model.embedder(&params) {
-        Ok(e) => e,
-        Err(source) => {
-            let _ = ready.send(Err(EmbedError::Load { path: path.to_owned(), source }));
-            return;
-        }
-    };
+    // Queries on one thread of their own context: a query is a few tokens, where a second
+    // thread adds a barrier per layer and little work, and a thread waiting at that barrier
+    // while another process has the core stalls the query (p99 of 0.5-1 s measured on a busy
+    // 2-core machine with two).
+    let query_params = EmbedParams { threads: Some(1), ..params.clone() };
+    let (mut embedder, mut query_embedder) =
+        match model.embedder(&params).and_then(|p| Ok((p, model.embedder(&query_params)?))) {
+            Ok(e) => e,
+            Err(source) => {
+                let _ = ready.send(Err(EmbedError::Load { path: path.to_owned(), source }));
+                return;
+            }
+        };
     if ready.send(Ok(embedder.dimension())).is_err() {
         return;
     }
     for job in jobs {
         match job {
             Job::Query(text, reply) => {
-                let tokens = embedder.tokens(&text);
-                let result = one(&mut embedder, tokens);
+                let tokens = query_embedder.tokens(&text);
+                let result = one(&mut query_embedder, tokens);
                 let _ = reply.send(result);
             }
             Job::Page(text, reply) => {

@@ -45,7 +45,7 @@ fn the_converted_model_matches_the_reference_encoder() {
     for case in reference().cases.iter().filter(|c| c.ids.len() <= ai_memory_embed::QUERY_TOKENS) {
         let v = e.query(&case.text).unwrap();
         let cos = dot(&v, &case.vector);
-        // f16 matrices against the reference's f64: near, never equal.
+        // Q8_0 matrices against the reference's f64: near, never equal.
         assert!(cos > 0.999, "{:?}: cosine {cos} with the reference", case.text);
     }
 }
