@@ -4,6 +4,7 @@
 mod args;
 mod context;
 mod error;
+pub mod handoff;
 pub mod hook;
 pub mod http;
 mod mcp;
@@ -47,5 +48,6 @@ pub fn run_hook(
             }
         }
         HookKind::SessionEnd => serde_json::json!({ "ended": memory.session_end(who, event)? }),
+        HookKind::ToolUse => serde_json::json!({ "recorded": memory.tool_use(who, event)? }),
     })
 }
