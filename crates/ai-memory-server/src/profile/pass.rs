@@ -63,6 +63,8 @@ impl Memory {
         })?;
         if let Some(cutoff) = self.settings.capture.retention_cutoff(self.now()) {
             self.index().purge_prompts_before(cutoff)?;
+            // Handoffs repeat captured prompts: the same retention.
+            self.index().purge_handoffs_before(cutoff)?;
         }
         let mut report = PassReport::default();
         let homes = self.profile_homes()?;

@@ -195,3 +195,42 @@ fn with_prompt_capture_off_the_handoff_holds_the_files() {
     assert!(next.contains("Files changed: `src/auth.rs`"), "{next}");
     assert!(!next.contains("cargo fmt"), "{next}");
 }
+
+/// `capture.retention_days` covers handoffs too (they repeat captured prompts): a pass deletes
+/// one older than the cutoff.
+#[test]
+fn a_handoff_older_than_the_retention_is_deleted_by_a_pass() {
+    use ai_memory_core::{ProjectName, WorkspaceName};
+    use ai_memory_index::{HandoffRow, Index};
+
+    let data = temp("handoff-retention");
+    let home = temp("home");
+    let shop = repo("kept");
+    let mut c = command(&data, &home);
+    c.env("AI_MEMORY_SERVER__BIND", "127.0.0.1:9");
+    hook(c, "session-start", "claude-code", &fixture("claude-code-session-start.json", &shop));
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs()
+        as i64;
+    let index = Index::open(&data.join("index.sqlite")).unwrap();
+    let project = index
+        .project(&WorkspaceName::default_workspace(), &ProjectName::new("kept").unwrap())
+        .unwrap()
+        .unwrap();
+    let old = HandoffRow {
+        session: "old".into(),
+        harness: "codex".into(),
+        text: format!("{HEADING}\nold\n"),
+        at: now - 3 * 86_400,
+    };
+    index.put_handoff(&project, None, &old).unwrap();
+    let pass = |days: &str| {
+        let mut c = command(&data, &home);
+        c.env("AI_MEMORY_CAPTURE__RETENTION_DAYS", days).args(["profile", "pass"]);
+        let out = run(c, None);
+        assert!(out.status.success(), "{}", stderr(&out));
+    };
+    pass("0");
+    assert!(index.handoff(&project, None).unwrap().is_some(), "0 keeps it");
+    pass("2");
+    assert_eq!(index.handoff(&project, None).unwrap(), None);
+}
