@@ -103,6 +103,23 @@ impl Index {
         Ok(true)
     }
 
+    /// Whether `session` was started in `project` by `user` (only the session's own operator
+    /// hands it off: another's session end never turns its prompts into their handoff).
+    pub fn owns_session(
+        &self,
+        project: &ProjectRow,
+        user: Option<i64>,
+        session: &str,
+    ) -> Result<bool, IndexError> {
+        let owner: Option<(i64, Option<i64>)> = self
+            .conn()
+            .query_row("SELECT project_id, user_id FROM sessions WHERE id = ?1", [session], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .optional()?;
+        Ok(owner == Some((project.id, user)))
+    }
+
     /// The files a session changed, in the order first seen.
     pub fn session_files(
         &self,
@@ -281,6 +298,9 @@ mod tests {
         index.start_session(&p, &other).unwrap();
         let err = index.record_file(&p, "s2", None, &sanitize("x.rs"), 5, 10).unwrap_err();
         assert!(matches!(err, IndexError::Denied(_)), "{err}");
+        assert!(index.owns_session(&p, Some(9), "s2").unwrap());
+        assert!(!index.owns_session(&p, None, "s2").unwrap(), "another operator's");
+        assert!(!index.owns_session(&p, None, "unknown").unwrap());
     }
 
     #[test]

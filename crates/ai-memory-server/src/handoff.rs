@@ -160,6 +160,9 @@ impl Memory {
         harness: &str,
         at: i64,
     ) -> Result<bool, MemoryError> {
+        if !self.index().owns_session(project, who.user_id(), session)? {
+            return Ok(false);
+        }
         let prompts = self.index().session_prompts(project, session)?;
         let files = self.index().session_files(project, session)?;
         let Some(text) = compose(harness, &prompts, &files, self.settings.capture.prompts) else {
