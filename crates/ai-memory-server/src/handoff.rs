@@ -131,7 +131,11 @@ impl Memory {
         let project = self.hook_project(who, event)?;
         let mut recorded = 0;
         for path in event.changed.iter().take(crate::hook::tool::MAX_TOOL_FILES) {
-            if path.is_empty() || path.len() > crate::hook::tool::MAX_PATH_BYTES {
+            // The endpoint's caller is not the hook client: the same bounds again.
+            if path.trim().is_empty()
+                || path.len() > crate::hook::tool::MAX_PATH_BYTES
+                || path.chars().any(char::is_control)
+            {
                 continue;
             }
             let path = sanitize(path);
