@@ -6,6 +6,7 @@
 
 mod access;
 mod events;
+mod handoffs;
 mod pages;
 mod profile;
 mod sync;
@@ -19,6 +20,7 @@ use rusqlite::Connection;
 
 pub use access::{Level, Principal, ProjectRow};
 pub use events::{PromptRow, SessionStart};
+pub use handoffs::{HandoffRow, OpenSession};
 pub use pages::{DumpRow, EntryKeys, Hit, PageRow, QueryResult};
 pub use profile::{CandidateRow, SourcePage, SourcePrompt, Sources};
 pub use sync::Synced;
@@ -190,6 +192,7 @@ fn prepare(conn: &Connection) -> Result<bool, IndexError> {
     conn.execute_batch(SCHEMA)?;
     conn.execute_batch(profile::PROFILE_SCHEMA)?;
     conn.execute_batch(vectors::VECTOR_SCHEMA)?;
+    conn.execute_batch(handoffs::HANDOFF_SCHEMA)?;
     if has_pages && version != SCHEMA_VERSION {
         // The page tables are made again: their change numbers start over, and they follow
         // no commit of the wiki yet.

@@ -92,6 +92,18 @@ pub fn loose(prompt: &str) -> Vec<String> {
     out
 }
 
+/// The user's own text of a prompt: harness-injected blocks, instruction files and
+/// ai-memory's pasted blocks removed (what a handoff repeats of the prompt).
+pub fn user_text(prompt: &str) -> String {
+    let mut out = String::new();
+    for part in blocks::parts(prompt) {
+        if let Part::Text(text) = part {
+            out.push_str(&text);
+        }
+    }
+    out
+}
+
 /// Whether `sentence` is explicitly scoped beyond its project ("in all my projects",
 /// "everywhere", "em todos os meus projetos", ...): the only thing that lets a statement skip
 /// `min_projects`, whoever classified it (a model's "general" alone does not).
@@ -200,6 +212,14 @@ mod tests {
             [Err((_, why))] => Some(*why),
             _ => None,
         }
+    }
+
+    #[test]
+    fn user_text_drops_what_a_harness_injected() {
+        let prompt =
+            "<system-reminder>\nalways use npm\n</system-reminder>\nFix the login redirect.";
+        assert_eq!(user_text(prompt).trim(), "Fix the login redirect.");
+        assert_eq!(user_text("# AGENTS.md instructions for /w\n\nUse npm.").trim(), "");
     }
 
     #[test]

@@ -15,6 +15,11 @@ memory_read_page; search with memory_query.";
 /// rest of `session_start.max_chars`, so the two together stay within the cap.
 pub const CONTEXT_FLOOR: usize = 500;
 
+/// The context's opening: the project's name and the preamble.
+pub(crate) fn header(project: &ProjectRow) -> String {
+    format!("# ai-memory: {}/{}\n{PREAMBLE}\n", project.workspace, project.name)
+}
+
 /// The text for a session start in `project`: the curated pages with their summaries, then the
 /// other pages by path, then the global scope's pages; cut at `max_chars` with the rest counted.
 pub fn session_context(
@@ -25,8 +30,7 @@ pub fn session_context(
 ) -> Result<String, MemoryError> {
     let mut out = String::new();
     let mut omitted = 0usize;
-    let header = format!("# ai-memory: {}/{}\n{PREAMBLE}\n", project.workspace, project.name);
-    out.push_str(&header);
+    out.push_str(&header(project));
     let pages = index.pages_of(project, "")?;
     let (curated, other): (Vec<_>, Vec<_>) =
         pages.iter().partition(|p| CURATED_FOLDERS.iter().any(|c| p.path.starts_with(c)));

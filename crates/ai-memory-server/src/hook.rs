@@ -3,6 +3,8 @@
 
 use serde::Deserialize;
 
+pub mod tool;
+
 /// The harness name of Kimi Code, whose prompt hook's output reaches the model on every
 /// prompt: its session-start context goes with the session's first prompt instead.
 pub const KIMI_CODE: &str = "kimi-code";
@@ -13,6 +15,8 @@ pub enum HookKind {
     SessionStart,
     PromptSubmit,
     SessionEnd,
+    /// An edit or write tool ran: the files its input names go into the session's handoff.
+    ToolUse,
 }
 
 impl HookKind {
@@ -22,6 +26,7 @@ impl HookKind {
             "session-start" => Some(HookKind::SessionStart),
             "prompt-submit" => Some(HookKind::PromptSubmit),
             "session-end" => Some(HookKind::SessionEnd),
+            "tool-use" => Some(HookKind::ToolUse),
             _ => None,
         }
     }
@@ -31,6 +36,7 @@ impl HookKind {
             HookKind::SessionStart => "session-start",
             HookKind::PromptSubmit => "prompt-submit",
             HookKind::SessionEnd => "session-end",
+            HookKind::ToolUse => "tool-use",
         }
     }
 
@@ -40,6 +46,7 @@ impl HookKind {
             HookKind::SessionStart => "SessionStart",
             HookKind::PromptSubmit => "UserPromptSubmit",
             HookKind::SessionEnd => "SessionEnd",
+            HookKind::ToolUse => "PostToolUse",
         }
     }
 }
@@ -63,6 +70,13 @@ pub struct HookInput {
     /// SessionEnd's reason.
     #[serde(default)]
     pub reason: Option<String>,
+    /// A tool event's tool (`Edit`, `apply_patch`, ...).
+    #[serde(default)]
+    pub tool_name: Option<String>,
+    /// A tool event's input, where an edit or write tool names its file. (The tool's output,
+    /// `tool_response`, is never read.)
+    #[serde(default)]
+    pub tool_input: Option<serde_json::Value>,
     /// Codex names its session `thread_id` in some events.
     #[serde(default)]
     pub thread_id: Option<String>,

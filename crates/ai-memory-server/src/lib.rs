@@ -5,6 +5,7 @@ mod args;
 mod context;
 pub mod embedding;
 mod error;
+pub mod handoff;
 pub mod hook;
 pub mod http;
 mod mcp;
@@ -49,5 +50,6 @@ pub fn run_hook(
             }
         }
         HookKind::SessionEnd => serde_json::json!({ "ended": memory.session_end(who, event)? }),
+        HookKind::ToolUse => serde_json::json!({ "recorded": memory.tool_use(who, event)? }),
     })
 }

@@ -126,6 +126,10 @@ pub struct HookEvent {
     /// File names at the project's root (session start): the stacks its activity shows.
     #[serde(default)]
     pub files: Vec<String>,
+    /// Files an edit or write tool changed (tool use), relative to the project's root when
+    /// inside it: the session's handoff names them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changed: Vec<String>,
 }
 
 /// The most file names one session start reports.

@@ -103,7 +103,7 @@ pub enum Command {
         #[arg(long)]
         limit: Option<usize>,
     },
-    /// Handle a harness hook event (session-start, prompt-submit, session-end); reads the
+    /// Handle a harness hook event (session-start, prompt-submit, tool-use, session-end); reads the
     /// harness's JSON on stdin.
     Hook {
         event: String,

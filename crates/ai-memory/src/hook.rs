@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use ai_memory_core::Identity;
 use ai_memory_server::HookEvent;
+use ai_memory_server::hook::tool::{changed_files, relative_to};
 use ai_memory_server::hook::{HookInput, HookKind, session_start_output};
 use anyhow::{Context, bail};
 
@@ -29,7 +30,9 @@ pub fn run(data_dir: Option<PathBuf>, event: &str, harness: &str) -> ExitCode {
 
 fn try_run(data_dir: Option<PathBuf>, event: &str, harness: &str) -> anyhow::Result<String> {
     let kind = HookKind::parse(event).with_context(|| {
-        format!("unknown event `{event}`: use session-start, prompt-submit or session-end")
+        format!(
+            "unknown event `{event}`: use session-start, prompt-submit, tool-use or session-end"
+        )
     })?;
     if !HARNESSES.contains(&harness) {
         bail!("unknown harness `{harness}`: use {}", HARNESSES.join(", "));
@@ -42,6 +45,17 @@ fn try_run(data_dir: Option<PathBuf>, event: &str, harness: &str) -> anyhow::Res
         None => std::env::current_dir()?,
     };
     let id = Identity::of(&cwd)?;
+    // A tool event matters only for the files an edit or write tool names (its input; the
+    // output is never read): any other tool call ends here, without reaching the server.
+    let changed: Vec<String> = match (&input.tool_name, &input.tool_input) {
+        (Some(tool), Some(tool_input)) if kind == HookKind::ToolUse => {
+            changed_files(tool, tool_input).iter().map(|p| relative_to(p, &id.root, &cwd)).collect()
+        }
+        _ => Vec::new(),
+    };
+    if kind == HookKind::ToolUse && changed.is_empty() {
+        return Ok(String::new());
+    }
     let event = HookEvent {
         harness: harness.to_owned(),
         session_id: input.session_id.clone(),
@@ -51,6 +65,7 @@ fn try_run(data_dir: Option<PathBuf>, event: &str, harness: &str) -> anyhow::Res
         contribute: id.contribute,
         consume: id.consume,
         files: if kind == HookKind::SessionStart { root_files(&id.root) } else { Vec::new() },
+        changed,
     };
     let dir = crate::data_dir(data_dir)?;
     let settings = crate::settings(&dir)?;

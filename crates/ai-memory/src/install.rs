@@ -19,6 +19,13 @@ const CLAUDE_EVENTS: &[(&str, &str)] = &[
 const CODEX_EVENTS: &[(&str, &str)] =
     &[("SessionStart", "session-start"), ("UserPromptSubmit", "prompt-submit")];
 
+/// The tool hook: the files an edit or write tool names go into the session's handoff.
+const TOOL_EVENT: (&str, &str) = ("PostToolUse", "tool-use");
+/// Claude Code's edit and write tools (aerix's `write` and `edit` match them too): other tool
+/// calls do not start a hook at all. Codex's hook gets every tool (its patches come through
+/// `apply_patch` or a shell call), and the hook client drops the ones naming no file.
+const EDIT_TOOLS: &str = "Write|Edit|MultiEdit|NotebookEdit";
+
 pub fn hook_command(event: &str, harness: &str) -> String {
     format!("ai-memory hook {event} --harness {harness}")
 }
@@ -59,22 +66,29 @@ fn read_json(path: &Path) -> anyhow::Result<Value> {
 /// Adds a command handler for each event to a Claude Code shaped `hooks` object, unless one
 /// with the same command is there.
 fn add_hooks(root: &mut Value, events: &[(&str, &str)], harness: &str) {
+    for (name, event) in events {
+        add_hook(root, name, event, harness, None);
+    }
+}
+
+/// Adds one command handler (with a matcher, for a tool event), unless one with the same
+/// command is there.
+fn add_hook(root: &mut Value, name: &str, event: &str, harness: &str, matcher: Option<&str>) {
     let hooks = root.as_object_mut().map(|o| o.entry("hooks").or_insert_with(|| json!({})));
     let Some(Value::Object(hooks)) = hooks else { return };
-    for (name, event) in events {
-        let command = hook_command(event, harness);
-        let groups = hooks.entry(name.to_string()).or_insert_with(|| json!([]));
-        let Value::Array(groups) = groups else { continue };
-        let present = groups.iter().any(|g| {
-            g["hooks"]
-                .as_array()
-                .is_some_and(|hs| hs.iter().any(|h| h["command"] == command.as_str()))
-        });
-        if !present {
-            groups.push(
-                json!({ "hooks": [{ "type": "command", "command": command, "timeout": 30 }] }),
-            );
+    let command = hook_command(event, harness);
+    let groups = hooks.entry(name.to_string()).or_insert_with(|| json!([]));
+    let Value::Array(groups) = groups else { return };
+    let present = groups.iter().any(|g| {
+        g["hooks"].as_array().is_some_and(|hs| hs.iter().any(|h| h["command"] == command.as_str()))
+    });
+    if !present {
+        let mut group =
+            json!({ "hooks": [{ "type": "command", "command": command, "timeout": 30 }] });
+        if let Some(m) = matcher {
+            group["matcher"] = json!(m);
         }
+        groups.push(group);
     }
 }
 
@@ -90,7 +104,8 @@ fn claude_code() -> anyhow::Result<Vec<Edit>> {
     let home = home()?;
     Ok(vec![
         json_edit(home.join(".claude/settings.json"), |v| {
-            add_hooks(v, CLAUDE_EVENTS, "claude-code")
+            add_hooks(v, CLAUDE_EVENTS, "claude-code");
+            add_hook(v, TOOL_EVENT.0, TOOL_EVENT.1, "claude-code", Some(EDIT_TOOLS));
         })?,
         json_edit(home.join(".claude.json"), |v| {
             if let Some(o) = v.as_object_mut() {
@@ -154,7 +169,10 @@ fn codex() -> anyhow::Result<Vec<Edit>> {
     }
     Ok(vec![
         Edit { path: config, new: doc.to_string() },
-        json_edit(dir.join("hooks.json"), |v| add_hooks(v, CODEX_EVENTS, "codex"))?,
+        json_edit(dir.join("hooks.json"), |v| {
+            add_hooks(v, CODEX_EVENTS, "codex");
+            add_hook(v, TOOL_EVENT.0, TOOL_EVENT.1, "codex", None);
+        })?,
     ])
 }
 
@@ -174,6 +192,7 @@ const hook = async ($, event, payload) => {
 
 export const AiMemory = async ({ $, directory }) => {
   const contexts = new Map();
+  const calls = new Map();
   return {
     event: async ({ event }) => {
       const id = event.properties?.info?.id ?? event.properties?.sessionID;
@@ -186,6 +205,15 @@ export const AiMemory = async ({ $, directory }) => {
         contexts.delete(id);
         await hook($, "session-end", { session_id: id, cwd: directory, hook_event_name: "SessionEnd", reason: "deleted" });
       }
+    },
+    // The files an edit or write tool names (its arguments, never its output), after it ran.
+    "tool.execute.before": async (input, output) => {
+      if (/write|edit|patch/i.test(input.tool)) calls.set(input.callID, output.args);
+    },
+    "tool.execute.after": async (input) => {
+      const args = input.args ?? calls.get(input.callID);
+      calls.delete(input.callID);
+      if (args) await hook($, "tool-use", { session_id: input.sessionID, cwd: directory, hook_event_name: "PostToolUse", tool_name: input.tool, tool_input: args });
     },
     "chat.message": async (input, output) => {
       const prompt = (output.parts ?? []).filter((p) => p.type === "text" && !p.synthetic).map((p) => p.text).join("\n");
@@ -254,7 +282,10 @@ fn aerix() -> anyhow::Result<Vec<Edit>> {
     }
     Ok(vec![
         Edit { path: settings, new: doc.to_string() },
-        json_edit(dir.join("hooks.json"), |v| add_hooks(v, CLAUDE_EVENTS, "aerix"))?,
+        json_edit(dir.join("hooks.json"), |v| {
+            add_hooks(v, CLAUDE_EVENTS, "aerix");
+            add_hook(v, TOOL_EVENT.0, TOOL_EVENT.1, "aerix", Some(EDIT_TOOLS));
+        })?,
     ])
 }
 

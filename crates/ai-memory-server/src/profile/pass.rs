@@ -55,6 +55,8 @@ impl Memory {
         let _one_at_a_time = self.lock_passes()?;
         if let Some(cutoff) = self.settings.capture.retention_cutoff(self.now()) {
             self.index().purge_prompts_before(cutoff)?;
+            // Handoffs repeat captured prompts: the same retention.
+            self.index().purge_handoffs_before(cutoff)?;
         }
         let mut report = PassReport::default();
         let homes = self.profile_homes()?;

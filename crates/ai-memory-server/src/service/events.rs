@@ -8,8 +8,9 @@ use ai_memory_index::{Principal, ProjectRow, SessionStart};
 use ai_memory_store::ProjectMeta;
 
 use super::{HookEvent, MAX_EVENT_FILES, Memory, author};
-use crate::context::session_context;
+use crate::context::{CONTEXT_FLOOR, header, session_context};
 use crate::error::MemoryError;
+use crate::handoff;
 
 impl Memory {
     /// A session starts: record it (and the marker's explicit opt-outs); return the context to
@@ -33,6 +34,8 @@ impl Memory {
                 consume: event.consume,
             },
         )?;
+        // A harness that sends no session end (Codex): its sessions are handed off now.
+        self.hand_off_open_sessions(who, &project, &event.session_id)?;
         self.start_context(who, &project)
     }
 
@@ -51,7 +54,8 @@ impl Memory {
         Ok(Some(self.start_context(who, &project)?))
     }
 
-    /// The digest, then the project's context, within `session_start.max_chars`.
+    /// The digest, then the project's context (its heading, the last session's handoff, its
+    /// pages), within `session_start.max_chars`.
     fn start_context(&self, who: Principal, project: &ProjectRow) -> Result<String, MemoryError> {
         let global = match self
             .index
@@ -65,7 +69,13 @@ impl Memory {
         let digest = self.profile_digest(who, project)?.map(|d| d.text).unwrap_or_default();
         let max_chars =
             self.settings.session_start.max_chars.saturating_sub(digest.chars().count() + 1);
+        // The handoff comes next (at most `HANDOFF_MAX_BYTES`), leaving the pages at least
+        // their floor; the pages get the rest.
+        let handoff = self.handoff(who, project)?.unwrap_or_default();
+        let handoff = handoff::fit(&handoff, max_chars.saturating_sub(CONTEXT_FLOOR + 1));
+        let max_chars = max_chars.saturating_sub(handoff.chars().count() + 1);
         let context = session_context(&self.index, project, global.as_ref(), max_chars)?;
+        let context = with_handoff(context, project, &handoff);
         Ok(if digest.is_empty() { context } else { format!("{digest}\n{context}") })
     }
 
@@ -94,6 +104,7 @@ impl Memory {
     pub fn session_end(&self, who: Principal, event: &HookEvent) -> Result<bool, MemoryError> {
         let project = self.hook_project(who, event)?;
         let ended = self.index.end_session(&project, &event.session_id, who.user_id())?;
+        self.write_handoff(who, &project, &event.session_id, &event.harness, self.now())?;
         // The server's profile task runs a pass a few seconds later (a burst costs one).
         self.pass_wanted.notify_one();
         Ok(ended)
@@ -101,7 +112,11 @@ impl Memory {
 
     /// The project a hook reports for: made on first sight; never a profile project (event
     /// capture is never attributed to one).
-    fn hook_project(&self, who: Principal, event: &HookEvent) -> Result<ProjectRow, MemoryError> {
+    pub(crate) fn hook_project(
+        &self,
+        who: Principal,
+        event: &HookEvent,
+    ) -> Result<ProjectRow, MemoryError> {
         if event.session_id.is_empty() || event.session_id.len() > 200 {
             return Err(MemoryError::Invalid(
                 "a hook event needs a session id (1 to 200 bytes)".into(),
@@ -137,5 +152,15 @@ impl Memory {
             Some(row) => Ok(row),
             None => Ok(self.index.ensure_project(workspace, project, false, None)?),
         }
+    }
+}
+
+/// The project's context with the handoff right after its heading and preamble (so the handoff
+/// is read as stored memory, which is data), ahead of its pages.
+fn with_handoff(context: String, project: &ProjectRow, handoff: &str) -> String {
+    let head = header(project);
+    match context.strip_prefix(&head) {
+        Some(rest) if !handoff.is_empty() => format!("{head}\n{handoff}{rest}"),
+        _ => context,
     }
 }

@@ -218,6 +218,9 @@ fn install_is_idempotent_keeps_a_backup_and_uses_a_stable_command() {
         settings["hooks"]["UserPromptSubmit"][0]["hooks"][0]["command"],
         "ai-memory hook prompt-submit --harness claude-code"
     );
+    let tool = &settings["hooks"]["PostToolUse"][0];
+    assert_eq!(tool["matcher"], "Write|Edit|MultiEdit|NotebookEdit", "edit tools only");
+    assert_eq!(tool["hooks"][0]["command"], "ai-memory hook tool-use --harness claude-code");
     let mcp: Value =
         serde_json::from_str(&std::fs::read_to_string(home.join(".claude.json")).unwrap()).unwrap();
     assert_eq!(mcp["mcpServers"]["ai-memory"]["args"][0], "mcp");
@@ -240,6 +243,11 @@ fn install_is_idempotent_keeps_a_backup_and_uses_a_stable_command() {
         hooks["hooks"]["SessionStart"][0]["hooks"][0]["command"],
         "ai-memory hook session-start --harness codex"
     );
+    assert_eq!(
+        hooks["hooks"]["PostToolUse"][0]["hooks"][0]["command"],
+        "ai-memory hook tool-use --harness codex"
+    );
+    assert!(hooks["hooks"]["PostToolUse"][0].get("matcher").is_none(), "every tool: patches");
     assert!(install("codex").matches("unchanged").count() == 2, "a second run changes nothing");
 
     install("opencode");
@@ -271,6 +279,10 @@ fn install_is_idempotent_keeps_a_backup_and_uses_a_stable_command() {
     assert_eq!(
         aerix["hooks"]["SessionStart"][0]["hooks"][0]["command"],
         "ai-memory hook session-start --harness aerix"
+    );
+    assert_eq!(
+        aerix["hooks"]["PostToolUse"][0]["hooks"][0]["command"],
+        "ai-memory hook tool-use --harness aerix"
     );
 
     let mut c = command(&data, &home);
@@ -335,6 +347,12 @@ fn the_opencode_plugin_runs_the_hooks() {
     let prompts: Vec<String> = index.prompts(&row).unwrap().into_iter().map(|p| p.text).collect();
     assert_eq!(prompts, ["Always use pnpm, not npm."]);
     assert_eq!(index.session_ended("oc-1").unwrap(), Some(true));
+    // The driver's `edit` call: its file is in the handoff the session's end wrote.
+    let handoff = index.handoff(&row, None).unwrap().unwrap().text;
+    assert!(
+        handoff.contains("- Always use pnpm, not npm.\nFiles changed: `src/app.ts`\n"),
+        "{handoff}"
+    );
 }
 
 /// Kimi Code: `install kimi-code` adds `[[hooks]]` tables (keeping the user's) and the MCP

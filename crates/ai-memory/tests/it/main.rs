@@ -5,6 +5,7 @@
 
 mod auth;
 mod crash;
+mod handoffs;
 mod hooks;
 mod inputs;
 mod mcp;
