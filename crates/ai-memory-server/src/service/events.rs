@@ -74,8 +74,13 @@ impl Memory {
         let handoff = self.handoff(who, project)?.unwrap_or_default();
         let handoff = handoff::fit(&handoff, max_chars.saturating_sub(CONTEXT_FLOOR + 1));
         let max_chars = max_chars.saturating_sub(handoff.chars().count() + 1);
+        // The pages nearest to what the last session did, found as `memory_query` finds
+        // pages (by words, and by meaning when the encoder is installed), within the pages'
+        // share of the cap.
+        let related = self.related_to_handoff(who, project, &handoff, max_chars / 4)?;
+        let max_chars = max_chars.saturating_sub(related.chars().count());
         let context = session_context(&self.index, project, global.as_ref(), max_chars)?;
-        let context = with_handoff(context, project, &handoff);
+        let context = with_handoff(context, project, &format!("{handoff}{related}"));
         Ok(if digest.is_empty() { context } else { format!("{digest}\n{context}") })
     }
 
@@ -154,6 +159,56 @@ impl Memory {
         }
     }
 }
+
+/// Pages listed under a handoff as related to it.
+const RELATED_PAGES: usize = 3;
+
+impl Memory {
+    /// `## Pages related to it`: the project's pages nearest to the handoff's text, at most
+    /// `RELATED_PAGES`, in at most `max_chars`; empty without a handoff or a match.
+    fn related_to_handoff(
+        &self,
+        who: Principal,
+        project: &ProjectRow,
+        handoff: &str,
+        max_chars: usize,
+    ) -> Result<String, MemoryError> {
+        let text: String = handoff.lines().skip(1).collect::<Vec<_>>().join("\n");
+        if text.trim().is_empty() {
+            return Ok(String::new());
+        }
+        let near = self.query_vector(&text);
+        let hits = match self.index.query_project(
+            who,
+            &project.workspace,
+            &project.name,
+            &text,
+            near.as_deref(),
+            RELATED_PAGES,
+        ) {
+            Ok(hits) => hits,
+            // No word to search for and no encoder: nothing to list.
+            Err(ai_memory_index::IndexError::Invalid(_)) => return Ok(String::new()),
+            Err(e) => return Err(e.into()),
+        };
+        let mut out = String::new();
+        for h in hits {
+            let line = format!("- `{}`: {}\n", h.path, h.title);
+            if out.is_empty() {
+                out.push_str(RELATED_HEADING);
+                out.push('\n');
+            }
+            if out.chars().count() + line.chars().count() > max_chars {
+                break;
+            }
+            out.push_str(&line);
+        }
+        Ok(if out.lines().count() > 1 { out } else { String::new() })
+    }
+}
+
+/// The heading of the pages listed under a handoff.
+pub const RELATED_HEADING: &str = "### Pages related to it";
 
 /// The project's context with the handoff right after its heading and preamble (so the handoff
 /// is read as stored memory, which is data), ahead of its pages.

@@ -127,3 +127,45 @@ fn a_broken_model_file_is_named_and_queries_fall_back_to_words() {
     let status = stdout(&run(c, None));
     assert!(status.contains("off (") && status.contains("all-MiniLM-L6-v2.gguf"), "{status}");
 }
+
+#[test]
+fn the_session_start_lists_the_pages_nearest_to_where_the_last_session_left_off() {
+    use std::path::Path;
+    let data = temp("meaning-start");
+    let home = temp("meaning-start-home");
+    let mut c = command(&data, &home);
+    c.args(["models", "fetch", "--from"]).arg(test_models::minilm_dir());
+    assert!(run(c, None).status.success());
+    let shop = crate::support::repo("shop");
+    let fixture = |name: &str| {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/fixtures").join(name);
+        std::fs::read_to_string(path).unwrap().replace("CWD", shop.to_str().unwrap())
+    };
+    let server = Server::start_in(&data, &[]);
+    let hook = |event: &str, harness: &str, stdin: &str| {
+        let mut c = server.cli();
+        c.args(["hook", event, "--harness", harness]);
+        let o = run(c, Some(stdin));
+        assert!(o.status.success(), "{event}: {}", stderr(&o));
+        stdout(&o)
+    };
+    let write = |path: &str, body: &str| {
+        let mut c = server.cli();
+        c.current_dir(&*shop).args(["write-page", "--path", path, "--body", body]);
+        let o = run(c, None);
+        assert!(o.status.success(), "{}", stderr(&o));
+    };
+    write("notes/style.md", "# Style\n\nRust code is formatted with rustfmt before each commit.\n");
+    write("notes/market.md", "# Market\n\nWe bought bananas and apples at the Saturday market.\n");
+    hook("session-start", "claude-code", &fixture("claude-code-session-start.json"));
+    hook("prompt-submit", "claude-code", &fixture("claude-code-prompt-submit.json"));
+    hook("session-end", "claude-code", &fixture("claude-code-session-end.json"));
+    let printed = hook("session-start", "codex", &fixture("codex-session-start.json"));
+    let v: Value = serde_json::from_str(&printed).unwrap();
+    let context = v["hookSpecificOutput"]["additionalContext"].as_str().unwrap_or_default();
+    let at = context.find("### Pages related to it").unwrap_or_else(|| panic!("{context}"));
+    let related = &context[at..context[at..].find("\n\n").map_or(context.len(), |e| at + e)];
+    assert!(related.contains("`notes/style.md`"), "{related}");
+    assert!(!related.contains("market"), "an unrelated page is not listed: {related}");
+    assert!(context.find("## Where the last session left off").unwrap() < at, "{context}");
+}
