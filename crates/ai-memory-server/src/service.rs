@@ -2,6 +2,7 @@
 //! names and paths validated, text sanitized, access decided, git then index updated.
 
 mod events;
+mod links;
 
 use std::path::{Path, PathBuf};
 
@@ -16,6 +17,10 @@ use serde::{Deserialize, Serialize};
 use crate::error::MemoryError;
 
 pub use ai_memory_profile::STACK_TAGS;
+pub use links::{
+    CONTEXT_BYTES, CONTEXT_DEPTH, ContextOut, ContextPage, ContextReq, MAX_CONTEXT_BYTES,
+    MAX_CONTEXT_DEPTH, MIN_CONTEXT_BYTES, PageLinks,
+};
 
 /// Where a call runs: the caller's workspace and project when it names none.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -107,6 +112,9 @@ pub struct ReadOut {
     pub text: String,
     /// Recent commits that changed it, newest first.
     pub history: Vec<String>,
+    /// Its links and backlinks (`links`, `backlinks`, `backlinks_total`).
+    #[serde(flatten)]
+    pub links: PageLinks,
 }
 
 /// A hook's report, in harness-independent terms.
@@ -461,9 +469,10 @@ impl Memory {
             req.project.as_deref(),
             &req.path,
         )?;
-        self.readable(caller.who, &at)?;
+        let project = self.readable(caller.who, &at)?;
         let stored =
             self.wiki.read(&at)?.ok_or_else(|| MemoryError::NotFound(format!("no page {at}")))?;
+        let links = self.page_links(&project, at.path.as_str())?;
         let history = self
             .wiki
             .history(&at, 5)?
@@ -476,6 +485,7 @@ impl Memory {
             path: at.path.to_string(),
             text: stored.text,
             history,
+            links,
         })
     }
 

@@ -7,6 +7,7 @@ mod auth;
 mod crash;
 mod hooks;
 mod inputs;
+mod links;
 mod mcp;
 mod profile;
 mod regression;
