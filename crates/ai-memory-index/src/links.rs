@@ -181,6 +181,36 @@ mod tests {
     }
 
     #[test]
+    fn an_index_made_before_links_reads_the_wiki_again() {
+        let path = std::env::temp_dir().join(format!(
+            "aim-links-upgrade-{}-{:?}.sqlite",
+            std::process::id(),
+            std::time::SystemTime::now()
+        ));
+        {
+            let index = Index::open(&path).unwrap();
+            let ws = WorkspaceName::new("default").unwrap();
+            let row = index.ensure_project(&ws, &ProjectName::new("app").unwrap(), false, None);
+            write(&index, &row.unwrap(), "a.md", "[[b]]");
+        }
+        // What an older version left: pages, a recorded tip, no link table.
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch(
+            "DROP TABLE page_links; INSERT INTO wiki_sync (id, tip) VALUES (1, 'abc');",
+        )
+        .unwrap();
+        drop(conn);
+        let index = Index::open(&path).unwrap();
+        assert!(index.needs_rebuild());
+        assert_eq!(index.synced_tip().unwrap(), None, "the next sync rebuilds from the wiki");
+        drop(index);
+        assert!(!Index::open(&path).unwrap().needs_rebuild(), "only once");
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+        }
+    }
+
+    #[test]
     fn backlink_listings_are_bounded_and_counted() {
         let (index, row) = setup();
         for i in 0..5 {
