@@ -435,25 +435,35 @@ impl Memory {
     }
 
     pub fn read_page(&self, caller: &Caller, req: &PageRef) -> Result<ReadOut, MemoryError> {
-        // A digest line names `profile/<category>/<page>.md` without its scope: a path given as
-        // the digest printed it, with no scope or place named, that is not a page of the
-        // caller's project (or with no project to look in) is read from the caller's profile.
+        self.as_printed(caller, req, |r| self.read_located(caller, r))
+    }
+
+    /// Runs `f` on the page `req` names. A digest line names `profile/<category>/<page>.md`
+    /// without its scope: a path given as the digest printed it, with no scope or place named,
+    /// that is not a page of the caller's project (or with no project to look in) is looked up
+    /// in the caller's profile.
+    pub(crate) fn as_printed<T>(
+        &self,
+        caller: &Caller,
+        req: &PageRef,
+        f: impl Fn(&PageRef) -> Result<T, MemoryError>,
+    ) -> Result<T, MemoryError> {
         let as_printed = req.scope.is_none()
             && req.workspace.is_none()
             && req.project.is_none()
             && req.path.starts_with("profile/");
         if !as_printed {
-            return self.read_located(caller, req);
+            return f(req);
         }
         let first = match caller.project {
-            Some(_) => match self.read_located(caller, req) {
+            Some(_) => match f(req) {
                 Err(MemoryError::NotFound(first)) => first,
                 other => return other,
             },
             None => format!("no project page {}", req.path),
         };
         let in_profile = PageRef { scope: Some("profile".into()), ..req.clone() };
-        self.read_located(caller, &in_profile).map_err(|e| match e {
+        f(&in_profile).map_err(|e| match e {
             MemoryError::NotFound(_) => {
                 MemoryError::NotFound(format!("{first}, nor in your profile (`scope`: `profile`)"))
             }

@@ -10,7 +10,7 @@ use ai_memory_index::{Backlink, LinkOut, MAX_BACKLINKS_LISTED, ProjectRow};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{Caller, Memory};
+use super::{Caller, Memory, PageRef};
 use crate::error::MemoryError;
 
 /// `memory_context`'s depth when none is given, and the most it takes.
@@ -150,7 +150,24 @@ impl Memory {
 
     /// `memory_context`: the page and the pages around it, breadth-first (links out in the
     /// order written, then backlinks by path), each once, until the depth or the budget ends.
+    /// A digest line's path given as printed is found as `memory_read_page` finds it.
     pub fn context(&self, caller: &Caller, req: &ContextReq) -> Result<ContextOut, MemoryError> {
+        let page = PageRef {
+            scope: req.scope.clone(),
+            path: req.path.clone(),
+            workspace: req.workspace.clone(),
+            project: req.project.clone(),
+        };
+        self.as_printed(caller, &page, |r| {
+            self.context_located(caller, &ContextReq { scope: r.scope.clone(), ..req.clone() })
+        })
+    }
+
+    fn context_located(
+        &self,
+        caller: &Caller,
+        req: &ContextReq,
+    ) -> Result<ContextOut, MemoryError> {
         let depth = check_range("depth", req.depth.unwrap_or(CONTEXT_DEPTH), 0, MAX_CONTEXT_DEPTH)?;
         let max_bytes = check_range(
             "max_bytes",

@@ -166,6 +166,14 @@ fn memory_context_walks_links_within_depth_and_budget() {
         assert!(got.len() < 5 && got[0] == "hub.md" && bytes <= 500, "{small}");
         assert_eq!(got, paths(&three["pages"])[..got.len()], "a prefix of the full walk");
 
+        // A digest line's path, as printed (no scope, no project): read from the profile, as
+        // memory_read_page reads it.
+        ok(&c, "memory_write_page", json!({ "scope": "profile", "path": "tools/pnpm.md", "body": "# Pnpm\n\nUse pnpm. [[profile/tools/npm]]\n" })).await;
+        ok(&c, "memory_write_page", json!({ "scope": "profile", "path": "tools/npm.md", "body": "# Npm\n\nNot npm.\n" })).await;
+        let printed = ok(&c, "memory_context", json!({ "path": "profile/tools/pnpm.md" })).await;
+        assert_eq!(paths(&printed["pages"]), ["profile/tools/pnpm.md", "profile/tools/npm.md"], "{printed}");
+        assert_eq!(printed["project"], "_global");
+
         // Bad input names the value and its bound.
         let cases = [
             (
