@@ -4,6 +4,7 @@ process) on the corpus the bench made. Run with the peer's interpreter (basic-me
 Python >= 3.12):
 
     PEER/bin/python scripts/peer-basic-memory.py --corpus DIR [--pad N]
+        [--mode fts|hybrid --model GGUF [--llama-server PATH]]
 
 One round: a fresh config directory and SQLite database; one basic-memory project per folder
 of DIR/pages, its files copied in; the project indexed as `basic-memory reindex --search`
@@ -13,6 +14,15 @@ its `search_notes` MCP tool call) in its conversation's project, FTS retrieval, 
 call timed. With --pad, copies of the pages go into one more project (`padding`,
 `copy-K/<project>/...`) until the store holds N pages, that project is indexed (timed), and
 the questions are asked again. Prints one JSON line in the shape of the Rust side's.
+
+`--mode hybrid`: basic-memory's own hybrid retrieval (its chunking, sqlite-vec vectors, its
+score-based fusion of FTS and vector rankings; reranker off, its default) over the same
+sentence encoder as ai-memory's hybrid, all-MiniLM-L6-v2: its default FastEmbed model cannot
+be downloaded here (no model hub), so its OpenAI-compatible provider is pointed at
+llama-server serving the GGUF ai-memory converted (`--embedding --pooling mean`). The project
+is indexed with embeddings (timed in the load). sqlite-vec needs SQLite extension loading,
+which the peer's CPython lacks here, so the process uses `pysqlite3` (a build of the sqlite3
+module that has it) in place of the standard module: `pip install pysqlite3-binary`.
 """
 
 import argparse
@@ -30,7 +40,34 @@ def parse_args():
     ap = argparse.ArgumentParser()
     ap.add_argument("--corpus", required=True)
     ap.add_argument("--pad", type=int, default=0)
+    ap.add_argument("--mode", choices=["fts", "hybrid"], default="fts")
+    ap.add_argument("--model", help="hybrid: the encoder GGUF llama-server serves")
+    ap.add_argument("--llama-server",
+                    default=str(Path.home() / ".cache/aerix/engine/llama-server"))
     return ap.parse_args()
+
+
+def start_embedder(args):
+    """llama-server serving the encoder's embeddings on a free loopback port."""
+    import socket
+    import subprocess
+    import urllib.request
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [args.llama_server, "-m", args.model, "--embedding", "--pooling", "mean",
+         "--host", "127.0.0.1", "--port", str(port), "-c", "512", "-b", "512", "-ub", "512",
+         "--threads", "2"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(600):
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1)
+            return proc, f"http://127.0.0.1:{port}/v1"
+        except OSError:
+            time.sleep(0.1)
+    proc.kill()
+    raise SystemExit("llama-server did not start")
 
 
 def read_pages(root):
@@ -55,7 +92,9 @@ async def main(args, work):
         f = work / "projects" / project / path
         f.parent.mkdir(parents=True, exist_ok=True)
         f.write_text(text)
-    write_config(work, projects + (["padding"] if args.pad > len(pages) else []))
+    hybrid = args.mode == "hybrid"
+    embedder, api = start_embedder(args) if hybrid else (None, None)
+    write_config(work, projects + (["padding"] if args.pad > len(pages) else []), api)
 
     from loguru import logger
 
@@ -85,7 +124,7 @@ async def main(args, work):
     async def index(names):
         for name in names:
             result = await run_local_project_index_for_project(
-                rows[name], runtime_factory=LocalProjectIndexRuntimeFactory(), embeddings=False)
+                rows[name], runtime_factory=LocalProjectIndexRuntimeFactory(), embeddings=hybrid)
             failed = [f for b in result.batch_results for f in b.file_results
                       if f.status.value == "failed"]
             if failed:
@@ -111,7 +150,8 @@ async def main(args, work):
         times_ms, top = [], []
         for q in questions:
             svc = service(q["project"])
-            query = SearchQuery(text=q["question"], retrieval_mode=SearchRetrievalMode.FTS)
+            mode = SearchRetrievalMode.HYBRID if hybrid else SearchRetrievalMode.FTS
+            query = SearchQuery(text=q["question"], retrieval_mode=mode)
             t = time.perf_counter()
             results = await svc.search(query, limit=10)
             times_ms.append((time.perf_counter() - t) * 1e3)
@@ -138,6 +178,8 @@ async def main(args, work):
         await index(["padding"])
         stages.append(await ask(n, time.perf_counter() - started))
     await db.shutdown_db()
+    if embedder:
+        embedder.kill()
     print(json.dumps({"side": "basic-memory", "stages": stages}))
 
 
@@ -147,7 +189,7 @@ def rel(file_path, root):
     return str(p.relative_to(root)) if p.is_absolute() else str(p)
 
 
-def write_config(work, projects):
+def write_config(work, projects, api=None):
     config = work / "config"
     config.mkdir(parents=True)
     entries = {name: {"path": str(work / "projects" / name)} for name in projects}
@@ -156,11 +198,21 @@ def write_config(work, projects):
     (config / "config.json").write_text(json.dumps({
         "projects": entries, "default_project": projects[0],
         "sync_changes": False, "update_permalinks_on_move": False,
+        **({"semantic_embedding_provider": "openai",
+            "semantic_embedding_model": "all-MiniLM-L6-v2",
+            "semantic_embedding_api_base": api, "semantic_embedding_api_key": "local",
+            "semantic_embedding_dimensions": 384} if api else {}),
     }))
 
 
 if __name__ == "__main__":
     args = parse_args()
+    if args.mode == "hybrid":
+        if not args.model:
+            sys.exit("--mode hybrid needs --model GGUF")
+        import pysqlite3
+        sys.modules["sqlite3"] = pysqlite3
+        sys.modules["sqlite3.dbapi2"] = pysqlite3.dbapi2
     work = Path(tempfile.mkdtemp(prefix="peer-basic-memory-"))
     try:
         asyncio.run(main(args, work))

@@ -4,11 +4,13 @@
 //!
 //! Pure data: no git, no SQLite, no I/O but reading settings files.
 
+mod links;
 mod name;
 mod page;
 mod sanitize;
 mod settings;
 
+pub use links::{Link, LinkKind, MAX_LINKS_PER_PAGE, page_links};
 pub use name::{
     DEFAULT_WORKSPACE, GLOBAL_PROJECT, NameError, PagePath, ProjectName, Scope, WorkspaceName,
 };

@@ -7,6 +7,7 @@
 mod access;
 mod events;
 mod handoffs;
+mod links;
 mod pages;
 mod profile;
 mod sync;
@@ -21,6 +22,7 @@ use rusqlite::Connection;
 pub use access::{Level, Principal, ProjectRow};
 pub use events::{PromptRow, SessionStart};
 pub use handoffs::{HandoffRow, OpenSession};
+pub use links::{Backlink, Brief, LinkOut, MAX_BACKLINKS_LISTED};
 pub use pages::{DumpRow, EntryKeys, Hit, PageRow, QueryResult};
 pub use profile::{CandidateRow, SourcePage, SourcePrompt, Sources};
 pub use sync::Synced;
@@ -189,10 +191,22 @@ fn prepare(conn: &Connection) -> Result<bool, IndexError> {
              DROP TRIGGER IF EXISTS pages_au; DROP TABLE IF EXISTS pages_fts; DROP TABLE pages;",
         )?;
     }
+    let had_links: bool = conn.query_row(
+        "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE name = 'page_links')",
+        [],
+        |r| r.get(0),
+    )?;
     conn.execute_batch(SCHEMA)?;
     conn.execute_batch(profile::PROFILE_SCHEMA)?;
     conn.execute_batch(vectors::VECTOR_SCHEMA)?;
     conn.execute_batch(handoffs::HANDOFF_SCHEMA)?;
+    conn.execute_batch(links::LINKS_SCHEMA)?;
+    // An index made before links were indexed: the next sync reads the whole wiki again, so
+    // every page's links are there.
+    let links_new = has_pages && version == SCHEMA_VERSION && !had_links;
+    if links_new {
+        conn.execute("DELETE FROM wiki_sync", [])?;
+    }
     if has_pages && version != SCHEMA_VERSION {
         // The page tables are made again: their change numbers start over, and they follow
         // no commit of the wiki yet.
@@ -200,7 +214,7 @@ fn prepare(conn: &Connection) -> Result<bool, IndexError> {
         conn.execute("DELETE FROM wiki_sync", [])?;
     }
     conn.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION}"))?;
-    Ok(!has_pages || version != SCHEMA_VERSION)
+    Ok(!has_pages || version != SCHEMA_VERSION || links_new)
 }
 
 pub(crate) fn now() -> i64 {

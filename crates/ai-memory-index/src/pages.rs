@@ -276,7 +276,12 @@ pub(crate) fn upsert_page_in(
                 stored.page.body,
             ],
         )?;
-    Ok(())
+    let id: i64 = conn.query_row(
+        "SELECT id FROM pages WHERE project_id = ?1 AND path = ?2",
+        params![project.id, stored.location.path.as_str()],
+        |r| r.get(0),
+    )?;
+    crate::links::set_links_in(conn, project, id, &stored.location.path, &stored.page)
 }
 
 pub(crate) fn delete_page_in(

@@ -17,8 +17,9 @@ pub use context::{PREAMBLE, session_context};
 pub use error::MemoryError;
 pub use mcp::MemoryMcp;
 pub use service::{
-    Caller, Forget, HookEvent, MAX_EVENT_FILES, Memory, PageRef, Query, ReadOut, STACK_TAGS,
-    WritePage, Written,
+    CONTEXT_BYTES, CONTEXT_DEPTH, Caller, ContextOut, ContextPage, ContextReq, Forget, HookEvent,
+    MAX_CONTEXT_BYTES, MAX_CONTEXT_DEPTH, MAX_EVENT_FILES, MIN_CONTEXT_BYTES, Memory, PageLinks,
+    PageRef, Query, ReadOut, STACK_TAGS, WritePage, Written,
 };
 
 use ai_memory_index::Principal;

@@ -12,7 +12,7 @@ use rmcp::{ErrorData, RoleServer, ServerHandler, tool, tool_handler, tool_router
 
 use crate::args::{self, input_schema};
 use crate::error::MemoryError;
-use crate::service::{Caller, Forget, Memory, PageRef, Query, WritePage};
+use crate::service::{Caller, ContextReq, Forget, Memory, PageRef, Query, WritePage};
 
 /// The MCP server: the service, and the caller a request runs as when the transport does not
 /// say (stdio: the process's own identity; HTTP: set per request by the auth layer).
@@ -100,7 +100,7 @@ impl MemoryMcp {
     }
 
     #[tool(
-        description = "Read a memory page: its text (frontmatter included) and recent history. A digest line's path (profile/...) is read as printed, from your profile.",
+        description = "Read a memory page: its text (frontmatter included), recent history, its links (with whether each target exists) and backlinks. A digest line's path (profile/...) is read as printed, from your profile.",
         input_schema = input_schema::<PageRef>()
     )]
     async fn memory_read_page(
@@ -109,6 +109,20 @@ impl MemoryMcp {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         self.run("memory_read_page", args, ctx, |m, c, req: PageRef| m.read_page(c, &req)).await
+    }
+
+    #[tool(
+        description = "A page's neighbourhood: the page, then the pages it links to ([[path]] in its body, related: in its frontmatter) \
+        and the pages linking to it, breadth-first, each with its title and summary. \
+        depth: links away (default 1, at most 3); max_bytes: budget (default 4000, 500 to 32000); truncated says pages did not fit.",
+        input_schema = input_schema::<ContextReq>()
+    )]
+    async fn memory_context(
+        &self,
+        args: JsonObject,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        self.run("memory_context", args, ctx, |m, c, req: ContextReq| m.context(c, &req)).await
     }
 
     #[tool(

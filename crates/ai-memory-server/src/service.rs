@@ -2,6 +2,7 @@
 //! names and paths validated, text sanitized, access decided, git then index updated.
 
 mod events;
+mod links;
 
 use std::path::{Path, PathBuf};
 
@@ -16,6 +17,10 @@ use serde::{Deserialize, Serialize};
 use crate::error::MemoryError;
 
 pub use ai_memory_profile::STACK_TAGS;
+pub use links::{
+    CONTEXT_BYTES, CONTEXT_DEPTH, ContextOut, ContextPage, ContextReq, MAX_CONTEXT_BYTES,
+    MAX_CONTEXT_DEPTH, MIN_CONTEXT_BYTES, PageLinks,
+};
 
 /// Where a call runs: the caller's workspace and project when it names none.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -107,6 +112,9 @@ pub struct ReadOut {
     pub text: String,
     /// Recent commits that changed it, newest first.
     pub history: Vec<String>,
+    /// Its links and backlinks (`links`, `backlinks`, `backlinks_total`).
+    #[serde(flatten)]
+    pub links: PageLinks,
 }
 
 /// A hook's report, in harness-independent terms.
@@ -437,25 +445,35 @@ impl Memory {
     }
 
     pub fn read_page(&self, caller: &Caller, req: &PageRef) -> Result<ReadOut, MemoryError> {
-        // A digest line names `profile/<category>/<page>.md` without its scope: a path given as
-        // the digest printed it, with no scope or place named, that is not a page of the
-        // caller's project (or with no project to look in) is read from the caller's profile.
+        self.as_printed(caller, req, |r| self.read_located(caller, r))
+    }
+
+    /// Runs `f` on the page `req` names. A digest line names `profile/<category>/<page>.md`
+    /// without its scope: a path given as the digest printed it, with no scope or place named,
+    /// that is not a page of the caller's project (or with no project to look in) is looked up
+    /// in the caller's profile.
+    pub(crate) fn as_printed<T>(
+        &self,
+        caller: &Caller,
+        req: &PageRef,
+        f: impl Fn(&PageRef) -> Result<T, MemoryError>,
+    ) -> Result<T, MemoryError> {
         let as_printed = req.scope.is_none()
             && req.workspace.is_none()
             && req.project.is_none()
             && req.path.starts_with("profile/");
         if !as_printed {
-            return self.read_located(caller, req);
+            return f(req);
         }
         let first = match caller.project {
-            Some(_) => match self.read_located(caller, req) {
+            Some(_) => match f(req) {
                 Err(MemoryError::NotFound(first)) => first,
                 other => return other,
             },
             None => format!("no project page {}", req.path),
         };
         let in_profile = PageRef { scope: Some("profile".into()), ..req.clone() };
-        self.read_located(caller, &in_profile).map_err(|e| match e {
+        f(&in_profile).map_err(|e| match e {
             MemoryError::NotFound(_) => {
                 MemoryError::NotFound(format!("{first}, nor in your profile (`scope`: `profile`)"))
             }
@@ -471,9 +489,10 @@ impl Memory {
             req.project.as_deref(),
             &req.path,
         )?;
-        self.readable(caller.who, &at)?;
+        let project = self.readable(caller.who, &at)?;
         let stored =
             self.wiki.read(&at)?.ok_or_else(|| MemoryError::NotFound(format!("no page {at}")))?;
+        let links = self.page_links(&project, at.path.as_str())?;
         let history = self
             .wiki
             .history(&at, 5)?
@@ -486,6 +505,7 @@ impl Memory {
             path: at.path.to_string(),
             text: stored.text,
             history,
+            links,
         })
     }
 

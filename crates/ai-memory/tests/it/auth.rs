@@ -8,7 +8,7 @@ use crate::support::{Server, call, ok, post_hook, run, runtime, stderr, stdout};
 const ROOT: &str = "root-secret-token";
 
 /// Adds an operator through the CLI; their id and API key.
-fn add_user(server: &Server, name: &str) -> (i64, String) {
+pub(crate) fn add_user(server: &Server, name: &str) -> (i64, String) {
     let out = run(
         {
             let mut c = server.cli();

@@ -14,7 +14,9 @@ use crate::support::{Server, call, command, ok, post_hook, repo, runtime};
 fn valid_args(tool: &str) -> Value {
     match tool {
         "memory_write_page" => json!({ "project": "app", "path": "new.md", "body": "# New\n" }),
-        "memory_read_page" | "memory_delete_page" => json!({ "project": "app", "path": "keep.md" }),
+        "memory_read_page" | "memory_delete_page" | "memory_context" => {
+            json!({ "project": "app", "path": "keep.md" })
+        }
         "memory_query" => json!({ "project": "app", "query": "keep" }),
         "memory_forget" => json!({ "path": "profile/tools/none.md" }),
         other => panic!("a tool this test does not know: {other} (add it to valid_args)"),
@@ -25,7 +27,7 @@ fn valid_args(tool: &str) -> Value {
 /// names the key and the keys the tool takes; no debug text.
 async fn check_unknown_keys(client: &RunningService<RoleClient, ()>, transport: &str) {
     let tools = client.list_all_tools().await.unwrap();
-    assert_eq!(tools.len(), 5, "{transport}: {tools:?}");
+    assert_eq!(tools.len(), 6, "{transport}: {tools:?}");
     for tool in tools {
         let name = tool.name.as_ref();
         assert_eq!(

@@ -8,6 +8,7 @@ mod crash;
 mod handoffs;
 mod hooks;
 mod inputs;
+mod links;
 mod mcp;
 mod meaning;
 mod profile;
