@@ -145,7 +145,8 @@ fn line_links<'a>(line: &'a str, out: &mut Vec<(&'a str, Option<&'a str>)>) {
             }
             continue;
         }
-        if line[i..].starts_with("[[")
+        // Bytes, not `str` slices: `i` steps over the bytes of multi-byte characters.
+        if bytes[i..].starts_with(b"[[")
             && let Some(end) = line[i + 2..].find("]]")
         {
             let inner = &line[i + 2..i + 2 + end];
@@ -199,6 +200,17 @@ mod tests {
         assert_eq!(page_links(&page, None)[0].kind, LinkKind::Related);
         assert_eq!(targets("---\nrelated: one.md\n---\nx"), ["one.md"]);
         assert_eq!(targets("---\nrelated: {a: 1}\n---\nx"), Vec::<String>::new());
+    }
+
+    #[test]
+    fn text_with_multi_byte_characters_is_read_without_a_panic() {
+        assert_eq!(
+            targets(
+                "# Prefiro usar tabs em vez de espaços\n\nVer [[decisões/estilo]] e ç[[a]]ç.\n"
+            ),
+            vec!["decisões/estilo.md", "a.md"]
+        );
+        assert!(targets("espaços ç ã [[").is_empty());
     }
 
     #[test]
