@@ -314,17 +314,20 @@ fn ai_memory(world: &World, args: &[&str]) -> std::process::Output {
 
 const PAGE: &str = "---\nsummary: One queue per member.\n---\n# Queue\n\nJobs wait in one FIFO queue per member.\n";
 
-/// `ai-memory install aerix` registers its stdio server; the scripted member queries it and
-/// opens the page a hit names, through the real server.
+/// `ai-memory install aerix` registers its stdio server; the scripted member queries it,
+/// opens the page a hit names, and opens a profile digest line's page by its path as the
+/// digest prints it (no scope, no project), through the real server.
 #[test]
 fn ai_memorys_installed_stdio_server_answers_a_query_and_opens_the_page() {
     // In the schema's order of properties, which the constraint keeps.
     let query = json!({"query": "what queue does a member use?", "project": "app"});
     let read = json!({"path": "decisions/queue.md", "project": "app"});
+    let digest_line = json!({"path": "profile/testing/suite.md"});
     let replies = request(
         vec![
             call("mcp__ai-memory__memory_query", query),
             call("mcp__ai-memory__memory_read_page", read),
+            call("mcp__ai-memory__memory_read_page", digest_line),
         ],
         "done",
     );
@@ -337,13 +340,19 @@ fn ai_memorys_installed_stdio_server_answers_a_query_and_opens_the_page() {
     );
     let page = ["write-page", "--project", "app", "--path", "decisions/queue.md", "--body", PAGE];
     ai_memory(&world, &page);
+    let entry = "---\nsummary: Keep integration tests in tests/suite.\n---\n# Suite\n\nKeep integration tests in tests/suite.\n";
+    ai_memory(
+        &world,
+        &["write-page", "--scope", "profile", "--path", "testing/suite.md", "--body", entry],
+    );
 
     let out = world.aerix(&["-p", "Which queue?"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let hits = &results(&world, "mcp__ai-memory__memory_query")[0];
     assert!(!hits.1 && hits.0.contains("decisions/queue.md"), "{hits:?}");
-    let page = &results(&world, "mcp__ai-memory__memory_read_page")[0];
-    assert!(!page.1 && page.0.contains("one FIFO queue per member"), "{page:?}");
+    let pages = results(&world, "mcp__ai-memory__memory_read_page");
+    assert!(!pages[0].1 && pages[0].0.contains("one FIFO queue per member"), "{pages:?}");
+    assert!(!pages[1].1 && pages[1].0.contains("tests/suite"), "the digest line's page: {pages:?}");
 }
 
 /// A streamable-HTTP server: `ai-memory serve` with a root token, declared by `url` with an
