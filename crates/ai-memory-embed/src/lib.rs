@@ -136,19 +136,12 @@ fn worker(
             return;
         }
     };
-    let params = EmbedParams {
-        threads,
-        max_tokens: WINDOW_TOKENS.max(QUERY_TOKENS) as u32,
-        // One text a batch: an encoder attends over the whole batch, so packing texts costs
-        // more than it saves on two cores (measured: 38 ms a 128-token text in a batch of
-        // 16, 22 ms alone).
-        batch: WINDOW_TOKENS.max(QUERY_TOKENS) as u32,
-        sequences: 1,
-    };
+    let params = EmbedParams { threads, max_tokens: WINDOW_TOKENS.max(QUERY_TOKENS) as u32 };
     // Queries on one thread of their own context: a query is a few tokens, where a second
     // thread adds a barrier per layer and little work, and a thread waiting at that barrier
-    // while another process has the core stalls the query (p99 of 0.5-1 s measured on a busy
-    // 2-core machine with two).
+    // while another process has the core can stall the query (two threads on a busy 2-core
+    // machine: query p99 0.5-1.1 s; one thread on a quieter one: 16-19 ms, the two changes
+    // not measured apart).
     let query_params = EmbedParams { threads: Some(1), ..params.clone() };
     let (mut embedder, mut query_embedder) =
         match model.embedder(&params).and_then(|p| Ok((p, model.embedder(&query_params)?))) {
@@ -195,7 +188,7 @@ fn one(
     if tokens.is_empty() {
         return Err(EmbedError::Empty);
     }
-    let mut v = embedder.embed(&[tokens])?.pop().ok_or(EmbedError::Empty)?;
+    let mut v = embedder.embed(&tokens)?;
     normalize(&mut v);
     Ok(v)
 }

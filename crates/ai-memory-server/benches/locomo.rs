@@ -145,7 +145,7 @@ fn embed_all(memory: &Memory, hybrid: bool) -> Result<Value> {
     let pages = memory.embed_pending(None)?;
     let embed_s = started.elapsed().as_secs_f64();
     let status = memory.embedding_status()?;
-    anyhow::ensure!(status.active, "the model did not load: {:?}", status.reason);
+    anyhow::ensure!(status.reason.is_none(), "the model did not load: {:?}", status.reason);
     anyhow::ensure!(status.embedded == status.pages, "{status:?}");
     let vectors = memory.index().embedding_state()?.vectors;
     Ok(json!({ "embed_s": embed_s, "pages": pages, "vectors": vectors }))

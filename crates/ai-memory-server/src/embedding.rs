@@ -54,8 +54,7 @@ impl Wake {
 pub struct EmbeddingStatus {
     /// The model file looked for.
     pub model: PathBuf,
-    /// Whether queries use it, and if not, why.
-    pub active: bool,
+    /// Why queries do not use it; `None`: they do.
     pub reason: Option<String>,
     pub pages: usize,
     pub embedded: usize,
@@ -155,13 +154,7 @@ impl Memory {
             _ => None,
         };
         let state = self.index().embedding_state()?;
-        Ok(EmbeddingStatus {
-            model,
-            active: reason.is_none(),
-            reason,
-            pages: state.pages,
-            embedded: state.embedded,
-        })
+        Ok(EmbeddingStatus { model, reason, pages: state.pages, embedded: state.embedded })
     }
 
     /// Wakes the background embedder (a write happened).

@@ -136,12 +136,7 @@ fn remove_file(top: &Path, path: &str) -> std::io::Result<()> {
 mod tests {
     use super::*;
 
-    fn repo() -> (tempfile::TempDir, Repo) {
-        let dir = tempfile::tempdir().unwrap();
-        let repo = Repo::at(dir.path());
-        repo.run(&["init", "-q"], GIT_TIMEOUT).unwrap();
-        (dir, repo)
-    }
+    use crate::test_repo as repo;
 
     #[test]
     fn the_cap_removes_the_oldest_checkpoints() {

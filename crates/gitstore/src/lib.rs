@@ -315,6 +315,17 @@ impl Repo {
     }
 }
 
+/// A fresh repository in a temporary directory, for the modules' tests.
+#[cfg(test)]
+pub(crate) fn test_repo() -> (tempfile::TempDir, Repo) {
+    #[allow(clippy::unwrap_used, reason = "a test without its repository cannot run")]
+    let dir = tempfile::tempdir().unwrap();
+    let repo = Repo::at(dir.path());
+    #[allow(clippy::unwrap_used, reason = "a test without its repository cannot run")]
+    repo.run(&["init", "-q"], GIT_TIMEOUT).unwrap();
+    (dir, repo)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

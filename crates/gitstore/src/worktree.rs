@@ -82,14 +82,7 @@ fn path_arg(path: &Path) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-
-    fn repo() -> (tempfile::TempDir, Repo) {
-        let dir = tempfile::tempdir().unwrap();
-        let repo = Repo::at(dir.path());
-        repo.run(&["init", "-q"], GIT_TIMEOUT).unwrap();
-        (dir, repo)
-    }
+    use crate::test_repo as repo;
 
     #[test]
     fn merge_file_merges_apart_edits_and_names_a_conflict() {

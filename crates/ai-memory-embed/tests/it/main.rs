@@ -51,11 +51,12 @@ fn the_converted_model_matches_the_reference_encoder() {
 }
 
 #[test]
-fn a_page_is_windows_and_its_first_matches_the_reference() {
+fn a_long_page_is_several_unit_windows_and_an_empty_one_none() {
     let e = encoder();
     let long = reference().cases.into_iter().find(|c| c.ids.len() == 256).unwrap();
     let windows = e.page(&long.text).unwrap();
-    // 256 reference tokens hold 254 of the text: three windows of 126 with 16 shared.
+    // 256 reference tokens hold 254 of the text, and the text has more: windows of 126
+    // with 16 shared, at least two.
     assert!(windows.len() >= 2, "{} windows", windows.len());
     for w in &windows {
         assert!((dot(w, w) - 1.0).abs() < 1e-4);
