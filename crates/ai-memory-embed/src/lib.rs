@@ -8,8 +8,7 @@
 pub mod convert;
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
-use std::sync::mpsc;
+use std::sync::{Arc, mpsc};
 
 use caldrix_engine::{EmbedParams, Model, ModelParams, Token};
 
@@ -39,15 +38,12 @@ pub enum EmbedError {
     Empty,
 }
 
-enum Job {
-    Query(String, mpsc::Sender<Result<Vec<f32>, EmbedError>>),
-    Page(String, mpsc::Sender<Result<Vec<Vec<f32>>, EmbedError>>),
-}
-
-/// A loaded sentence encoder, shared by every caller; the work runs on its own thread, one
-/// job at a time.
+/// A loaded sentence encoder, shared by every caller. Pages and queries are embedded on two
+/// threads of their own, each with its own llama.cpp context on the one loaded model: a query
+/// never waits behind a long page, and it can be embedded while the caller searches words.
 pub struct Encoder {
-    jobs: Mutex<mpsc::Sender<Job>>,
+    pages: mpsc::Sender<(String, Reply<Vec<Vec<f32>>>)>,
+    queries: mpsc::Sender<(String, Reply<Vec<f32>>)>,
     dimension: usize,
     model_id: String,
     path: PathBuf,
@@ -62,28 +58,38 @@ impl std::fmt::Debug for Encoder {
     }
 }
 
+/// A query's embedding on its way: `wait` for it.
+#[derive(Debug)]
+pub struct PendingQuery(Result<mpsc::Receiver<Result<Vec<f32>, EmbedError>>, EmbedError>);
+
+impl PendingQuery {
+    /// The query's unit vector, once its thread has made it.
+    pub fn wait(self) -> Result<Vec<f32>, EmbedError> {
+        self.0?.recv().map_err(|_| EmbedError::Stopped)?
+    }
+}
+
 impl Encoder {
-    /// Loads the GGUF at `path` on a new thread; returns when it is loaded, or why not.
-    /// `threads`: llama.cpp's threads (`None`: every core).
+    /// Loads the GGUF at `path` and starts its two threads; returns when both have their
+    /// context, or why not. `threads`: llama.cpp's threads for pages (`None`: every core).
     pub fn load(path: &Path, threads: Option<u32>) -> Result<Encoder, EmbedError> {
-        let (jobs, rx) = mpsc::channel::<Job>();
-        let (ready_tx, ready_rx) = mpsc::channel();
-        let owned = path.to_owned();
-        std::thread::Builder::new()
-            .name("ai-memory-embed".into())
-            .spawn(move || worker(&owned, threads, rx, ready_tx))
-            .map_err(|e| EmbedError::Load {
-                path: path.to_owned(),
-                source: caldrix_engine::EngineError::BadParams(format!(
-                    "cannot start its thread: {e}"
-                )),
-            })?;
-        let dimension = ready_rx.recv().map_err(|_| EmbedError::Stopped)??;
+        let model = Model::load(path, &ModelParams::default())
+            .map_err(|source| EmbedError::Load { path: path.to_owned(), source })?;
+        let model = Arc::new(model);
+        let params = EmbedParams { threads, max_tokens: WINDOW_TOKENS.max(QUERY_TOKENS) as u32 };
+        // Queries on one thread: a query is a few tokens, where a second thread adds a barrier
+        // per layer and little work, and a thread waiting at that barrier while another
+        // process has the core can stall the query (two threads on a busy 2-core machine:
+        // query p99 0.5-1.1 s; one thread on a quieter one: 16-19 ms, the two changes not
+        // measured apart). The caller's words search takes the other core meanwhile.
+        let query_params = EmbedParams { threads: Some(1), ..params.clone() };
+        let (pages, dimension) = spawn(path, "ai-memory-embed", &model, params, page_job)?;
+        let (queries, _) = spawn(path, "ai-memory-query", &model, query_params, query_job)?;
         let size = std::fs::metadata(path).map_or(0, |m| m.len());
         let name = path.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
         // What the stored vectors depend on: a different model or window makes them stale.
         let model_id = format!("{name}:{size}:w{WINDOW_TOKENS}o{WINDOW_OVERLAP}");
-        Ok(Encoder { jobs: Mutex::new(jobs), dimension, model_id, path: path.to_owned() })
+        Ok(Encoder { pages, queries, dimension, model_id, path: path.to_owned() })
     }
 
     pub fn dimension(&self) -> usize {
@@ -101,84 +107,85 @@ impl Encoder {
 
     /// A query's unit vector.
     pub fn query(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
+        self.query_later(text).wait()
+    }
+
+    /// Starts embedding a query and returns at once: the caller works meanwhile and `wait`s.
+    pub fn query_later(&self, text: &str) -> PendingQuery {
         let (tx, rx) = mpsc::channel();
-        self.send(Job::Query(text.to_owned(), tx))?;
-        rx.recv().map_err(|_| EmbedError::Stopped)?
+        let sent = self.queries.send((text.to_owned(), tx));
+        PendingQuery(sent.map(|()| rx).map_err(|_| EmbedError::Stopped))
     }
 
     /// A page's windows' unit vectors (none for a text without tokens).
     pub fn page(&self, text: &str) -> Result<Vec<Vec<f32>>, EmbedError> {
         let (tx, rx) = mpsc::channel();
-        self.send(Job::Page(text.to_owned(), tx))?;
+        self.pages.send((text.to_owned(), tx)).map_err(|_| EmbedError::Stopped)?;
         rx.recv().map_err(|_| EmbedError::Stopped)?
-    }
-
-    fn send(&self, job: Job) -> Result<(), EmbedError> {
-        let jobs = self.jobs.lock().unwrap_or_else(|p| p.into_inner());
-        jobs.send(job).map_err(|_| EmbedError::Stopped)
     }
 }
 
-fn worker(
+type Reply<T> = mpsc::Sender<Result<T, EmbedError>>;
+
+/// Starts a thread that owns a context on `model` and answers `(text, reply)` jobs with
+/// `job`; returns its queue and the vectors' dimension once the context is made.
+fn spawn<T: Send + 'static>(
     path: &Path,
-    threads: Option<u32>,
-    jobs: mpsc::Receiver<Job>,
-    ready: mpsc::Sender<Result<usize, EmbedError>>,
-) {
-    let load = |path: &Path| -> Result<Model, EmbedError> {
-        Model::load(path, &ModelParams::default())
-            .map_err(|source| EmbedError::Load { path: path.to_owned(), source })
-    };
-    let model = match load(path) {
-        Ok(m) => m,
-        Err(e) => {
-            let _ = ready.send(Err(e));
-            return;
-        }
-    };
-    let params = EmbedParams { threads, max_tokens: WINDOW_TOKENS.max(QUERY_TOKENS) as u32 };
-    // Queries on one thread of their own context: a query is a few tokens, where a second
-    // thread adds a barrier per layer and little work, and a thread waiting at that barrier
-    // while another process has the core can stall the query (two threads on a busy 2-core
-    // machine: query p99 0.5-1.1 s; one thread on a quieter one: 16-19 ms, the two changes
-    // not measured apart).
-    let query_params = EmbedParams { threads: Some(1), ..params.clone() };
-    let (mut embedder, mut query_embedder) =
-        match model.embedder(&params).and_then(|p| Ok((p, model.embedder(&query_params)?))) {
-            Ok(e) => e,
-            Err(source) => {
-                let _ = ready.send(Err(EmbedError::Load { path: path.to_owned(), source }));
+    name: &str,
+    model: &Arc<Model>,
+    params: EmbedParams,
+    job: fn(&mut caldrix_engine::Embedder<'_>, &str) -> Result<T, EmbedError>,
+) -> Result<(mpsc::Sender<(String, Reply<T>)>, usize), EmbedError> {
+    let (jobs, rx) = mpsc::channel::<(String, Reply<T>)>();
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let model = Arc::clone(model);
+    let owned = path.to_owned();
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || {
+            // llama.cpp's context stays on the thread that made it.
+            let mut embedder = match model.embedder(&params) {
+                Ok(e) => e,
+                Err(source) => {
+                    let _ = ready_tx.send(Err(EmbedError::Load { path: owned, source }));
+                    return;
+                }
+            };
+            if ready_tx.send(Ok(embedder.dimension())).is_err() {
                 return;
             }
-        };
-    if ready.send(Ok(embedder.dimension())).is_err() {
-        return;
-    }
-    for job in jobs {
-        match job {
-            Job::Query(text, reply) => {
-                let tokens = query_embedder.tokens(&text);
-                let result = one(&mut query_embedder, tokens);
-                let _ = reply.send(result);
+            for (text, reply) in rx {
+                let _ = reply.send(job(&mut embedder, &text));
             }
-            Job::Page(text, reply) => {
-                let plain = embedder.plain_tokens(&text);
-                let mut out = Vec::new();
-                let mut result = Ok(());
-                for window in windows(&plain) {
-                    let wrapped = embedder.wrap(window);
-                    match one(&mut embedder, wrapped) {
-                        Ok(v) => out.push(v),
-                        Err(e) => {
-                            result = Err(e);
-                            break;
-                        }
-                    }
-                }
-                let _ = reply.send(result.map(|()| out));
-            }
-        }
-    }
+        })
+        .map_err(|e| EmbedError::Load {
+            path: path.to_owned(),
+            source: caldrix_engine::EngineError::BadParams(format!("cannot start its thread: {e}")),
+        })?;
+    let dimension = ready_rx.recv().map_err(|_| EmbedError::Stopped)??;
+    Ok((jobs, dimension))
+}
+
+fn query_job(
+    embedder: &mut caldrix_engine::Embedder<'_>,
+    text: &str,
+) -> Result<Vec<f32>, EmbedError> {
+    let tokens = embedder.tokens(text);
+    one(embedder, tokens)
+}
+
+fn page_job(
+    embedder: &mut caldrix_engine::Embedder<'_>,
+    text: &str,
+) -> Result<Vec<Vec<f32>>, EmbedError> {
+    let plain = embedder.plain_tokens(text);
+    windows(&plain)
+        .into_iter()
+        .map(|w| {
+            let wrapped = embedder.wrap(w);
+            one(embedder, wrapped)
+        })
+        .collect()
 }
 
 fn one(

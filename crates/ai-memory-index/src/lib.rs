@@ -31,7 +31,8 @@ pub use transfer::{
     OperatorRecord, ProfileRef, ProjectRecord, PromptRecord, SessionRecord, StackRecord,
 };
 pub use vectors::{
-    EmbeddingState, FUSION_CANDIDATES, MIN_SIMILARITY, PendingPage, WORDS_WEIGHT, embedding_hash,
+    EmbeddingState, FUSION_CANDIDATES, MIN_SIMILARITY, Near, PendingPage, VECTOR_CACHE_FLOATS,
+    WORDS_WEIGHT, embedding_hash,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -147,6 +148,8 @@ const SCHEMA_VERSION: i64 = 3;
 #[derive(Debug)]
 pub struct Index {
     conn: Mutex<Connection>,
+    /// Window vectors read once, by hash (`vectors`).
+    vectors: Mutex<vectors::VectorCache>,
     /// The page tables were made empty on open (a new database, or another version's).
     fresh: bool,
 }
@@ -156,14 +159,14 @@ impl Index {
         let conn = Connection::open(path)?;
         conn.busy_timeout(std::time::Duration::from_secs(10))?;
         let fresh = prepare(&conn)?;
-        Ok(Index { conn: Mutex::new(conn), fresh })
+        Ok(Index { conn: Mutex::new(conn), vectors: Mutex::default(), fresh })
     }
 
     /// An index in memory (tests, benchmarks).
     pub fn in_memory() -> Result<Index, IndexError> {
         let conn = Connection::open_in_memory()?;
         let fresh = prepare(&conn)?;
-        Ok(Index { conn: Mutex::new(conn), fresh })
+        Ok(Index { conn: Mutex::new(conn), vectors: Mutex::default(), fresh })
     }
 
     /// Whether the page tables started empty: the caller rebuilds them from the wiki.
@@ -198,7 +201,19 @@ fn prepare(conn: &Connection) -> Result<bool, IndexError> {
     )?;
     conn.execute_batch(SCHEMA)?;
     conn.execute_batch(profile::PROFILE_SCHEMA)?;
+    let had_unlinked: bool = conn.query_row(
+        "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE name = 'embeddings_unlinked')",
+        [],
+        |r| r.get(0),
+    )?;
     conn.execute_batch(vectors::VECTOR_SCHEMA)?;
+    if !had_unlinked {
+        // Vectors stored before unlinked hashes were recorded: the next prune looks at all.
+        conn.execute(
+            "INSERT OR IGNORE INTO embeddings_unlinked SELECT DISTINCT hash FROM embeddings",
+            [],
+        )?;
+    }
     conn.execute_batch(handoffs::HANDOFF_SCHEMA)?;
     conn.execute_batch(links::LINKS_SCHEMA)?;
     // An index made before links were indexed: the next sync reads the whole wiki again, so

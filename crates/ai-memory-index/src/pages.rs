@@ -6,6 +6,7 @@ use rusqlite::{named_params, params};
 use serde::Serialize;
 
 use crate::access::READABLE;
+use crate::vectors::Near;
 use crate::{Index, IndexError, Principal, ProjectRow};
 
 /// One search result.
@@ -104,7 +105,7 @@ impl Index {
         workspace: &str,
         project: &str,
         text: &str,
-        near: Option<&[f32]>,
+        near: Option<&Near<'_>>,
         limit: usize,
     ) -> Result<QueryResult, IndexError> {
         let hits = self.query_project(who, workspace, project, text, near, limit)?;
@@ -117,32 +118,41 @@ impl Index {
     }
 
     /// Pages of one project matching `text`, best first, at most `limit` (1 to 100); only a
-    /// project `who` may read answers. With `near` (the query's embedding), bm25's ranking is
-    /// fused with the embeddings' (`vectors`); a page not embedded yet is found by its words.
+    /// project `who` may read answers. With `near` (the query's embedding, asked for once the
+    /// words are searched), bm25's ranking is fused with the embeddings' (`vectors`); a page
+    /// not embedded yet is found by its words.
     pub fn query_project(
         &self,
         who: Principal,
         workspace: &str,
         project: &str,
         text: &str,
-        near: Option<&[f32]>,
+        near: Option<&Near<'_>>,
         limit: usize,
     ) -> Result<Vec<Hit>, IndexError> {
         let limit = limit.clamp(1, 100);
         let words = fts_query(text);
+        let no_words = || IndexError::Invalid("the query has no words".into());
         let Some(near) = near else {
-            let q = words.ok_or_else(|| IndexError::Invalid("the query has no words".into()))?;
-            let hits = self.search(who, &q, workspace, project, limit as i64)?;
+            let hits =
+                self.search(who, &words.ok_or_else(no_words)?, workspace, project, limit as i64)?;
             return Ok(hits.into_iter().map(|(_, h)| h).collect());
         };
-        let by_words = match words {
+        let by_words = match &words {
             Some(q) => {
                 let n = crate::vectors::FUSION_CANDIDATES.max(limit) as i64;
-                self.search(who, &q, workspace, project, n)?
+                self.search(who, q, workspace, project, n)?
             }
             None => Vec::new(),
         };
-        self.fuse(who, workspace, project, by_words, near, limit)
+        match near.get() {
+            Some(vector) => self.fuse(who, workspace, project, by_words, vector, limit),
+            // The embedding failed after all: the words' ranking alone.
+            None if words.is_some() => {
+                Ok(by_words.into_iter().take(limit).map(|(_, h)| h).collect())
+            }
+            None => Err(no_words()),
+        }
     }
 
     fn search(

@@ -6,7 +6,9 @@
 //! points at its hash and the change number (`seq`) it was embedded at: a page whose `seq`
 //! moved on is stale until the embedder catches up (FTS still finds it meanwhile).
 
+use std::cell::{Cell, OnceCell};
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use rusqlite::{OptionalExtension, named_params, params};
 use sha2::{Digest, Sha256};
@@ -28,6 +30,17 @@ CREATE TABLE IF NOT EXISTS page_embeddings (
     hash TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS page_embeddings_hash ON page_embeddings (hash);
+-- Hashes a page stopped pointing at: the only ones a prune looks at, so pruning after a write
+-- costs the write's hashes, not a scan of every vector. They are pruned later, not at once, so
+-- a rebuild's pages find their vectors again first.
+CREATE TABLE IF NOT EXISTS embeddings_unlinked (hash TEXT PRIMARY KEY) WITHOUT ROWID;
+CREATE TRIGGER IF NOT EXISTS page_embeddings_ad AFTER DELETE ON page_embeddings BEGIN
+    INSERT OR IGNORE INTO embeddings_unlinked (hash) VALUES (old.hash);
+END;
+CREATE TRIGGER IF NOT EXISTS page_embeddings_au AFTER UPDATE OF hash ON page_embeddings
+    WHEN old.hash != new.hash BEGIN
+    INSERT OR IGNORE INTO embeddings_unlinked (hash) VALUES (old.hash);
+END;
 "#;
 
 /// Candidates each ranking gives the fusion (before the caller's limit).
@@ -72,8 +85,87 @@ fn to_blob(v: &[f32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
-fn dot_blob(blob: &[u8], q: &[f32]) -> f32 {
-    blob.chunks_exact(4).zip(q).map(|(c, y)| f32::from_le_bytes([c[0], c[1], c[2], c[3]]) * y).sum()
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+/// The most floats the window vectors kept in memory hold (64 MiB: about 43,000 windows of
+/// all-MiniLM-L6-v2, a few thousand pages); past it the cache starts over.
+pub const VECTOR_CACHE_FLOATS: usize = 16 << 20;
+
+/// A page's window vectors by their hash, kept in memory between queries so a query reads
+/// only which hash each page has, not every vector. A hash names its text and model, so an
+/// entry never goes stale; the cache is only emptied when it is over its bound.
+#[derive(Debug)]
+pub(crate) struct VectorCache {
+    by_hash: HashMap<String, Arc<[f32]>>,
+    floats: usize,
+    cap: usize,
+}
+
+impl Default for VectorCache {
+    fn default() -> Self {
+        VectorCache { by_hash: HashMap::new(), floats: 0, cap: VECTOR_CACHE_FLOATS }
+    }
+}
+
+impl VectorCache {
+    /// The windows stored under `hash`, one after another, read once.
+    fn get(&mut self, conn: &rusqlite::Connection, hash: &str) -> Result<Arc<[f32]>, IndexError> {
+        if let Some(v) = self.by_hash.get(hash) {
+            return Ok(Arc::clone(v));
+        }
+        let mut stmt =
+            conn.prepare_cached("SELECT vector FROM embeddings WHERE hash = ?1 ORDER BY window")?;
+        let mut floats = Vec::new();
+        let mut rows = stmt.query([hash])?;
+        while let Some(r) = rows.next()? {
+            let blob = r.get_ref(0)?.as_blob().map_err(rusqlite::Error::from)?;
+            floats
+                .extend(blob.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])));
+        }
+        let v: Arc<[f32]> = floats.into();
+        if v.is_empty() {
+            // Nothing stored (yet): not kept, so vectors stored later are read.
+            return Ok(v);
+        }
+        if self.floats + v.len() > self.cap {
+            self.by_hash.clear();
+            self.floats = 0;
+        }
+        self.floats += v.len();
+        self.by_hash.insert(hash.to_owned(), Arc::clone(&v));
+        Ok(v)
+    }
+}
+
+/// A query's embedding, which may still be computing: the words are searched meanwhile, and
+/// the fusion asks for it once it needs it (`None`: no vector, words only).
+pub struct Near<'a> {
+    value: OnceCell<Option<Vec<f32>>>,
+    later: Cell<Option<Box<dyn FnOnce() -> Option<Vec<f32>> + 'a>>>,
+}
+
+impl<'a> Near<'a> {
+    /// A vector at hand.
+    pub fn ready(vector: Vec<f32>) -> Near<'a> {
+        Near { value: OnceCell::from(Some(vector)), later: Cell::new(None) }
+    }
+
+    /// A vector `wait` gives when first asked for.
+    pub fn later(wait: impl FnOnce() -> Option<Vec<f32>> + 'a) -> Near<'a> {
+        Near { value: OnceCell::new(), later: Cell::new(Some(Box::new(wait))) }
+    }
+
+    pub(crate) fn get(&self) -> Option<&[f32]> {
+        self.value.get_or_init(|| self.later.take().and_then(|wait| wait())).as_deref()
+    }
+}
+
+impl std::fmt::Debug for Near<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Near").field("ready", &self.value.get().is_some()).finish()
+    }
 }
 
 impl Index {
@@ -133,12 +225,20 @@ impl Index {
         Ok(())
     }
 
-    /// Deletes vectors no page points at; returns how many.
+    /// Deletes the vectors of hashes pages stopped pointing at and no page points at now;
+    /// returns how many.
     pub fn prune_embeddings(&self) -> Result<usize, IndexError> {
-        Ok(self.conn().execute(
-            "DELETE FROM embeddings WHERE hash NOT IN (SELECT hash FROM page_embeddings)",
+        let mut conn = self.conn();
+        let tx = conn.transaction()?;
+        let pruned = tx.execute(
+            "DELETE FROM embeddings WHERE hash IN (
+                 SELECT u.hash FROM embeddings_unlinked u
+                 WHERE NOT EXISTS (SELECT 1 FROM page_embeddings pe WHERE pe.hash = u.hash))",
             [],
-        )?)
+        )?;
+        tx.execute("DELETE FROM embeddings_unlinked", [])?;
+        tx.commit()?;
+        Ok(pruned)
     }
 
     pub fn embedding_state(&self) -> Result<EmbeddingState, IndexError> {
@@ -186,25 +286,32 @@ impl Index {
     ) -> Result<Vec<(i64, f32)>, IndexError> {
         let (root, user) = Index::bind_principal(who);
         let sql = format!(
-            "SELECT p.id, e.vector FROM pages p
+            "SELECT p.id, pe.hash FROM pages p
              JOIN projects pr ON pr.id = p.project_id
              JOIN page_embeddings pe ON pe.page_id = p.id
-             JOIN embeddings e ON e.hash = pe.hash
              WHERE pr.workspace = :ws AND pr.name = :project AND {READABLE}"
         );
         let conn = self.conn();
         let mut stmt = conn.prepare_cached(&sql)?;
-        let mut rows = stmt.query(
-            named_params! { ":ws": ws, ":project": project, ":root": root, ":user": user },
-        )?;
-        let mut best: HashMap<i64, f32> = HashMap::new();
-        while let Some(r) = rows.next()? {
-            let id: i64 = r.get(0)?;
-            let blob = r.get_ref(1)?.as_blob().map_err(rusqlite::Error::from)?;
-            let s = dot_blob(blob, query);
-            best.entry(id).and_modify(|b| *b = b.max(s)).or_insert(s);
+        let pages = stmt
+            .query_map(
+                named_params! { ":ws": ws, ":project": project, ":root": root, ":user": user },
+                |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)),
+            )?
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut cache = self.vectors.lock().unwrap_or_else(|p| p.into_inner());
+        let mut ranked = Vec::with_capacity(pages.len());
+        for (id, hash) in pages {
+            let windows = cache.get(&conn, &hash)?;
+            if query.is_empty() || windows.len() % query.len() != 0 {
+                continue;
+            }
+            let best =
+                windows.chunks_exact(query.len()).map(|w| dot(w, query)).fold(f32::MIN, f32::max);
+            if best >= floor {
+                ranked.push((id, best));
+            }
         }
-        let mut ranked: Vec<(i64, f32)> = best.into_iter().filter(|(_, s)| *s >= floor).collect();
         ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         ranked.truncate(limit);
         Ok(ranked)
@@ -445,9 +552,53 @@ mod tests {
     }
 
     #[test]
-    fn a_blob_is_read_back_as_its_vector() {
-        let v = [0.5f32, -0.25, 1.0];
-        assert_eq!(dot_blob(&to_blob(&v), &[1.0, 1.0, 1.0]), 1.25);
+    fn windows_are_read_back_in_order_once_and_the_cache_keeps_its_bound() {
+        let index = index_with_pages();
+        let pending = index.pages_to_embed(10).unwrap();
+        let hash = embedding_hash("m", &pending[0].text);
+        let windows = vec![vec![0.5f32, -0.25], vec![1.0, 0.0], vec![0.0, 1.0]];
+        index.store_embedding(&pending[0], &hash, &windows).unwrap();
+        let conn = index.conn();
+        let mut cache = VectorCache { cap: 8, ..VectorCache::default() };
+        assert_eq!(&cache.get(&conn, &hash).unwrap()[..], &[0.5, -0.25, 1.0, 0.0, 0.0, 1.0]);
+        // Read once: the rows can go, the cache still answers.
+        conn.execute("DELETE FROM embeddings", []).unwrap();
+        assert_eq!(cache.get(&conn, &hash).unwrap().len(), 6);
+        // A hash with no vectors reads as none, and is not kept.
+        assert!(cache.get(&conn, "unknown").unwrap().is_empty());
+        assert!(!cache.by_hash.contains_key("unknown"));
+        // A second entry of 4 floats would pass the bound of 8: the cache starts over.
+        let other = embedding_hash("m", &pending[1].text);
+        drop(conn);
+        index.store_embedding(&pending[1], &other, &[vec![1.0, 0.0], vec![0.0, 1.0]]).unwrap();
+        let conn = index.conn();
+        assert_eq!(cache.get(&conn, &other).unwrap().len(), 4);
+        assert_eq!(cache.floats, 4, "the first entry was dropped with the rest");
+        assert!(cache.by_hash.get(&hash).is_none());
+    }
+
+    #[test]
+    fn a_prune_drops_only_hashes_no_page_points_at_after_a_rebuild_relinked_them() {
+        let index = index_with_pages();
+        let pending = index.pages_to_embed(10).unwrap();
+        for p in &pending {
+            index.store_embedding(p, &embedding_hash("m", &p.text), &[vec![1.0, 0.0]]).unwrap();
+        }
+        // A rebuild: every page row goes and comes back; before a prune, each finds its
+        // vectors by hash again.
+        index.conn().execute("DELETE FROM page_embeddings", []).unwrap();
+        for p in &pending {
+            assert!(index.reuse_embedding(p, &embedding_hash("m", &p.text)).unwrap());
+        }
+        assert_eq!(index.prune_embeddings().unwrap(), 0);
+        // A page moved to new text: its old hash is pruned, the others stay.
+        let moved = PendingPage { text: "new text".into(), ..pending[0].clone() };
+        index
+            .store_embedding(&moved, &embedding_hash("m", &moved.text), &[vec![0.0, 1.0]])
+            .unwrap();
+        assert_eq!(index.prune_embeddings().unwrap(), 1);
+        assert_eq!(index.embedding_state().unwrap().vectors, pending.len());
+        assert_eq!(index.prune_embeddings().unwrap(), 0, "nothing is looked at twice");
     }
 
     #[test]

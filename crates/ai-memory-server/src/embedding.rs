@@ -8,7 +8,7 @@ use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::Duration;
 
 use ai_memory_embed::Encoder;
-use ai_memory_index::embedding_hash;
+use ai_memory_index::{Near, embedding_hash};
 
 use crate::error::MemoryError;
 use crate::service::Memory;
@@ -101,17 +101,18 @@ impl Memory {
         }
     }
 
-    /// A query's embedding, when retrieval by meaning is on; a failure is logged and the
-    /// query falls back to full-text search.
-    pub(crate) fn query_vector(&self, text: &str) -> Option<Vec<f32>> {
-        let encoder = self.encoder()?;
-        match encoder.query(text) {
+    /// A query's embedding, when retrieval by meaning is on, started now and waited for when
+    /// the fusion asks (the words are searched meanwhile); a failure is logged and the query
+    /// falls back to full-text search.
+    pub(crate) fn query_vector(&self, text: &str) -> Option<Near<'static>> {
+        let pending = self.encoder()?.query_later(text);
+        Some(Near::later(move || match pending.wait() {
             Ok(v) => Some(v),
             Err(e) => {
                 tracing::warn!(error = %e, "a query could not be embedded: full-text search only");
                 None
             }
-        }
+        }))
     }
 
     /// Embeds pages whose embedding is missing or stale, at most `max` (all with `None`);

@@ -544,7 +544,7 @@ impl Memory {
             workspace.as_str(),
             project.as_str(),
             &req.query,
-            near.as_deref(),
+            near.as_ref(),
             limit,
         )?;
         let consume = match self.index.project(&workspace, &project)? {
@@ -564,7 +564,7 @@ impl Memory {
                 home.workspace.as_str(),
                 home.project.as_str(),
                 &req.query,
-                near.as_deref(),
+                near.as_ref(),
                 limit,
             )?;
             let hits = &mut result.global_scope_hits;

@@ -183,7 +183,7 @@ impl Memory {
             &project.workspace,
             &project.name,
             &text,
-            near.as_deref(),
+            near.as_ref(),
             RELATED_PAGES,
         ) {
             Ok(hits) => hits,
