@@ -88,7 +88,7 @@ impl Encoder {
         let size = std::fs::metadata(path).map_or(0, |m| m.len());
         let name = path.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
         // What the stored vectors depend on: a different model or window makes them stale.
-        let model_id = format!("{name}:{size}:w{WINDOW_TOKENS}o{WINDOW_OVERLAP}");
+        let model_id = format!("{name}:{size}:w{WINDOW_TOKENS}o{WINDOW_OVERLAP}p");
         Ok(Encoder { pages, queries, dimension, model_id, path: path.to_owned() })
     }
 
@@ -178,11 +178,12 @@ fn page_job(
     embedder: &mut caldrix_engine::Embedder<'_>,
     text: &str,
 ) -> Result<Vec<Vec<f32>>, EmbedError> {
-    let plain = embedder.plain_tokens(text);
-    windows(&plain)
+    let paragraphs: Vec<Vec<Token>> =
+        paragraphs(text).map(|p| embedder.plain_tokens(p)).filter(|t| !t.is_empty()).collect();
+    windows(&paragraphs)
         .into_iter()
         .map(|w| {
-            let wrapped = embedder.wrap(w);
+            let wrapped = embedder.wrap(&w);
             one(embedder, wrapped)
         })
         .collect()
@@ -200,9 +201,57 @@ fn one(
     Ok(v)
 }
 
-/// The windows a page's plain tokens are embedded as: at most `MAX_WINDOWS`, each leaving
-/// room for the two special tokens.
-pub fn windows(tokens: &[Token]) -> Vec<&[Token]> {
+/// A text's paragraphs: its runs of lines between blank ones (`\r\n` line ends too).
+pub fn paragraphs(text: &str) -> impl Iterator<Item = &str> {
+    let mut at = 0;
+    let mut start = 0;
+    let mut out = Vec::new();
+    for line in text.split_inclusive('\n') {
+        if line.trim().is_empty() {
+            out.push(&text[start..at]);
+            start = at + line.len();
+        }
+        at += line.len();
+    }
+    out.push(&text[start..]);
+    out.into_iter().map(str::trim).filter(|p| !p.is_empty())
+}
+
+/// The windows a page is embedded as, from its paragraphs' plain tokens: whole paragraphs
+/// packed in order while they fit (a window ends where a paragraph does, so no sentence is
+/// cut and a window is about whole things, as a question is); a paragraph longer than a
+/// window is cut into windows of its own sharing `WINDOW_OVERLAP` tokens. At most
+/// `MAX_WINDOWS`, each leaving room for the two special tokens.
+pub fn windows(paragraphs: &[Vec<Token>]) -> Vec<Vec<Token>> {
+    let size = WINDOW_TOKENS - 2;
+    let mut out: Vec<Vec<Token>> = Vec::new();
+    let mut open: Vec<Token> = Vec::new();
+    for p in paragraphs {
+        if p.len() > size {
+            if !open.is_empty() {
+                out.push(std::mem::take(&mut open));
+            }
+            out.extend(cut(p).into_iter().map(<[Token]>::to_vec));
+        } else {
+            if open.len() + p.len() > size {
+                out.push(std::mem::take(&mut open));
+            }
+            open.extend_from_slice(p);
+        }
+        if out.len() >= MAX_WINDOWS {
+            break;
+        }
+    }
+    if !open.is_empty() {
+        out.push(open);
+    }
+    out.truncate(MAX_WINDOWS);
+    out
+}
+
+/// A long run of tokens cut into windows sharing `WINDOW_OVERLAP`, so a sentence cut by one
+/// window's end is whole in the next.
+fn cut(tokens: &[Token]) -> Vec<&[Token]> {
     let size = WINDOW_TOKENS - 2;
     let step = size - WINDOW_OVERLAP;
     let mut out = Vec::new();
@@ -240,19 +289,41 @@ pub fn model_path(models_dir: &Path, configured: Option<&Path>) -> PathBuf {
 mod tests {
     use super::*;
 
+    fn run(from: u32, n: u32) -> Vec<Token> {
+        (from..from + n).map(Token).collect()
+    }
+
     #[test]
-    fn windows_overlap_and_stop_at_the_bound() {
-        let tokens: Vec<Token> = (0..300).map(Token).collect();
-        let w = windows(&tokens);
+    fn a_long_paragraph_is_cut_into_overlapping_windows_up_to_the_bound() {
+        let w = windows(&[run(0, 300)]);
         assert_eq!(w.len(), 3);
         assert_eq!(w[0].len(), WINDOW_TOKENS - 2);
         assert_eq!(w[1][0], Token((WINDOW_TOKENS - 2 - WINDOW_OVERLAP) as u32));
         assert_eq!(w[2].last(), Some(&Token(299)));
         assert!(windows(&[]).is_empty());
-        let long: Vec<Token> = (0..100_000).map(Token).collect();
-        assert_eq!(windows(&long).len(), MAX_WINDOWS);
-        let short: Vec<Token> = (0..5).map(Token).collect();
-        assert_eq!(windows(&short), vec![&short[..]]);
+        assert_eq!(windows(&[run(0, 100_000)]).len(), MAX_WINDOWS);
+        let many: Vec<Vec<Token>> = (0..1000).map(|i| run(i * 100, 100)).collect();
+        assert_eq!(windows(&many).len(), MAX_WINDOWS);
+    }
+
+    #[test]
+    fn paragraphs_are_packed_whole_and_a_window_ends_where_one_does() {
+        // 50 + 50 fit in 126; the third would not: it opens the next window.
+        let w = windows(&[run(0, 50), run(100, 50), run(200, 50), run(300, 10)]);
+        assert_eq!(
+            w,
+            vec![[run(0, 50), run(100, 50)].concat(), [run(200, 50), run(300, 10)].concat()]
+        );
+        // A long paragraph closes the open window and is cut on its own.
+        let w = windows(&[run(0, 10), run(100, 200), run(400, 5)]);
+        assert_eq!(w.len(), 4);
+        assert_eq!(w[0], run(0, 10));
+        assert_eq!(w[1][0], Token(100));
+        assert_eq!(w[3], run(400, 5));
+        assert_eq!(
+            paragraphs("# T\n\na b\nc\n\n\n  \n\nd ").collect::<Vec<_>>(),
+            ["# T", "a b\nc", "d"]
+        );
     }
 
     #[test]
