@@ -42,8 +42,8 @@ pub enum EmbedError {
 /// threads of their own, each with its own llama.cpp context on the one loaded model: a query
 /// never waits behind a long page, and it can be embedded while the caller searches words.
 pub struct Encoder {
-    pages: mpsc::Sender<(String, Reply<Vec<Vec<f32>>>)>,
-    queries: mpsc::Sender<(String, Reply<Vec<f32>>)>,
+    pages: Jobs<Vec<Vec<f32>>>,
+    queries: Jobs<Vec<f32>>,
     dimension: usize,
     model_id: String,
     path: PathBuf,
@@ -126,6 +126,8 @@ impl Encoder {
 }
 
 type Reply<T> = mpsc::Sender<Result<T, EmbedError>>;
+/// A worker's queue: a text and where its answer goes.
+type Jobs<T> = mpsc::Sender<(String, Reply<T>)>;
 
 /// Starts a thread that owns a context on `model` and answers `(text, reply)` jobs with
 /// `job`; returns its queue and the vectors' dimension once the context is made.
@@ -135,7 +137,7 @@ fn spawn<T: Send + 'static>(
     model: &Arc<Model>,
     params: EmbedParams,
     job: fn(&mut caldrix_engine::Embedder<'_>, &str) -> Result<T, EmbedError>,
-) -> Result<(mpsc::Sender<(String, Reply<T>)>, usize), EmbedError> {
+) -> Result<(Jobs<T>, usize), EmbedError> {
     let (jobs, rx) = mpsc::channel::<(String, Reply<T>)>();
     let (ready_tx, ready_rx) = mpsc::channel();
     let model = Arc::clone(model);
