@@ -139,11 +139,14 @@ impl VectorCache {
     }
 }
 
+/// What gives a query's vector once it is made.
+type Wait<'a> = Box<dyn FnOnce() -> Option<Vec<f32>> + 'a>;
+
 /// A query's embedding, which may still be computing: the words are searched meanwhile, and
 /// the fusion asks for it once it needs it (`None`: no vector, words only).
 pub struct Near<'a> {
     value: OnceCell<Option<Vec<f32>>>,
-    later: Cell<Option<Box<dyn FnOnce() -> Option<Vec<f32>> + 'a>>>,
+    later: Cell<Option<Wait<'a>>>,
 }
 
 impl<'a> Near<'a> {
