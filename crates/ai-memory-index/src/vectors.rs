@@ -577,7 +577,7 @@ mod tests {
         let conn = index.conn();
         assert_eq!(cache.get(&conn, &other).unwrap().len(), 4);
         assert_eq!(cache.floats, 4, "the first entry was dropped with the rest");
-        assert!(cache.by_hash.get(&hash).is_none());
+        assert!(!cache.by_hash.contains_key(&hash));
     }
 
     #[test]
