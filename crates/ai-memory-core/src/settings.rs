@@ -67,6 +67,9 @@ pub struct Capture {
     /// Days a captured prompt is kept; older ones are deleted by the next profile pass (which
     /// has read them long before). 0 keeps them for good.
     pub retention_days: u32,
+    /// Whether a session's end leaves a handoff for the next session start of its project
+    /// (and tool-use hooks record the files it changed). Off: none is written, none shown.
+    pub handoffs: bool,
 }
 
 impl Capture {
@@ -296,7 +299,7 @@ impl Default for Server {
 
 impl Default for Capture {
     fn default() -> Self {
-        Capture { prompts: true, max_prompt_bytes: 8 * 1024, retention_days: 0 }
+        Capture { prompts: true, max_prompt_bytes: 8 * 1024, retention_days: 0, handoffs: true }
     }
 }
 

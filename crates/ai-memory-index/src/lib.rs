@@ -27,7 +27,7 @@ pub use pages::{DumpRow, EntryKeys, Hit, PageRow, QueryResult};
 pub use profile::{CandidateRow, SourcePage, SourcePrompt, Sources};
 pub use sync::Synced;
 pub use transfer::{
-    CandidateRecord, CursorRecord, ForgottenRecord, GrantRecord, IndexState, Merged,
+    CandidateRecord, CursorRecord, ForgottenRecord, GrantRecord, HandoffRecord, IndexState, Merged,
     OperatorRecord, ProfileRef, ProjectRecord, PromptRecord, SessionRecord, StackRecord,
 };
 pub use vectors::{

@@ -125,7 +125,7 @@ pub fn fit(text: &str, max_chars: usize) -> String {
 impl Memory {
     /// An edit or write tool ran: records the files it named for the session's handoff.
     pub fn tool_use(&self, who: Principal, event: &HookEvent) -> Result<usize, MemoryError> {
-        if event.changed.is_empty() {
+        if event.changed.is_empty() || !self.settings.capture.handoffs {
             return Ok(0);
         }
         let project = self.hook_project(who, event)?;
@@ -164,7 +164,9 @@ impl Memory {
         harness: &str,
         at: i64,
     ) -> Result<bool, MemoryError> {
-        if !self.index().owns_session(project, who.user_id(), session)? {
+        if !self.settings.capture.handoffs
+            || !self.index().owns_session(project, who.user_id(), session)?
+        {
             return Ok(false);
         }
         let prompts = self.index().session_prompts(project, session)?;
@@ -198,12 +200,16 @@ impl Memory {
         Ok(())
     }
 
-    /// The project's handoff for the caller, as stored (a read changes nothing).
+    /// The project's handoff for the caller, as stored (a read changes nothing); none while
+    /// `capture.handoffs` is off.
     pub fn handoff(
         &self,
         who: Principal,
         project: &ProjectRow,
     ) -> Result<Option<String>, MemoryError> {
+        if !self.settings.capture.handoffs {
+            return Ok(None);
+        }
         Ok(self.index().handoff(project, who.user_id())?.map(|h| h.text))
     }
 }

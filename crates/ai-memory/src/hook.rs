@@ -22,7 +22,7 @@ pub const HARNESSES: &[&str] = &["claude-code", "codex", "opencode", "aerix", "k
 
 pub fn run(data_dir: Option<PathBuf>, event: &str, harness: &str) -> ExitCode {
     match try_run(data_dir, event, harness) {
-        Ok(out) => print!("{out}"),
+        Ok(out) => out!("{out}"),
         Err(e) => eprintln!("ai-memory hook {event}: {e:#}"),
     }
     ExitCode::SUCCESS

@@ -1,5 +1,16 @@
 //! `ai-memory`: the memory server for coding agents, its hooks, and its command line.
 
+/// `print!` that ends the program quietly when stdout is closed (`ai-memory query x | head`),
+/// as a command-line tool should, instead of panicking.
+macro_rules! out {
+    ($($arg:tt)*) => { $crate::write_out(format_args!($($arg)*), false) };
+}
+
+/// `println!`, ending quietly when stdout is closed.
+macro_rules! outln {
+    ($($arg:tt)*) => { $crate::write_out(format_args!($($arg)*), true) };
+}
+
 mod cli;
 mod hook;
 mod install;
@@ -32,6 +43,23 @@ fn main() -> ExitCode {
         Err(e) => {
             eprintln!("ai-memory: {e:#}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+/// Writes to stdout; a reader that has gone (a closed pipe) ends the program with success, as
+/// it would have on SIGPIPE, and any other failure to write ends it with an error.
+fn write_out(args: std::fmt::Arguments<'_>, line: bool) {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    let written =
+        stdout.write_fmt(args).and_then(|()| if line { stdout.write_all(b"\n") } else { Ok(()) });
+    match written {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
+        Err(e) => {
+            eprintln!("ai-memory: writing to standard output: {e}");
+            std::process::exit(1);
         }
     }
 }
@@ -69,7 +97,7 @@ fn local_caller() -> anyhow::Result<Caller> {
 }
 
 fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
-    println!("{}", serde_json::to_string_pretty(value)?);
+    outln!("{}", serde_json::to_string_pretty(value)?);
     Ok(())
 }
 
@@ -88,7 +116,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     .await
                     .with_context(|| format!("cannot listen on {addr}"))?;
                 // The address as bound (a port of 0 picks one): scripts and tests read it here.
-                println!("ai-memory listening on {}", listener.local_addr()?);
+                outln!("ai-memory listening on {}", listener.local_addr()?);
                 ai_memory_server::http::serve(memory, listener).await?;
                 anyhow::Ok(())
             })?;
@@ -135,12 +163,12 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::ReadPage { page } => {
             let req = PageRef::from(page);
             let out = open(cli.data_dir)?.read_page(&local_caller()?, &req)?;
-            print!("{}", out.text);
+            out!("{}", out.text);
         }
         Command::DeletePage { page } => {
             let req = PageRef::from(page);
             let commit = open(cli.data_dir)?.delete_page(&local_caller()?, &req)?;
-            println!("deleted ({commit})");
+            outln!("deleted ({commit})");
         }
         Command::Query { text, workspace, project, limit } => {
             let req = Query { query: text.join(" "), workspace, project, limit };
@@ -150,7 +178,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Install { harness, dry_run } => {
             let dir = data_dir(cli.data_dir)?;
             for line in install::install(&dir, &harness, dry_run)? {
-                println!("{line}");
+                outln!("{line}");
             }
         }
         Command::Profile { command } => {
@@ -161,14 +189,14 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let memory = open(cli.data_dir)?;
             let started = std::time::Instant::now();
             let (pages, broken) = memory.reindex()?;
-            println!("indexed {pages} pages in {:.2}s", started.elapsed().as_secs_f64());
+            outln!("indexed {pages} pages in {:.2}s", started.elapsed().as_secs_f64());
             for b in &broken {
-                println!("not indexed: {b}");
+                outln!("not indexed: {b}");
             }
             let started = std::time::Instant::now();
             let embedded = memory.embed_pending(None)?;
             if embedded > 0 {
-                println!("embedded {embedded} pages in {:.2}s", started.elapsed().as_secs_f64());
+                outln!("embedded {embedded} pages in {:.2}s", started.elapsed().as_secs_f64());
             }
         }
         Command::Models { command } => {
@@ -178,7 +206,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 Some(ModelsCommand::Fetch { from }) => {
                     models::fetch(&memory, from)?;
                     let embedded = memory.embed_pending(None)?;
-                    println!("embedded {embedded} pages");
+                    outln!("embedded {embedded} pages");
                 }
             }
         }
@@ -189,7 +217,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Config { .. } => {
             let dir = data_dir(cli.data_dir)?;
-            print!("{}", settings(&dir)?.show());
+            out!("{}", settings(&dir)?.show());
         }
         Command::User { command } => {
             let memory = open(cli.data_dir)?;
@@ -197,11 +225,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             match command {
                 UserCommand::Add { name } => {
                     let (id, token) = index.add_user(&name)?;
-                    println!("user {name} (id {id}); API key, shown once:\n{token}");
+                    outln!("user {name} (id {id}); API key, shown once:\n{token}");
                 }
                 UserCommand::List => {
                     for (id, name) in index.users()? {
-                        println!("{id}\t{name}");
+                        outln!("{id}\t{name}");
                     }
                 }
                 UserCommand::Grant { user, workspace, project, level } => {
@@ -210,7 +238,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     let p = ai_memory_core::ProjectName::new(&project)?;
                     let row = index.ensure_project(&ws, &p, false, None)?;
                     index.grant(id, row.id, Level::parse(&level)?)?;
-                    println!("{user}: {level} on {workspace}/{project}");
+                    outln!("{user}: {level} on {workspace}/{project}");
                 }
             }
         }

@@ -27,7 +27,7 @@ pub fn fetch(memory: &Memory, from: Option<PathBuf>) -> anyhow::Result<()> {
     let started = std::time::Instant::now();
     let converted = ai_memory_embed::convert::convert(&model_dir, &out)?;
     let _ = std::fs::remove_dir_all(&work);
-    println!(
+    outln!(
         "installed {} ({} tensors, {} tokens, {} dimensions) in {:.1}s",
         out.display(),
         converted.tensors,
@@ -89,11 +89,11 @@ fn sha256_of(path: &Path) -> anyhow::Result<String> {
 
 pub fn status(memory: &Memory) -> anyhow::Result<()> {
     let s = memory.embedding_status()?;
-    println!("model: {}", s.model.display());
+    outln!("model: {}", s.model.display());
     match &s.reason {
-        None => println!("retrieval by meaning: on"),
-        Some(why) => println!("retrieval by meaning: off ({why}); queries use full-text search"),
+        None => outln!("retrieval by meaning: on"),
+        Some(why) => outln!("retrieval by meaning: off ({why}); queries use full-text search"),
     }
-    println!("pages embedded: {} of {}", s.embedded, s.pages);
+    outln!("pages embedded: {} of {}", s.embedded, s.pages);
     Ok(())
 }

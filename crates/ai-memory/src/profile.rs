@@ -27,7 +27,7 @@ pub fn run(dir: &Path, command: ProfileCommand) -> anyhow::Result<ExitCode> {
             let home = home(&which)?;
             let entries = memory.profile_entries(&home)?;
             if entries.is_empty() {
-                println!("no entries in {home}");
+                outln!("no entries in {home}");
             }
             for e in entries {
                 let tags =
@@ -38,7 +38,7 @@ pub fn run(dir: &Path, command: ProfileCommand) -> anyhow::Result<ExitCode> {
                     (None, false, _) => "  (written by hand)".into(),
                     (Some(_), _, _) => String::new(),
                 };
-                println!("{}\t[{tags}]\t{}{state}", e.path, e.summary);
+                outln!("{}\t[{tags}]\t{}{state}", e.path, e.summary);
             }
         }
         ProfileCommand::Show { path, which } => {
@@ -48,17 +48,17 @@ pub fn run(dir: &Path, command: ProfileCommand) -> anyhow::Result<ExitCode> {
                 .wiki()
                 .read(&home.location(&path))?
                 .with_context(|| format!("no entry {path} in {home}"))?;
-            print!("{}", stored.text);
+            out!("{}", stored.text);
         }
         ProfileCommand::Forget { path, which } => {
             let home = home(&which)?;
             let commit = memory.profile_forget(&home, &path)?;
-            println!("forgot {path} ({commit}); it stays out until you say it again");
+            outln!("forgot {path} ({commit}); it stays out until you say it again");
         }
         ProfileCommand::Review { which } => review(&memory, &home(&which)?)?,
         ProfileCommand::Pass => {
             let report = memory.profile_pass(false)?;
-            println!(
+            outln!(
                 "read {} prompts: {} entries written",
                 report.prompts_read,
                 report.written.len()
@@ -66,7 +66,7 @@ pub fn run(dir: &Path, command: ProfileCommand) -> anyhow::Result<ExitCode> {
         }
         ProfileCommand::Rebuild => {
             let report = memory.profile_pass(true)?;
-            println!(
+            outln!(
                 "re-read {} prompts for {} profiles: {} new statements, {} entries written",
                 report.prompts_read,
                 report.profiles,
@@ -74,7 +74,7 @@ pub fn run(dir: &Path, command: ProfileCommand) -> anyhow::Result<ExitCode> {
                 report.written.len()
             );
             for w in &report.written {
-                println!("wrote {w}");
+                outln!("wrote {w}");
             }
         }
         ProfileCommand::Apply { dry_run, remove, target, which } => {
@@ -97,7 +97,7 @@ fn status(memory: &Memory, id: &Identity, which: &WhichArgs) -> anyhow::Result<(
                     "a multi-user server keeps `enabled = \"auto\"` off: set enabled = true".into()
                 }
             };
-            println!("profile: off ({deployment}; {why})");
+            outln!("profile: off ({deployment}; {why})");
         }
         Some(mode) => {
             let mode = match mode {
@@ -105,18 +105,18 @@ fn status(memory: &Memory, id: &Identity, which: &WhichArgs) -> anyhow::Result<(
                 ShareMode::Workspace => "workspace",
                 ShareMode::User => "user (a private profile per operator)",
             };
-            println!("profile: on ({deployment}; share {mode})");
+            outln!("profile: on ({deployment}; share {mode})");
             let which = Which { user: which.user.clone(), workspace: which.workspace.clone() };
             match memory.profile_which(&which, &id.workspace) {
                 Ok(home) => {
                     let entries = memory.profile_entries(&home)?;
                     let learned = entries.iter().filter(|e| e.learned.is_some()).count();
                     let by_hand = entries.iter().filter(|e| e.edited_by_hand).count();
-                    println!(
+                    outln!(
                         "lives in: {home}/ ({}team defaults)",
                         if home.team { "" } else { "not " }
                     );
-                    println!(
+                    outln!(
                         "entries: {} ({learned} learned, {by_hand} edited by hand, {} written by hand)",
                         entries.len(),
                         entries.len() - learned - by_hand
@@ -128,33 +128,33 @@ fn status(memory: &Memory, id: &Identity, which: &WhichArgs) -> anyhow::Result<(
                     };
                     let here = format!("{}/{}", id.workspace, id.project);
                     if consume == Some(false) || id.consume == Some(false) {
-                        println!("digest here ({here}): none, the project sets consume = false");
+                        outln!("digest here ({here}): none, the project sets consume = false");
                     } else if !p.inject_on_session_start {
-                        println!("digest here ({here}): none, inject_on_session_start = false");
+                        outln!("digest here ({here}): none, inject_on_session_start = false");
                     } else {
                         match memory.home_digest(&home, project.as_ref())? {
-                            Some(d) => println!(
+                            Some(d) => outln!(
                                 "digest here ({here}): {} bytes, {} entries shown, {} did not fit",
                                 d.text.len(),
                                 d.shown,
                                 d.omitted
                             ),
-                            None => println!(
+                            None => outln!(
                                 "digest here ({here}): none (no entries, or none for this project's stacks)"
                             ),
                         }
                     }
                 }
-                Err(e) => println!("lives in: {e}"),
+                Err(e) => outln!("lives in: {e}"),
             }
         }
     }
     let opted: Vec<String> = memory.index().opted_out()?.into_iter().collect();
-    println!(
+    outln!(
         "opted out of contributing: {}",
         if opted.is_empty() { "none".into() } else { opted.join(", ") }
     );
-    println!(
+    outln!(
         "settings: enabled = {} share = {:?} min_projects = {} inject_on_session_start = {} \
          digest_max_bytes = {} baseline_max_bytes = {} apply_max_lines = {} llm = {} (provider: {})",
         match p.enabled {
@@ -176,11 +176,11 @@ fn status(memory: &Memory, id: &Identity, which: &WhichArgs) -> anyhow::Result<(
 
 fn review(memory: &Memory, home: &Home) -> anyhow::Result<()> {
     let review = memory.profile_review(home)?;
-    println!("# Entries in {home}");
+    outln!("# Entries in {home}");
     for e in &review.entries {
         match (&e.learned, e.edited_by_hand) {
             (Some(l), _) => {
-                println!(
+                outln!(
                     "- {} ({}) — {} projects, confidence {}{}",
                     e.summary,
                     e.path,
@@ -189,25 +189,26 @@ fn review(memory: &Memory, home: &Home) -> anyhow::Result<()> {
                     if l.general { ", stated as general" } else { "" }
                 );
                 for ev in &l.evidence {
-                    println!("    {} {}: \"{}\"", ev.date, ev.project, ev.words);
+                    outln!("    {} {}: \"{}\"", ev.date, ev.project, ev.words);
                 }
             }
-            (None, true) => println!(
+            (None, true) => outln!(
                 "- {} ({}) — edited by hand: the harvester leaves it alone",
-                e.summary, e.path
+                e.summary,
+                e.path
             ),
-            (None, false) => println!("- {} ({}) — written by hand", e.summary, e.path),
+            (None, false) => outln!("- {} ({}) — written by hand", e.summary, e.path),
         }
     }
     if !review.problems.is_empty() {
-        println!("\n# Frontmatter to fix");
+        outln!("\n# Frontmatter to fix");
         for p in &review.problems {
-            println!("- {p}");
+            outln!("- {p}");
         }
     }
-    println!("\n# Not in the profile yet");
+    outln!("\n# Not in the profile yet");
     if review.pending.is_empty() {
-        println!("(nothing)");
+        outln!("(nothing)");
     }
     for p in &review.pending {
         let why = if p.forgotten {
@@ -217,9 +218,9 @@ fn review(memory: &Memory, home: &Home) -> anyhow::Result<()> {
         } else {
             format!("seen in {} project(s); needs {} more", p.projects, p.needs_projects)
         };
-        println!("- {} — {why}", p.line);
+        outln!("- {} — {why}", p.line);
         for ev in &p.evidence {
-            println!("    {} {}: \"{}\"", ev.date, ev.project, ev.words);
+            outln!("    {} {}: \"{}\"", ev.date, ev.project, ev.words);
         }
     }
     Ok(())
@@ -261,27 +262,27 @@ fn apply_cmd(
     let file = plan.path();
     if dry_run {
         match (remove, plan.block()) {
-            (false, Some(block)) => println!("would write to {}:\n{block}", file.display()),
-            _ if !plan.changes() => println!("{}: nothing to change", file.display()),
-            _ => println!("would remove the profile block from {}", file.display()),
+            (false, Some(block)) => outln!("would write to {}:\n{block}", file.display()),
+            _ if !plan.changes() => outln!("{}: nothing to change", file.display()),
+            _ => outln!("would remove the profile block from {}", file.display()),
         }
         if plan.dropped_lines > 0 {
-            println!("({} more entries left out: apply_max_lines)", plan.dropped_lines);
+            outln!("({} more entries left out: apply_max_lines)", plan.dropped_lines);
         }
         return Ok(());
     }
     if !plan.changes() {
-        println!("{}: unchanged", file.display());
+        outln!("{}: unchanged", file.display());
         return Ok(());
     }
     let backup = apply::execute(&plan, &dir.join("backups/profile-apply"))?;
     match (&plan.after, remove) {
-        (None, _) => println!("removed {} (apply had created it)", file.display()),
-        (Some(_), true) => println!("removed the profile block from {}", file.display()),
-        (Some(_), false) => println!("wrote the profile block to {}", file.display()),
+        (None, _) => outln!("removed {} (apply had created it)", file.display()),
+        (Some(_), true) => outln!("removed the profile block from {}", file.display()),
+        (Some(_), false) => outln!("wrote the profile block to {}", file.display()),
     }
     if let Some(b) = backup {
-        println!("previous version: {}", b.display());
+        outln!("previous version: {}", b.display());
     }
     Ok(())
 }

@@ -13,8 +13,8 @@ pub fn export(memory: &Memory, path: &Path, force: bool) -> anyhow::Result<()> {
         .wiki_commit
         .as_deref()
         .map_or("an empty wiki".to_owned(), |c| format!("wiki commit {}", &c[..c.len().min(12)]));
-    println!(
-        "exported to {} ({at}): {} projects, {} pages, {} operators, {} grants, {} sessions, {} prompts, {} profile candidates, {} forgotten entries",
+    outln!(
+        "exported to {} ({at}): {} projects, {} pages, {} operators, {} grants, {} sessions, {} prompts, {} profile candidates, {} forgotten entries, {} handoffs",
         path.display(),
         out.projects,
         out.pages,
@@ -23,13 +23,14 @@ pub fn export(memory: &Memory, path: &Path, force: bool) -> anyhow::Result<()> {
         out.sessions,
         out.prompts,
         out.candidates,
-        out.forgotten
+        out.forgotten,
+        out.handoffs
     );
-    println!(
+    outln!(
         "API keys are exported only as SHA-256 hashes; the file holds your prompts: keep it private"
     );
     for s in &out.skipped {
-        println!("not exported (does not parse; fix it under wiki/ and export again): {s}");
+        outln!("not exported (does not parse; fix it under wiki/ and export again): {s}");
     }
     Ok(())
 }
@@ -57,7 +58,7 @@ pub fn import(memory: &Memory, path: &Path, options: &ImportOptions) -> anyhow::
         .commit
         .as_deref()
         .map_or("no new commit".to_owned(), |c| format!("commit {}", &c[..c.len().min(12)]));
-    println!(
+    outln!(
         "imported {} ({}): pages: {} new, {} replaced, {} unchanged ({commit})",
         path.display(),
         out.format,
@@ -66,16 +67,22 @@ pub fn import(memory: &Memory, path: &Path, options: &ImportOptions) -> anyhow::
         out.pages_unchanged
     );
     if let Some(m) = &out.merged {
-        println!(
-            "records: {} operators, {} grants, {} sessions, {} prompts, {} profile candidates, {} forgotten entries added",
-            m.operators, m.grants, m.sessions, m.prompts, m.candidates, m.forgotten
+        outln!(
+            "records: {} operators, {} grants, {} sessions, {} prompts, {} profile candidates, {} forgotten entries, {} handoffs added",
+            m.operators,
+            m.grants,
+            m.sessions,
+            m.prompts,
+            m.candidates,
+            m.forgotten,
+            m.handoffs
         );
     }
     if out.format == "basic-memory JSON" {
-        println!("{} entities, {} relations read", out.entities, out.relations);
+        outln!("{} entities, {} relations read", out.entities, out.relations);
     }
     for k in &out.kept {
-        println!("kept: {k}");
+        outln!("kept: {k}");
     }
     Ok(())
 }

@@ -51,6 +51,19 @@ pub(super) fn check(conn: &Connection, state: &IndexState) -> Result<Vec<String>
             ));
         }
     }
+    for h in &state.handoffs {
+        let Some(op) = h.operator else { continue };
+        let here: bool =
+            conn.query_row("SELECT EXISTS (SELECT 1 FROM users WHERE id = ?1)", [op], |r| {
+                r.get(0)
+            })?;
+        if !known.contains(&op) && !here {
+            problems.push(format!(
+                "handoff of {}/{}: operator id {op} is neither in the export nor here",
+                h.workspace, h.project
+            ));
+        }
+    }
     for p in &state.projects {
         let here: Option<bool> = conn
             .query_row(
@@ -282,6 +295,19 @@ pub(super) fn merge(
             "INSERT INTO project_stacks (project_id, tag, first_seen) VALUES (?1, ?2, ?3)
              ON CONFLICT DO NOTHING",
             params![project, s.tag, s.first_seen],
+        )?;
+    }
+    for h in &state.handoffs {
+        let project = projects.id(&h.workspace, &h.project)?;
+        // One a project and operator: the newer one holds, as when a session hands off.
+        out.handoffs += conn.execute(
+            "INSERT INTO handoffs (project_id, user_key, session_id, harness, text, at)
+                VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+             ON CONFLICT (project_id, user_key) DO UPDATE SET
+                session_id = excluded.session_id, harness = excluded.harness,
+                text = excluded.text, at = excluded.at
+             WHERE excluded.at > handoffs.at",
+            params![project, h.operator.unwrap_or(0), h.session, h.harness, h.text, h.at],
         )?;
     }
     Ok(out)

@@ -127,6 +127,19 @@ pub struct StackRecord {
     pub first_seen: i64,
 }
 
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HandoffRecord {
+    pub workspace: String,
+    pub project: String,
+    /// Whose sessions it hands off (`None`: the root's).
+    pub operator: Option<i64>,
+    pub session: String,
+    pub harness: String,
+    pub text: String,
+    pub at: i64,
+}
+
 /// Everything that lives only in the database.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct IndexState {
@@ -139,6 +152,9 @@ pub struct IndexState {
     pub cursors: Vec<CursorRecord>,
     pub forgotten: Vec<ForgottenRecord>,
     pub stacks: Vec<StackRecord>,
+    /// Each project's latest handoff (the files a running session changed are not kept: a
+    /// session handed off already wrote them into its handoff).
+    pub handoffs: Vec<HandoffRecord>,
 }
 
 /// What a merge did, and what it kept as it was (named, for the user).
@@ -150,6 +166,7 @@ pub struct Merged {
     pub prompts: usize,
     pub candidates: usize,
     pub forgotten: usize,
+    pub handoffs: usize,
     pub kept: Vec<String>,
 }
 
@@ -341,6 +358,23 @@ fn read_state(conn: &Connection) -> Result<IndexState, IndexError> {
             })
         },
     )?;
+    let handoffs = collect(
+        conn,
+        "SELECT pr.workspace, pr.name, h.user_key, h.session_id, h.harness, h.text, h.at
+         FROM handoffs h JOIN projects pr ON pr.id = h.project_id ORDER BY 1, 2, 3",
+        |r| {
+            let key: i64 = r.get(2)?;
+            Ok(HandoffRecord {
+                workspace: r.get(0)?,
+                project: r.get(1)?,
+                operator: (key != 0).then_some(key),
+                session: r.get(3)?,
+                harness: r.get(4)?,
+                text: r.get(5)?,
+                at: r.get(6)?,
+            })
+        },
+    )?;
     Ok(IndexState {
         projects,
         operators,
@@ -351,6 +385,7 @@ fn read_state(conn: &Connection) -> Result<IndexState, IndexError> {
         cursors,
         forgotten,
         stacks,
+        handoffs,
     })
 }
 

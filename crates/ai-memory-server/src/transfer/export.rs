@@ -25,6 +25,7 @@ pub struct Exported {
     pub prompts: usize,
     pub candidates: usize,
     pub forgotten: usize,
+    pub handoffs: usize,
     /// Stored files that do not parse as pages: left out, named (fix them and export again).
     pub skipped: Vec<String>,
 }
@@ -52,6 +53,7 @@ impl Memory {
                 prompts: state.prompts.len(),
                 candidates: state.candidates.len(),
                 forgotten: state.forgotten.len(),
+                handoffs: state.handoffs.len(),
                 ..Exported::default()
             };
             let header = Header {
@@ -124,7 +126,8 @@ impl Memory {
                 .chain(state.candidates.into_iter().map(Record::Candidate))
                 .chain(state.cursors.into_iter().map(Record::Cursor))
                 .chain(state.forgotten.into_iter().map(Record::Forgotten))
-                .chain(state.stacks.into_iter().map(Record::Stack));
+                .chain(state.stacks.into_iter().map(Record::Stack))
+                .chain(state.handoffs.into_iter().map(Record::Handoff));
             for r in records {
                 lines.push(json(&r)?);
             }

@@ -19,6 +19,7 @@ use ai_memory_store::{Batch, CleanPage, Location, ProjectMeta};
 
 use super::{FORMAT, Record, VERSION, read_lines};
 use crate::error::MemoryError;
+use crate::handoff::HANDOFF_MAX_BYTES;
 use crate::service::Memory;
 
 /// How many bad lines an import names before it stops reading.
@@ -341,6 +342,25 @@ fn read_export(
             Record::Stack(s) => {
                 let r = names(&s.workspace, &s.project);
                 state.stacks.push(s);
+                r
+            }
+            Record::Handoff(mut h) => {
+                let r = names(&h.workspace, &h.project).and_then(|()| captured_in(&h.project));
+                let r = r.and_then(|()| {
+                    if h.text.len() > HANDOFF_MAX_BYTES {
+                        Err(format!(
+                            "handoff of {}/{}: {} bytes, a handoff holds at most {HANDOFF_MAX_BYTES}",
+                            h.workspace,
+                            h.project,
+                            h.text.len()
+                        ))
+                    } else {
+                        Ok(())
+                    }
+                });
+                // Stored text is sanitized text, whoever wrote the file.
+                h.text = sanitize(&h.text).as_str().to_owned();
+                state.handoffs.push(h);
                 r
             }
         };

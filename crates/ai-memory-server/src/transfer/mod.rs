@@ -5,7 +5,7 @@
 //! The file: a header line (`format`, `version`), then one record a line, each with a `kind`:
 //! `project`, `page` (the page as stored, frontmatter included), `operator` (API keys as
 //! SHA-256 hashes, never the keys), `grant`, `session`, `prompt`, `candidate`, `cursor`,
-//! `forgotten` (the profile's forget ledger) and `stack`. An import reads and checks every line
+//! `forgotten` (the profile's forget ledger), `stack` and `handoff` (each project's latest). An import reads and checks every line
 //! before it writes anything.
 
 mod basic;
@@ -16,8 +16,8 @@ use std::io::{BufRead, Read};
 use std::path::Path;
 
 use ai_memory_index::{
-    CandidateRecord, CursorRecord, ForgottenRecord, GrantRecord, OperatorRecord, ProjectRecord,
-    PromptRecord, SessionRecord, StackRecord,
+    CandidateRecord, CursorRecord, ForgottenRecord, GrantRecord, HandoffRecord, OperatorRecord,
+    ProjectRecord, PromptRecord, SessionRecord, StackRecord,
 };
 use serde::{Deserialize, Serialize};
 
@@ -76,6 +76,7 @@ pub enum Record {
     Cursor(CursorRecord),
     Forgotten(ForgottenRecord),
     Stack(StackRecord),
+    Handoff(HandoffRecord),
 }
 
 /// The lines of a file, numbered from 1, each within `MAX_LINE_BYTES`; blank lines skipped.

@@ -196,6 +196,25 @@ fn with_prompt_capture_off_the_handoff_holds_the_files() {
     assert!(!next.contains("cargo fmt"), "{next}");
 }
 
+/// `capture.handoffs = false`: a session's prompts and files are not handed off and the next
+/// start shows no handoff.
+#[test]
+fn with_handoffs_off_none_is_written_or_shown() {
+    let server = Server::start("handoff-off", &[("AI_MEMORY_CAPTURE__HANDOFFS", "false")]);
+    let shop = repo("shop");
+    start(&server, "cc-7f3a", &shop);
+    for (event, file) in [
+        ("prompt-submit", "claude-code-prompt-submit.json"),
+        ("tool-use", "claude-code-post-tool-use.json"),
+        ("session-end", "claude-code-session-end.json"),
+    ] {
+        hook(server.cli(), event, "claude-code", &fixture(file, &shop));
+    }
+    let next = start(&server, "cc-next", &shop);
+    assert!(!next.contains(HEADING), "{next}");
+    assert!(!next.contains("src/auth.rs") && !next.contains("cargo fmt"), "{next}");
+}
+
 /// `capture.retention_days` covers handoffs too (they repeat captured prompts): a pass deletes
 /// one older than the cutoff.
 #[test]

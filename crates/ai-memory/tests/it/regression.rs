@@ -144,3 +144,22 @@ fn captured_prompts_older_than_the_retention_are_deleted_by_a_pass() {
     pass("2");
     assert_eq!(texts(), ["an hour old"]);
 }
+
+/// `ai-memory config show | head -1`: the reader is gone before the first line is written, so
+/// every write fails with a broken pipe; the command ends with success and says nothing,
+/// instead of panicking.
+#[test]
+fn a_closed_stdout_ends_a_command_quietly() {
+    let data = temp("pipe");
+    let home = temp("pipe-home");
+    let mut c = command(&data, &home);
+    c.args(["config", "show"]);
+    c.stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{:?}: {}", out.status, stderr(&out));
+    assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
+}

@@ -81,6 +81,14 @@ fn export_then_import_into_an_empty_data_directory_reproduces_pages_profile_prom
             "In all my projects, use pnpm, not npm.",
         ],
     );
+    let shop_cwd = shop.to_str().unwrap();
+    hook(
+        &data,
+        &home,
+        &shop,
+        "session-end",
+        json!({"session_id": "s1", "cwd": shop_cwd, "hook_event_name": "SessionEnd"}),
+    );
     session(&data, &home, &blog, "s2", &["What does this function do?"]);
     must(
         &data,
@@ -117,6 +125,7 @@ fn export_then_import_into_an_empty_data_directory_reproduces_pages_profile_prom
     let kinds = |k: &str| exported.iter().filter(|r| r["kind"] == k).count();
     assert_eq!(kinds("prompt"), 3);
     assert_eq!(kinds("forgotten"), 1);
+    assert_eq!(kinds("handoff"), 1, "shop's session s1 ended: {exported:?}");
     assert!(
         kinds("candidate") >= 2 && kinds("cursor") == 1 && kinds("session") == 2,
         "{exported:?}"
@@ -160,6 +169,19 @@ fn export_then_import_into_an_empty_data_directory_reproduces_pages_profile_prom
     std::fs::write(&no_ledger, stripped.join("\n")).unwrap();
     let control = temp("export-control");
     must(&control, &home, &shop, &["import", no_ledger.to_str().unwrap()]);
+    // The imported handoff reaches the next session of shop.
+    let (ok, printed, err) = aim(
+        &fresh,
+        &home,
+        &shop,
+        &["hook", "session-start", "--harness", "claude-code"],
+        Some(
+            &json!({"session_id": "s3", "cwd": shop_cwd, "hook_event_name": "SessionStart"})
+                .to_string(),
+        ),
+    );
+    assert!(ok, "{err}");
+    assert!(printed.contains("keep integration tests in tests/suite"), "{printed}");
     must(&control, &home, &shop, &["profile", "rebuild"]);
     let list = must(&control, &home, &shop, &["profile", "list"]);
     assert!(entry(&list, "pnpm").is_some(), "{list}");
