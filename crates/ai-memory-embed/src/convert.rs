@@ -19,11 +19,13 @@ const MAX_HEADER_BYTES: u64 = 16 << 20;
 const ALIGNMENT: usize = 32;
 
 #[derive(Debug, thiserror::Error)]
+/// Each message names its cause itself (no `source` chain), so a printed chain does not
+/// repeat it.
 pub enum ConvertError {
-    #[error("cannot read {path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
-    #[error("cannot write {path}: {source}")]
-    Write { path: PathBuf, source: std::io::Error },
+    #[error("cannot read {path}: {error}")]
+    Read { path: PathBuf, error: std::io::Error },
+    #[error("cannot write {path}: {error}")]
+    Write { path: PathBuf, error: std::io::Error },
     #[error("{path} is not valid: {reason}")]
     Invalid { path: PathBuf, reason: String },
     #[error("{path} is {size} bytes, more than the {MAX_WEIGHTS_BYTES} this converter reads")]
@@ -209,7 +211,7 @@ fn model_name(dir: &Path) -> String {
 
 fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, ConvertError> {
     let text =
-        fs::read(path).map_err(|source| ConvertError::Read { path: path.to_owned(), source })?;
+        fs::read(path).map_err(|error| ConvertError::Read { path: path.to_owned(), error })?;
     serde_json::from_slice(&text)
         .map_err(|e| ConvertError::Invalid { path: path.to_owned(), reason: e.to_string() })
 }
@@ -335,13 +337,13 @@ fn read_tensors(
 ) -> Result<Vec<Tensor>, ConvertError> {
     let invalid = |reason: String| ConvertError::Invalid { path: path.to_owned(), reason };
     let size = fs::metadata(path)
-        .map_err(|source| ConvertError::Read { path: path.to_owned(), source })?
+        .map_err(|error| ConvertError::Read { path: path.to_owned(), error })?
         .len();
     if size > MAX_WEIGHTS_BYTES {
         return Err(ConvertError::TooLarge { path: path.to_owned(), size });
     }
     let bytes =
-        fs::read(path).map_err(|source| ConvertError::Read { path: path.to_owned(), source })?;
+        fs::read(path).map_err(|error| ConvertError::Read { path: path.to_owned(), error })?;
     let header_len = bytes
         .get(..8)
         .map(|b| u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]))
@@ -502,7 +504,7 @@ fn write_gguf(out: &Path, kv: &[(String, Value)], tensors: &[Tensor]) -> Result<
     head.resize(head.len().next_multiple_of(ALIGNMENT), 0);
 
     let tmp = out.with_extension("gguf.partial");
-    let werr = |source| ConvertError::Write { path: tmp.clone(), source };
+    let werr = |error| ConvertError::Write { path: tmp.clone(), error };
     let mut w = BufWriter::new(fs::File::create(&tmp).map_err(werr)?);
     w.write_all(&head).map_err(werr)?;
     for t in tensors {
@@ -517,12 +519,22 @@ fn write_gguf(out: &Path, kv: &[(String, Value)], tensors: &[Tensor]) -> Result<
     }
     let file = w.into_inner().map_err(|e| werr(e.into_error()))?;
     file.sync_all().map_err(werr)?;
-    fs::rename(&tmp, out).map_err(|source| ConvertError::Write { path: out.to_owned(), source })
+    fs::rename(&tmp, out).map_err(|error| ConvertError::Write { path: out.to_owned(), error })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_missing_file_is_named_with_its_cause_said_once() {
+        let dir = std::env::temp_dir().join("ai-memory-embed-no-such-dir");
+        let e = convert(&dir, &dir.join("out.gguf")).unwrap_err();
+        let text = e.to_string();
+        assert!(text.contains("config.json") && text.contains("os error 2"), "{text}");
+        // A chain printed by the binary (`{:#}`) adds nothing the message does not say.
+        assert!(std::error::Error::source(&e).is_none());
+    }
 
     #[test]
     fn f16_rounds_like_ieee() {

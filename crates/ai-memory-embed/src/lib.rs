@@ -28,14 +28,22 @@ pub const QUERY_TOKENS: usize = 128;
 
 #[derive(Debug, thiserror::Error)]
 pub enum EmbedError {
-    #[error("the embedding model {path}: {source}")]
-    Load { path: PathBuf, source: caldrix_engine::EngineError },
+    #[error("the embedding model {path}: {error}")]
+    Load { path: PathBuf, error: caldrix_engine::EngineError },
     #[error("embedding failed: {0}")]
-    Engine(#[from] caldrix_engine::EngineError),
+    Engine(caldrix_engine::EngineError),
     #[error("the embedding thread has stopped")]
     Stopped,
     #[error("nothing to embed: the text has no tokens")]
     Empty,
+}
+
+// Not `#[from]`: that would make the engine's error a `source` too, and a printed chain would
+// say it twice.
+impl From<caldrix_engine::EngineError> for EmbedError {
+    fn from(e: caldrix_engine::EngineError) -> Self {
+        EmbedError::Engine(e)
+    }
 }
 
 /// A loaded sentence encoder, shared by every caller. Pages and queries are embedded on two
@@ -74,7 +82,7 @@ impl Encoder {
     /// context, or why not. `threads`: llama.cpp's threads for pages (`None`: every core).
     pub fn load(path: &Path, threads: Option<u32>) -> Result<Encoder, EmbedError> {
         let model = Model::load(path, &ModelParams::default())
-            .map_err(|source| EmbedError::Load { path: path.to_owned(), source })?;
+            .map_err(|error| EmbedError::Load { path: path.to_owned(), error })?;
         let model = Arc::new(model);
         let params = EmbedParams { threads, max_tokens: WINDOW_TOKENS.max(QUERY_TOKENS) as u32 };
         // Queries on one thread: a query is a few tokens, where a second thread adds a barrier
@@ -148,8 +156,8 @@ fn spawn<T: Send + 'static>(
             // llama.cpp's context stays on the thread that made it.
             let mut embedder = match model.embedder(&params) {
                 Ok(e) => e,
-                Err(source) => {
-                    let _ = ready_tx.send(Err(EmbedError::Load { path: owned, source }));
+                Err(error) => {
+                    let _ = ready_tx.send(Err(EmbedError::Load { path: owned, error }));
                     return;
                 }
             };
@@ -162,7 +170,7 @@ fn spawn<T: Send + 'static>(
         })
         .map_err(|e| EmbedError::Load {
             path: path.to_owned(),
-            source: caldrix_engine::EngineError::BadParams(format!("cannot start its thread: {e}")),
+            error: caldrix_engine::EngineError::BadParams(format!("cannot start its thread: {e}")),
         })?;
     let dimension = ready_rx.recv().map_err(|_| EmbedError::Stopped)??;
     Ok((jobs, dimension))
