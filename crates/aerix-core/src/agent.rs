@@ -42,10 +42,14 @@ pub struct AgentSpec {
 
 /// Turns aerix takes for an agent before its first own one (an implementer's opening: its
 /// check run, the files it names read). Asked again with each opening turn's results, until
-/// `None`: a thought and the calls, each a tool and its input.
+/// `None`: a thought and the calls, each a tool and its input (`r`: the results). It may ask
+/// the pool itself (an implementer's whole-file turn), on a context of its own.
 pub trait Opening: Send {
-    fn next(&mut self, results: &[String]) -> Option<(String, Vec<(String, serde_json::Value)>)>;
+    fn next<'a>(&'a mut self, pool: &'a mut dyn crate::Connection, r: &'a [String]) -> Opened<'a>;
 }
+
+/// What an opening's next turn comes to.
+pub type Opened<'a> = crate::Later<'a, Option<(String, Vec<(String, serde_json::Value)>)>>;
 
 /// How an agent ended.
 #[derive(Clone, Debug, PartialEq)]

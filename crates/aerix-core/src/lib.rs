@@ -30,7 +30,7 @@ pub use aerix_seams::{ALLOW_ALL, AllowAll, Asked, Held, Permission, Permissions}
 pub use aerix_seams::{Definition, Definitions, NO_DEFINITIONS, NoDefinitions};
 pub use aerix_seams::{ExternalTools, NO_EXTERNAL_TOOLS, NoExternalTools};
 pub use aerix_seams::{NO_SKILLS, NoSkills, Skills, offer_skill};
-pub use agent::{Agent, AgentEnd, AgentSpec, Opening};
+pub use agent::{Agent, AgentEnd, AgentSpec, Opened, Opening};
 pub use connection::{Connection, Later, Pending};
 pub use context::{Context, Label, Segment, role_name};
 pub use error::{CoreError, pool_gone};

@@ -55,7 +55,8 @@ impl Agent {
 
     async fn turn_loop(&mut self, rt: &mut Runtime<'_>) -> Result<AgentEnd, CoreError> {
         let mut results = Vec::new();
-        while let Some((thought, calls)) = self.opening.as_mut().and_then(|o| o.next(&results)) {
+        while let Some(opening) = self.opening.as_mut() {
+            let Some((thought, calls)) = opening.next(rt.client, &results).await else { break };
             results = self.open(rt, thought, calls).await?;
         }
         self.opening = None;
@@ -226,12 +227,11 @@ impl Agent {
         thought: String,
         calls: Vec<(String, serde_json::Value)>,
     ) -> Result<Vec<String>, CoreError> {
-        let mut id = || {
+        let call = |(tool, input): (String, serde_json::Value)| {
             self.next_call += 1;
-            format!("c{}", self.next_call)
+            Call { id: format!("c{}", self.next_call), tool, input }
         };
-        let calls: Vec<Call> =
-            calls.into_iter().map(|(tool, input)| Call { id: id(), tool, input }).collect();
+        let calls: Vec<Call> = calls.into_iter().map(call).collect();
         let body = Body::Calls(calls.clone());
         let text = Turn { thought, body, notes: Vec::new(), changed: false }.to_json();
         let (role, label, id) = (Role::Assistant, Label::Turn, self.fresh_id("t"));

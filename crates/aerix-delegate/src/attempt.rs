@@ -15,6 +15,7 @@ use aerix_turn::{ALL_TOOLS, Answer, VERIFIER_TOOLS};
 use caldrix_proto::{Role, Sampling};
 use serde_json::{Value, json};
 
+use crate::opening::{Opening, Whole};
 use crate::piece::{Input, Member, connect};
 use crate::sink::{PieceSink, Trace};
 use crate::{Shared, lock};
@@ -258,7 +259,11 @@ async fn implementer(
     }
     segments.push(user("brief", Label::Prompt, brief));
     let command = shared.checks.contains(&input.check).then(|| input.check.clone());
-    let opening = crate::opening::Opening::new(command, &input.brief, &input.check, &lane.tree);
+    let mut opening = Opening::new(command, &input.brief, &input.check, &lane.tree);
+    if shared.delegator.whole {
+        let (member, sampling) = (member.alias.clone(), lane.sampling);
+        opening = opening.with_whole(Whole { member, sampling, cancel: lane.cancel.clone() });
+    }
     spawn(rt, caller, spec, segments, None, Some(Box::new(opening))).await
 }
 

@@ -19,6 +19,7 @@ mod reasons;
 mod sink;
 mod tests_kept;
 mod tree;
+mod whole;
 
 pub use tree::WorktreePlace;
 
@@ -52,6 +53,9 @@ pub struct Delegator {
     pub temperature: f64,
     /// The request's seed: attempt k of a piece samples with a seed made from it.
     pub seed: u64,
+    /// An implementer with a command check writes its first change as a whole file in a code
+    /// fence, asked by aerix after its opening (`delegation.edit_format = "whole"`).
+    pub whole: bool,
     /// After a command check passes, a verifier reviews too (`verify.review`).
     pub review: bool,
     /// Where attempts' worktrees live; `None`: pieces run in place, one at a time (the tree is

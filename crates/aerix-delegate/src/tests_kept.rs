@@ -31,7 +31,7 @@ pub(crate) fn is_kept(path: &str, brief: &str, check: &str) -> bool {
 }
 
 /// A path that holds tests by its language's convention.
-fn is_test_path(path: &str) -> bool {
+pub(crate) fn is_test_path(path: &str) -> bool {
     let mut parts: Vec<&str> = path.split('/').collect();
     let Some(name) = parts.pop() else { return false };
     let dirs = ["tests", "test", "__tests__", "spec", "testdata"];

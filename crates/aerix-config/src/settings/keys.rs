@@ -101,6 +101,10 @@ section! {
         attempts: Option<u32> = None, attempts;
         /// The sampling temperature of every attempt but the first (which is greedy).
         attempt_temperature: f64 = 0.8, temperature;
+        /// How an implementer with a command check writes its first change after its opening:
+        /// `json` (its own `edit`/`write` turn) or `whole` (aerix asks for the whole file the
+        /// opening read, in a code fence, and applies it as a `write`).
+        edit_format: String = "json".to_owned(), edit_format;
         /// The seed sampled attempts start from (attempt k of a piece gets a seed of its own
         /// made from it); unset: one drawn per request, written to the log.
         seed: Option<u64> = None;
@@ -351,6 +355,13 @@ fn attempts(value: &Option<u32>) -> Result<(), Bad> {
             Err(Bad::new(format!("must be between 1 and {MAX_ATTEMPTS}, not {n}")))
         }
         _ => Ok(()),
+    }
+}
+
+fn edit_format(value: &str) -> Result<(), Bad> {
+    match value {
+        "json" | "whole" => Ok(()),
+        other => Err(Bad::new(format!("must be \"json\" or \"whole\", not \"{other}\""))),
     }
 }
 

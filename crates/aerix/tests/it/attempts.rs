@@ -515,3 +515,104 @@ fn a_check_the_permission_rules_refuse_fails_and_never_runs() {
     assert!(!world.repo.join("ran").exists() && worktree_dirs(&world).is_empty());
     assert_eq!(piece_result(&events)["outcome"], "failed");
 }
+
+/// The `(role, stop or tool)` of an agent's messages, in order.
+fn shape_of<'a>(events: &'a [Value], agent: &str) -> Vec<(&'a str, &'a str)> {
+    of_type(events, "message")
+        .into_iter()
+        .filter(|m| m["agent"] == agent)
+        .map(|m| {
+            let what = if m["role"] == "tool" { &m["tool"] } else { &m["stop"] };
+            (m["role"].as_str().unwrap(), what.as_str().unwrap_or_default())
+        })
+        .collect()
+}
+
+const WHOLE: &str = "[delegation]\nparallel = 1\nretries = 0\nedit_format = \"whole\"\n";
+
+#[test]
+fn a_whole_file_reply_is_written_checked_and_lands_when_the_check_passes() {
+    let replies = vec![
+        "edit".to_owned(),
+        delegate(),
+        // The whole-file ask, answered in plain text: a fence holding calc.sh fixed.
+        format!("Here it is:\n```sh\n{FIXED}```\n"),
+        final_turn("Done.", "Fixed add."),
+        final_turn("Delegated.", "Fixed add."),
+    ];
+    let world = World::scripted_with("attempts-whole-lands", &replies, true, WHOLE);
+    let test = std::fs::read_to_string(world.repo.join("test.sh")).unwrap();
+    let out = world.aerix(&["-p", "Fix calc.sh."]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let events = world.events();
+    let shape = shape_of(&events, "a1.c1");
+    // The check, the reads, the write aerix asked for, the check again: all the agent's,
+    // logged as opening turns through the tool path; then the member's own final.
+    assert_eq!(
+        shape,
+        [
+            ("assistant", "opening"),
+            ("tool", "bash"),
+            ("assistant", "opening"),
+            ("tool", "read"),
+            ("tool", "read"),
+            ("assistant", "opening"),
+            ("tool", "write"),
+            ("assistant", "opening"),
+            ("tool", "bash"),
+            ("assistant", "complete"),
+        ],
+        "{events:?}"
+    );
+    let messages: Vec<&Value> =
+        of_type(&events, "message").into_iter().filter(|m| m["agent"] == "a1.c1").collect();
+    let write: Value = serde_json::from_str(messages[5]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        write["calls"][0],
+        json!({"tool": "write", "input": {"path": "calc.sh", "content": FIXED}})
+    );
+    assert!(messages[8]["text"].as_str().unwrap().contains("ok"), "{}", messages[8]);
+    let checks = of_type(&events, "check");
+    assert_eq!((&checks[0]["by"], &checks[0]["verdict"]), (&json!("command"), &json!("pass")));
+    assert_eq!(of_type(&events, "land")[0]["state"], "landed");
+    assert_eq!(std::fs::read_to_string(world.repo.join("calc.sh")).unwrap(), FIXED);
+    assert_eq!(std::fs::read_to_string(world.repo.join("test.sh")).unwrap(), test);
+}
+
+#[test]
+fn a_failing_whole_file_never_lands_and_a_test_file_is_never_rewritten() {
+    // The first piece names calc.sh: its whole-file write fails the check. The second names
+    // only the check's test file: no whole-file ask at all, its member's own turn comes next.
+    let brief = "`sh test.sh` fails: make it print ok.";
+    let root = calls(
+        "Delegate both.",
+        vec![
+            call("agent", json!({"brief": FIX, "check": TEST})),
+            call("agent", json!({"brief": brief, "check": TEST})),
+        ],
+    );
+    let replies = vec![
+        "edit".to_owned(),
+        root,
+        "```sh\nadd() { echo 0; }\n```\n".to_owned(),
+        final_turn("Done.", "Tried."),
+        final_turn("Done.", "Looked."),
+        final_turn("Delegated.", "It failed."),
+    ];
+    let world = World::scripted_with("attempts-whole-fails", &replies, true, WHOLE);
+    let test = std::fs::read_to_string(world.repo.join("test.sh")).unwrap();
+    let out = world.aerix(&["-p", "Fix calc.sh."]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let events = world.events();
+    let first = shape_of(&events, "a1.c1");
+    assert_eq!(first.iter().filter(|s| **s == ("tool", "write")).count(), 1, "{first:?}");
+    let second = shape_of(&events, "a1.c2");
+    assert!(!second.contains(&("tool", "write")), "{second:?}");
+    assert_eq!(second.iter().filter(|s| s.1 == "opening").count(), 2, "{second:?}");
+    let verdicts: Vec<&Value> = of_type(&events, "check").iter().map(|c| &c["verdict"]).collect();
+    assert_eq!(verdicts, [&json!("fail"), &json!("fail")]);
+    assert!(of_type(&events, "land").iter().all(|l| l["state"] != "landed"));
+    assert_eq!(std::fs::read_to_string(world.repo.join("calc.sh")).unwrap(), BROKEN);
+    assert_eq!(std::fs::read_to_string(world.repo.join("test.sh")).unwrap(), test);
+    assert_eq!(world.git(&["status", "--porcelain"]), "");
+}

@@ -263,3 +263,70 @@ fn smollm2_sampled_attempts_replay_with_the_logged_seed() {
     assert_eq!(again[1]["seed"], attempts[1]["seed"], "the same seed from the same request seed");
     assert_eq!(first, second, "each attempt's turn replays");
 }
+
+/// The whole-file turn through the real engine: a piece on SmolLM2 with `edit_format =
+/// "whole"` is asked for calc.sh in a code fence after its opening; whatever it writes, the
+/// run ends and the tree is untouched or passes its test, never left failing.
+#[test]
+fn smollm2_whole_file_turn_runs_and_leaves_the_tree_untouched_or_passing() {
+    let piece = crate::call(
+        "agent",
+        serde_json::json!({"brief": "sh test.sh fails. Fix add in calc.sh.", "check": "sh test.sh", "member": "smol"}),
+    );
+    let replies = vec![
+        "edit".to_owned(),
+        crate::calls("One piece.", vec![piece]),
+        crate::final_turn("Delegated.", "done"),
+    ];
+    let world = World::new("smollm2-whole", "", "");
+    let root = world.script("replies", &replies, true);
+    world.write_settings(
+        &root,
+        "[context]\nmax_new_tokens = 64\n[delegation]\nparallel = 1\nmax_turns = 1\nretries = 0\nattempts = 1\nedit_format = \"whole\"\n",
+    );
+    let (smol, socket) = (smollm2().display().to_string(), world.socket.display().to_string());
+    let args: Vec<String> = [
+        "pool",
+        "--socket",
+        &socket,
+        "--context-budget",
+        "64M",
+        "--load",
+        &root,
+        "--threads",
+        "2",
+        "--load",
+        &smol,
+        "--alias",
+        "smol",
+        "--ctx",
+        "2048",
+        "--threads",
+        "2",
+    ]
+    .map(String::from)
+    .to_vec();
+    world.start_pool(&args);
+    let before = std::fs::read_to_string(world.repo.join("calc.sh")).unwrap();
+    let out = world.aerix(&["-p", "Fix calc.sh."]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let events = world.events();
+    let opening = of_type(&events, "message")
+        .into_iter()
+        .filter(|m| m["agent"] == "a1.c1" && m["stop"] == "opening")
+        .count();
+    // The check and the reads, then the write and the check again when the reply held a file.
+    assert!(opening == 2 || opening == 4, "{opening} opening turns");
+    let end = of_type(&events, "agent.end").into_iter().find(|e| e["agent"] == "a1.c1");
+    assert!(end.is_some(), "{events:?}");
+    let after = std::fs::read_to_string(world.repo.join("calc.sh")).unwrap();
+    let passes = std::process::Command::new("sh")
+        .arg("test.sh")
+        .current_dir(&world.repo)
+        .status()
+        .unwrap()
+        .success();
+    assert!(after == before || passes, "a failing change was left: {after}");
+    let landed = of_type(&events, "land").iter().any(|l| l["state"] == "landed");
+    assert_eq!(after != before, landed, "only a landed change is in the tree");
+}
