@@ -230,7 +230,7 @@ mod tests {
     use super::*;
     use aerix_core::{CoreError, Opening as _, Pending};
     use caldrix_client::Counts;
-    use caldrix_proto::{ContextId, Done, Edit, MemberInfo, Segment, StopReason, Usage};
+    use caldrix_proto::{ContextId, Done, Edit, Generate, MemberInfo, Segment, StopReason, Usage};
 
     /// A pool that answers every generation with `reply` and keeps the prompts it was asked.
     #[derive(Default)]
@@ -285,7 +285,6 @@ mod tests {
             Box::pin(async { Ok(done) })
         }
     }
-    use caldrix_proto::Generate;
 
     fn tree() -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();

@@ -45,7 +45,7 @@ pub(crate) fn budget(bytes: usize) -> u32 {
 
 /// The prompt: the failing check's output and the file, then the ask.
 pub(crate) fn prompt(command: &str, output: &str, path: &str, text: &str) -> Vec<Segment> {
-    let output = tail(output.trim(), OUTPUT_TAIL);
+    let output = crate::checks::tail(output.trim(), OUTPUT_TAIL);
     let lang = Path::new(path).extension().and_then(|e| e.to_str()).map_or("", fence_language);
     let text = if text.ends_with('\n') { text.to_owned() } else { format!("{text}\n") };
     let user = format!(
@@ -67,15 +67,6 @@ fn fence_language(extension: &str) -> &str {
         "ts" => "typescript",
         other => other,
     }
-}
-
-/// The last `max` bytes of `text`, cut at a character boundary.
-fn tail(text: &str, max: usize) -> &str {
-    let mut start = text.len().saturating_sub(max);
-    while !text.is_char_boundary(start) {
-        start += 1;
-    }
-    &text[start..]
 }
 
 /// The body of the reply's first code fence that is a new file: the lines after a ```` ``` ````

@@ -53,6 +53,36 @@ pub struct OpenSession {
     pub last: i64,
 }
 
+/// Stores a handoff for a project and operator key unless theirs is newer (an older session's
+/// handoff written late, or an import's older one, never replaces it); one of the same time
+/// replaces theirs only when `same_time` (a session's, not an import's); returns the rows
+/// written.
+pub(crate) fn put_in(
+    conn: &rusqlite::Connection,
+    project_id: i64,
+    user_key: i64,
+    handoff: &HandoffRow,
+    same_time: bool,
+) -> Result<usize, IndexError> {
+    Ok(conn.execute(
+        "INSERT INTO handoffs (project_id, user_key, session_id, harness, text, at)
+            VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+         ON CONFLICT (project_id, user_key) DO UPDATE SET
+            session_id = excluded.session_id, harness = excluded.harness,
+            text = excluded.text, at = excluded.at
+         WHERE excluded.at > handoffs.at OR (?7 AND excluded.at = handoffs.at)",
+        params![
+            project_id,
+            user_key,
+            handoff.session,
+            handoff.harness,
+            handoff.text,
+            handoff.at,
+            same_time
+        ],
+    )?)
+}
+
 fn user_key(user: Option<i64>) -> i64 {
     user.unwrap_or(0)
 }
@@ -156,23 +186,7 @@ impl Index {
         user: Option<i64>,
         handoff: &HandoffRow,
     ) -> Result<bool, IndexError> {
-        let n = self.conn().execute(
-            "INSERT INTO handoffs (project_id, user_key, session_id, harness, text, at)
-                VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-             ON CONFLICT (project_id, user_key) DO UPDATE SET
-                session_id = excluded.session_id, harness = excluded.harness,
-                text = excluded.text, at = excluded.at
-             WHERE excluded.at >= handoffs.at",
-            params![
-                project.id,
-                user_key(user),
-                handoff.session,
-                handoff.harness,
-                handoff.text,
-                handoff.at
-            ],
-        )?;
-        Ok(n > 0)
+        Ok(put_in(&self.conn(), project.id, user_key(user), handoff, true)? > 0)
     }
 
     /// The latest handoff of `project` for `user`. Reading it changes nothing.

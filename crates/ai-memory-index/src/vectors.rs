@@ -287,6 +287,9 @@ impl Index {
         limit: usize,
         floor: f32,
     ) -> Result<Vec<(i64, f32)>, IndexError> {
+        if query.is_empty() {
+            return Ok(Vec::new());
+        }
         let (root, user) = Index::bind_principal(who);
         let sql = format!(
             "SELECT p.id, pe.hash FROM pages p
@@ -306,7 +309,7 @@ impl Index {
         let mut ranked = Vec::with_capacity(pages.len());
         for (id, hash) in pages {
             let windows = cache.get(&conn, &hash)?;
-            if query.is_empty() || windows.len() % query.len() != 0 {
+            if windows.len() % query.len() != 0 {
                 continue;
             }
             let best =

@@ -91,29 +91,7 @@ fn smollm2_pieces_resume_the_stored_system_prefix() {
         &root,
         "[context]\nmax_new_tokens = 200\n[delegation]\nparallel = 1\nmax_turns = 1\n",
     );
-    let smol = smollm2().display().to_string();
-    let args: Vec<String> = [
-        "pool",
-        "--socket",
-        &world.socket.display().to_string(),
-        "--context-budget",
-        "64M",
-        "--load",
-        &root,
-        "--threads",
-        "2",
-        "--load",
-        &smol,
-        "--alias",
-        "smol",
-        "--ctx",
-        "4096",
-        "--threads",
-        "2",
-    ]
-    .map(String::from)
-    .to_vec();
-    world.start_pool(&args);
+    start_scripted_and_smol(&world, &root, 4096);
     let out = world.aerix(&["-p", "Fix calc.sh."]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let events = world.events();
@@ -211,30 +189,7 @@ fn smollm2_sampled_attempts_replay_with_the_logged_seed() {
                 "[context]\nmax_new_tokens = 64\n[delegation]\nparallel = 1\nmax_turns = 1\nretries = 0\nattempts = 2\nseed = {seed}\n[verify]\ncommands = [\"true\"]\n"
             ),
         );
-        let smol = smollm2().display().to_string();
-        let socket = world.socket.display().to_string();
-        let args: Vec<String> = [
-            "pool",
-            "--socket",
-            &socket,
-            "--context-budget",
-            "64M",
-            "--load",
-            &root,
-            "--threads",
-            "2",
-            "--load",
-            &smol,
-            "--alias",
-            "smol",
-            "--ctx",
-            "2048",
-            "--threads",
-            "2",
-        ]
-        .map(String::from)
-        .to_vec();
-        world.start_pool(&args);
+        start_scripted_and_smol(&world, &root, 2048);
         // The same schedule in both runs: the second attempt starts once the first has ended,
         // so it resumes the stored brief's rows each time (a prompt computed in another order
         // may differ in its last bits, and a sampled token at a near-tie with it).
@@ -284,29 +239,7 @@ fn smollm2_whole_file_turn_runs_and_leaves_the_tree_untouched_or_passing() {
         &root,
         "[context]\nmax_new_tokens = 64\n[delegation]\nparallel = 1\nmax_turns = 1\nretries = 0\nattempts = 1\nedit_format = \"whole\"\n",
     );
-    let (smol, socket) = (smollm2().display().to_string(), world.socket.display().to_string());
-    let args: Vec<String> = [
-        "pool",
-        "--socket",
-        &socket,
-        "--context-budget",
-        "64M",
-        "--load",
-        &root,
-        "--threads",
-        "2",
-        "--load",
-        &smol,
-        "--alias",
-        "smol",
-        "--ctx",
-        "2048",
-        "--threads",
-        "2",
-    ]
-    .map(String::from)
-    .to_vec();
-    world.start_pool(&args);
+    start_scripted_and_smol(&world, &root, 2048);
     let before = std::fs::read_to_string(world.repo.join("calc.sh")).unwrap();
     let out = world.aerix(&["-p", "Fix calc.sh."]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
@@ -329,4 +262,33 @@ fn smollm2_whole_file_turn_runs_and_leaves_the_tree_untouched_or_passing() {
     assert!(after == before || passes, "a failing change was left: {after}");
     let landed = of_type(&events, "land").iter().any(|l| l["state"] == "landed");
     assert_eq!(after != before, landed, "only a landed change is in the tree");
+}
+
+/// Starts the world's pool with the scripted `root` member and SmolLM2 as `smol` (a window of
+/// `ctx` tokens), both on two threads.
+fn start_scripted_and_smol(world: &World, root: &str, ctx: u32) {
+    let (smol, socket, ctx) =
+        (smollm2().display().to_string(), world.socket.display().to_string(), ctx.to_string());
+    let args: Vec<String> = [
+        "pool",
+        "--socket",
+        &socket,
+        "--context-budget",
+        "64M",
+        "--load",
+        root,
+        "--threads",
+        "2",
+        "--load",
+        &smol,
+        "--alias",
+        "smol",
+        "--ctx",
+        &ctx,
+        "--threads",
+        "2",
+    ]
+    .map(String::from)
+    .to_vec();
+    world.start_pool(&args);
 }

@@ -7,8 +7,9 @@ use ai_memory_core::{ProjectName, WorkspaceName};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{IndexState, Merged, PromptRecord};
-use crate::IndexError;
 use crate::access::ensure_project_in;
+use crate::handoffs::put_in;
+use crate::{HandoffRow, IndexError};
 
 pub(super) fn check(conn: &Connection, state: &IndexState) -> Result<Vec<String>, IndexError> {
     let mut problems = Vec::new();
@@ -38,13 +39,16 @@ pub(super) fn check(conn: &Connection, state: &IndexState) -> Result<Vec<String>
         }
     }
     let known: BTreeSet<i64> = state.operators.iter().map(|o| o.id).collect();
+    // An operator a record names is in the export or already here.
+    let unknown = |id: i64| -> Result<bool, IndexError> {
+        let here: bool =
+            conn.query_row("SELECT EXISTS (SELECT 1 FROM users WHERE id = ?1)", [id], |r| {
+                r.get(0)
+            })?;
+        Ok(!known.contains(&id) && !here)
+    };
     for g in &state.grants {
-        let here: bool = conn.query_row(
-            "SELECT EXISTS (SELECT 1 FROM users WHERE id = ?1)",
-            [g.operator],
-            |r| r.get(0),
-        )?;
-        if !known.contains(&g.operator) && !here {
+        if unknown(g.operator)? {
             problems.push(format!(
                 "grant on {}/{}: operator id {} is neither in the export nor here",
                 g.workspace, g.project, g.operator
@@ -53,11 +57,7 @@ pub(super) fn check(conn: &Connection, state: &IndexState) -> Result<Vec<String>
     }
     for h in &state.handoffs {
         let Some(op) = h.operator else { continue };
-        let here: bool =
-            conn.query_row("SELECT EXISTS (SELECT 1 FROM users WHERE id = ?1)", [op], |r| {
-                r.get(0)
-            })?;
-        if !known.contains(&op) && !here {
+        if unknown(op)? {
             problems.push(format!(
                 "handoff of {}/{}: operator id {op} is neither in the export nor here",
                 h.workspace, h.project
@@ -299,16 +299,13 @@ pub(super) fn merge(
     }
     for h in &state.handoffs {
         let project = projects.id(&h.workspace, &h.project)?;
-        // One a project and operator: the newer one holds, as when a session hands off.
-        out.handoffs += conn.execute(
-            "INSERT INTO handoffs (project_id, user_key, session_id, harness, text, at)
-                VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-             ON CONFLICT (project_id, user_key) DO UPDATE SET
-                session_id = excluded.session_id, harness = excluded.harness,
-                text = excluded.text, at = excluded.at
-             WHERE excluded.at > handoffs.at",
-            params![project, h.operator.unwrap_or(0), h.session, h.harness, h.text, h.at],
-        )?;
+        let row = HandoffRow {
+            session: h.session.clone(),
+            harness: h.harness.clone(),
+            text: h.text.clone(),
+            at: h.at,
+        };
+        out.handoffs += put_in(conn, project, h.operator.unwrap_or(0), &row, false)?;
     }
     Ok(out)
 }

@@ -181,7 +181,10 @@ fn export_then_import_into_an_empty_data_directory_reproduces_pages_profile_prom
         ),
     );
     assert!(ok, "{err}");
-    assert!(printed.contains("keep integration tests in tests/suite"), "{printed}");
+    // The handoff's own lines: the profile's digest also names tests/suite, but never the
+    // forgotten pnpm entry, which only the handoff's list of prompts holds.
+    assert!(printed.contains("The last session here (claude-code) was asked:"), "{printed}");
+    assert!(printed.contains("use pnpm, not npm"), "{printed}");
     must(&control, &home, &shop, &["profile", "rebuild"]);
     let list = must(&control, &home, &shop, &["profile", "list"]);
     assert!(entry(&list, "pnpm").is_some(), "{list}");
