@@ -142,17 +142,39 @@ pub(crate) async fn run(
         let end =
             implementer(&mut rt, shared, caller, lane, member, input, &implementer_id, reasons)
                 .await?;
+        let verifier_id = format!("{}.v{}", lane.prefix, round + 1);
+        let judging = Judging { lane, round, implementer: &implementer_id, verifier: &verifier_id };
         if end.outcome != Outcome::Done {
             let reason = end.reason.unwrap_or_default();
             let what = format!(
                 "the implementer {implementer_id} ended {}: {reason}",
                 end.outcome.as_str()
             );
+            // A write that made the check pass is not lost to the turns after it: a command
+            // check (cheap, and read by the harness, not a model) still judges the tree of an
+            // implementer that ran out of turns or failed (`stuck` included). Not after a
+            // cancel, nor after a hook or a bound ended it.
+            let command = shared.checks.contains(&input.check);
+            if command && matches!(end.outcome, Outcome::Budget | Outcome::Failed) {
+                ended.summary = format!("{what}. The check passed in its tree afterwards.");
+                let verdict = judge(
+                    &mut rt,
+                    shared,
+                    caller,
+                    member,
+                    input,
+                    &judging,
+                    &ended.summary,
+                    &mut ended.judged,
+                )
+                .await?;
+                if matches!(verdict, Verdict::Pass | Verdict::Cancelled) {
+                    return Ok(verdict);
+                }
+            }
             return Ok::<_, ToolError>(Verdict::Ended(end.outcome, what));
         }
         ended.summary = end.final_text.unwrap_or_default();
-        let verifier_id = format!("{}.v{}", lane.prefix, round + 1);
-        let judging = Judging { lane, round, implementer: &implementer_id, verifier: &verifier_id };
         judge(&mut rt, shared, caller, member, input, &judging, &ended.summary, &mut ended.judged)
             .await
     }

@@ -273,6 +273,56 @@ fn a_check_passed_by_emptying_its_test_fails_and_never_lands() {
     assert_eq!(world.git(&["status", "--porcelain"]), "");
 }
 
+/// An implementer with one turn: `change` writes calc.sh, and its budget ends it there, before
+/// it says `done`.
+fn out_of_turns(name: &str, content: &str) -> (World, std::process::Output) {
+    let change =
+        calls("Change it.", vec![call("write", json!({"path": "calc.sh", "content": content}))]);
+    let replies =
+        vec!["edit".to_owned(), delegate(), change, final_turn("Delegated.", "It ended.")];
+    let settings = "[delegation]\nparallel = 1\nretries = 0\nmax_turns = 1\n";
+    let world = World::scripted_with(name, &replies, true, settings);
+    let out = world.aerix(&["-p", "Fix calc.sh."]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    (world, out)
+}
+
+#[test]
+fn an_implementer_out_of_turns_is_still_checked_and_its_passing_fix_lands() {
+    let (world, _) = out_of_turns("attempts-budget-pass", FIXED);
+    let events = world.events();
+    let end = of_type(&events, "agent.end").into_iter().find(|e| e["agent"] == "a1.c1").unwrap();
+    assert_eq!(end["outcome"], "budget", "{end}");
+    let checks: Vec<(&str, &str)> = of_type(&events, "check")
+        .iter()
+        .map(|c| (c["by"].as_str().unwrap(), c["verdict"].as_str().unwrap()))
+        .collect();
+    assert_eq!(checks, [("command", "pass")]);
+    let result = piece_result(&events);
+    assert_eq!(result["outcome"], "done", "{result}");
+    assert!(result["summary"].as_str().unwrap().contains("ended budget"), "{result}");
+    assert_eq!(of_type(&events, "land")[0]["state"], "landed");
+    assert_eq!(std::fs::read_to_string(world.repo.join("calc.sh")).unwrap(), FIXED);
+    assert!(worktree_dirs(&world).is_empty());
+}
+
+#[test]
+fn an_implementer_out_of_turns_whose_tree_fails_its_check_stops_and_nothing_lands() {
+    let (world, _) = out_of_turns("attempts-budget-fail", "add() { echo 4; }\n");
+    let events = world.events();
+    let checks: Vec<(&str, &str)> = of_type(&events, "check")
+        .iter()
+        .map(|c| (c["by"].as_str().unwrap(), c["verdict"].as_str().unwrap()))
+        .collect();
+    assert_eq!(checks, [("command", "fail")]);
+    let result = piece_result(&events);
+    assert_eq!(result["outcome"], "budget", "{result}");
+    assert_eq!(of_type(&events, "land")[0]["state"], "none");
+    assert_eq!(std::fs::read_to_string(world.repo.join("calc.sh")).unwrap(), BROKEN);
+    assert_eq!(world.git(&["status", "--porcelain"]), "");
+    assert!(worktree_dirs(&world).is_empty());
+}
+
 #[test]
 fn a_change_made_meanwhile_to_the_same_lines_is_a_conflict_and_the_patch_is_kept() {
     let world = World::new("attempts-conflict", "", "");
