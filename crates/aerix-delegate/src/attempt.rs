@@ -62,6 +62,20 @@ pub(crate) struct Judged {
 }
 
 impl Judged {
+    /// The session log's `check` event of this verdict, on `agent` (the implementer judged).
+    pub(crate) fn event(&self, agent: String, check: &str, reason: String) -> Event {
+        Event::Check {
+            agent,
+            attempt: self.attempt,
+            round: self.round,
+            by: self.by.to_owned(),
+            check: check.to_owned(),
+            exit: self.exit,
+            verdict: if self.pass { "pass" } else { "fail" }.to_owned(),
+            reason,
+        }
+    }
+
     pub(crate) fn to_json(&self) -> Value {
         let mut v = json!({
             "attempt": self.attempt,
@@ -329,17 +343,9 @@ async fn judge(
             Err(refused) => (false, refused.clone()),
         };
         let exit = run.as_ref().ok().and_then(|r| r.exit);
-        rt.sink.event(Event::Check {
-            agent: judging.implementer.to_owned(),
-            attempt,
-            round,
-            by: "command".to_owned(),
-            check: input.check.clone(),
-            exit,
-            verdict: if pass { "pass" } else { "fail" }.to_owned(),
-            reason: reason.clone(),
-        });
-        judged.push(Judged { attempt, round, by: "command", exit, verifier: None, pass });
+        let verdict = Judged { attempt, round, by: "command", exit, verifier: None, pass };
+        rt.sink.event(verdict.event(judging.implementer.to_owned(), &input.check, reason.clone()));
+        judged.push(verdict);
         if rt.cancel.is_cancelled() {
             return Ok(Verdict::Cancelled);
         }
@@ -357,24 +363,10 @@ async fn judge(
         Verdict::Fail(reason) => (false, reason.clone()),
         Verdict::Cancelled | Verdict::Ended(..) => return Ok(verdict),
     };
-    rt.sink.event(Event::Check {
-        agent: judging.implementer.to_owned(),
-        attempt,
-        round,
-        by: "verifier".to_owned(),
-        check: input.check.clone(),
-        exit: None,
-        verdict: if pass { "pass" } else { "fail" }.to_owned(),
-        reason,
-    });
-    judged.push(Judged {
-        attempt,
-        round,
-        by: "verifier",
-        exit: None,
-        verifier: Some(judging.verifier.to_owned()),
-        pass,
-    });
+    let verifier = Some(judging.verifier.to_owned());
+    let judgement = Judged { attempt, round, by: "verifier", exit: None, verifier, pass };
+    rt.sink.event(judgement.event(judging.implementer.to_owned(), &input.check, reason));
+    judged.push(judgement);
     Ok(verdict)
 }
 

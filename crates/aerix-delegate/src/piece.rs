@@ -304,24 +304,9 @@ fn tests_kept(
     let (attempt, round) = (lane.number, round + 1);
     let agent =
         if round == 1 { lane.prefix.clone() } else { format!("{}.r{}", lane.prefix, round - 1) };
-    lock(&shared.sink).event(Event::Check {
-        agent,
-        attempt,
-        round,
-        by: "tests".to_owned(),
-        check: input.check.clone(),
-        exit: None,
-        verdict: "fail".to_owned(),
-        reason: why.clone(),
-    });
-    ended.judged.push(Judged {
-        attempt,
-        round,
-        by: "tests",
-        exit: None,
-        verifier: None,
-        pass: false,
-    });
+    let verdict = Judged { attempt, round, by: "tests", exit: None, verifier: None, pass: false };
+    lock(&shared.sink).event(verdict.event(agent, &input.check, why.clone()));
+    ended.judged.push(verdict);
     ended.verdict = Verdict::Fail(why);
 }
 

@@ -156,12 +156,11 @@ impl Index {
         project: &ProjectRow,
         session: &str,
     ) -> Result<Vec<String>, IndexError> {
-        let conn = self.conn();
-        let mut stmt = conn.prepare(
+        self.session_texts(
             "SELECT path FROM session_files WHERE session_id = ?1 AND project_id = ?2 ORDER BY rowid",
-        )?;
-        let rows = stmt.query_map(params![session, project.id], |r| r.get(0))?;
-        Ok(rows.collect::<Result<_, _>>()?)
+            project,
+            session,
+        )
     }
 
     /// The prompts captured in a session, in order.
@@ -170,10 +169,22 @@ impl Index {
         project: &ProjectRow,
         session: &str,
     ) -> Result<Vec<String>, IndexError> {
-        let conn = self.conn();
-        let mut stmt = conn.prepare(
+        self.session_texts(
             "SELECT text FROM prompts WHERE session_id = ?1 AND project_id = ?2 ORDER BY id",
-        )?;
+            project,
+            session,
+        )
+    }
+
+    /// One text column of a session's rows (`sql` takes the session as ?1, the project as ?2).
+    fn session_texts(
+        &self,
+        sql: &str,
+        project: &ProjectRow,
+        session: &str,
+    ) -> Result<Vec<String>, IndexError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare(sql)?;
         let rows = stmt.query_map(params![session, project.id], |r| r.get(0))?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
