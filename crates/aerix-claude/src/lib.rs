@@ -19,13 +19,8 @@ pub use transcript::{
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClaudeError {
-    #[error("{what} {}: {source}", path.display())]
-    Io {
-        what: &'static str,
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error("{what} {}: {error}", path.display())]
+    Io { what: &'static str, path: PathBuf, error: std::io::Error },
     #[error("{} is not a transcript path (`<id>.claude.jsonl`)", .0.display())]
     NotATranscript(PathBuf),
 }

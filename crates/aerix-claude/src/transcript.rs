@@ -452,10 +452,10 @@ pub fn refresh(transcript: &Path) -> Result<(), ClaudeError> {
 /// main file's path.
 pub fn write_projection(log: &Path) -> Result<PathBuf, ClaudeError> {
     let _one = WRITING.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    let bytes = std::fs::read(log).map_err(|source| ClaudeError::Io {
+    let bytes = std::fs::read(log).map_err(|error| ClaudeError::Io {
         what: "cannot read the session log",
         path: log.to_owned(),
-        source,
+        error,
     })?;
     // A rewound request's conversation is not the session's any more (`aerix rewind`).
     let timed = timed_events(&bytes);
@@ -493,7 +493,7 @@ pub fn timed_events(bytes: &[u8]) -> Vec<(Event, Option<String>)> {
 }
 
 fn replace(path: &Path, lines: &[Value]) -> Result<(), ClaudeError> {
-    let io = |source| ClaudeError::Io { what: "cannot write", path: path.to_owned(), source };
+    let io = |error| ClaudeError::Io { what: "cannot write", path: path.to_owned(), error };
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(io)?;
     }

@@ -46,7 +46,7 @@ pub fn instruction_files(root: &Path, cwd: &Path) -> Result<Instructions, Config
                 Ok(Capped::Skipped(why)) => {
                     out.notes.push(format!("instructions: {}: {why}; skipped", path.display()));
                 }
-                Err(source) => return Err(ConfigError::Read { path, source }),
+                Err(error) => return Err(ConfigError::Read { path, error }),
             }
         }
     }

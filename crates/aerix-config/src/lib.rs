@@ -34,12 +34,8 @@ pub use settings::{
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("{}: {source}", path.display())]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error("{}: {error}", path.display())]
+    Read { path: PathBuf, error: std::io::Error },
     /// A settings file that does not parse or holds a bad value.
     #[error("{}{}: {}{message}", path.display(), line.map(|l| format!(":{l}")).unwrap_or_default(),
         key.as_ref().map(|k| format!("key `{k}`: ")).unwrap_or_default())]

@@ -215,7 +215,7 @@ pub fn load_file(path: &Path) -> Result<Option<Loaded>, HooksError> {
     let text = match std::fs::read_to_string(path) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(source) => return Err(HooksError::Read { path: path.to_owned(), source }),
+        Err(error) => return Err(HooksError::Read { path: path.to_owned(), error }),
     };
     parse(path, &text).map(Some)
 }

@@ -204,12 +204,8 @@ pub const NEVER_FIRED: &[&str] = &[
 /// A hook file that cannot be used; its hooks are not run.
 #[derive(Debug, thiserror::Error)]
 pub enum HooksError {
-    #[error("{}: {source}", path.display())]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error("{}: {error}", path.display())]
+    Read { path: PathBuf, error: std::io::Error },
     #[error("{}: {message}", path.display())]
     Invalid { path: PathBuf, message: String },
 }

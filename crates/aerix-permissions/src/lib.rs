@@ -82,12 +82,8 @@ pub struct Permissions {
 
 #[derive(Debug, thiserror::Error)]
 pub enum PermissionsError {
-    #[error("{}: {source}", path.display())]
-    Store {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error("{}: {error}", path.display())]
+    Store { path: PathBuf, error: std::io::Error },
 }
 
 /// What the mode and the rules say before the front is asked.
@@ -204,7 +200,7 @@ impl Permissions {
         self.remembered.lock().unwrap_or_else(std::sync::PoisonError::into_inner).extend(rules);
         if let Some(path) = &self.store {
             remember::append(path, &always)
-                .map_err(|source| PermissionsError::Store { path: path.clone(), source })?;
+                .map_err(|error| PermissionsError::Store { path: path.clone(), error })?;
         }
         Ok(always)
     }

@@ -48,11 +48,7 @@ pub(crate) struct WriteLock {
 
 pub(crate) fn lock(profile: &str, path: &Path, wait: Duration) -> Result<WriteLock, ProfileError> {
     let file = OpenOptions::new().create(true).truncate(false).write(true).open(path).map_err(
-        |source| ProfileError::Create {
-            profile: profile.to_owned(),
-            path: path.to_owned(),
-            source,
-        },
+        |error| ProfileError::Create { profile: profile.to_owned(), path: path.to_owned(), error },
     )?;
     let start = Instant::now();
     let mut pause = Duration::from_millis(2);
@@ -74,7 +70,7 @@ pub(crate) fn lock(profile: &str, path: &Path, wait: Duration) -> Result<WriteLo
                 return Err(ProfileError::Create {
                     profile: profile.to_owned(),
                     path: path.to_owned(),
-                    source,
+                    error: source,
                 });
             }
         }

@@ -35,19 +35,10 @@ pub enum ProfileError {
     BadName(String),
     #[error("profile {profile}: {} does not exist (a session creates it)", path.display())]
     Missing { profile: String, path: PathBuf },
-    #[error("profile {profile}: cannot create {}: {source}", path.display())]
-    Create {
-        profile: String,
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("profile {profile}: {source}")]
-    Git {
-        profile: String,
-        #[source]
-        source: gitstore::bare::BareError,
-    },
+    #[error("profile {profile}: cannot create {}: {error}", path.display())]
+    Create { profile: String, path: PathBuf, error: std::io::Error },
+    #[error("profile {profile}: {error}")]
+    Git { profile: String, error: gitstore::bare::BareError },
     /// The spec's race refusal: the branch moved on every attempt.
     #[error("profile {profile}: {branch} moved during the write {attempts} times; nothing written")]
     Raced { profile: String, branch: String, attempts: u32 },

@@ -77,17 +77,17 @@ impl Profile {
         }
         let path = profile_path(data_home, name);
         if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(|source| ProfileError::Create {
+            std::fs::create_dir_all(parent).map_err(|error| ProfileError::Create {
                 profile: name.to_owned(),
                 path: parent.to_owned(),
-                source,
+                error,
             })?;
         }
         let at = path.clone();
         let profile_name = name.to_owned();
         let bare = bounded(name, "opening the repository", GIT_TIMEOUT, move || {
             Bare::open_or_init(&at)
-                .map_err(|source| ProfileError::Git { profile: profile_name, source })
+                .map_err(|error| ProfileError::Git { profile: profile_name, error })
         })?;
         let profile = Profile {
             name: name.to_owned(),
@@ -113,7 +113,7 @@ impl Profile {
         let profile_name = name.to_owned();
         let bare = bounded(name, "opening the repository", GIT_TIMEOUT, move || {
             Bare::open_or_init(&at)
-                .map_err(|source| ProfileError::Git { profile: profile_name, source })
+                .map_err(|error| ProfileError::Git { profile: profile_name, error })
         })?;
         Ok(Profile {
             name: name.to_owned(),
@@ -146,7 +146,7 @@ impl Profile {
         let bare = self.bare.clone();
         let profile = self.name.clone();
         bounded(&self.name, what, self.timeout, move || {
-            work(&bare).map_err(|source| ProfileError::Git { profile, source })
+            work(&bare).map_err(|error| ProfileError::Git { profile, error })
         })
     }
 
@@ -269,7 +269,7 @@ impl Profile {
             });
             match committed {
                 Ok(id) => return Ok(Written::Committed(id)),
-                Err(ProfileError::Git { source: BareError::Moved { .. }, .. }) => continue,
+                Err(ProfileError::Git { error: BareError::Moved { .. }, .. }) => continue,
                 Err(e) => return Err(e),
             }
         }
@@ -357,7 +357,7 @@ impl Profile {
             let (b, n) = (branch.clone(), now.clone());
             match self.git(&format!("deleting {branch}"), move |bare| bare.delete_branch(&b, &n)) {
                 Ok(deleted) => return Ok(deleted),
-                Err(ProfileError::Git { source: BareError::Moved { .. }, .. }) => continue,
+                Err(ProfileError::Git { error: BareError::Moved { .. }, .. }) => continue,
                 Err(e) => return Err(e),
             }
         }
@@ -376,7 +376,7 @@ impl Profile {
         match self.git(&format!("moving {branch}"), move |bare| {
             bare.set_branch(&b, &t, e.as_deref(), &message)
         }) {
-            Err(ProfileError::Git { source: BareError::Moved { .. }, .. }) => {
+            Err(ProfileError::Git { error: BareError::Moved { .. }, .. }) => {
                 Err(self.raced(branch))
             }
             other => other,

@@ -73,10 +73,10 @@ impl Store {
         prompt: &str,
     ) -> Result<Log, SessionError> {
         let dir = self.project_dir(project);
-        std::fs::create_dir_all(&dir).map_err(|source| SessionError::Io {
+        std::fs::create_dir_all(&dir).map_err(|error| SessionError::Io {
             what: "cannot create the sessions directory",
             path: dir.clone(),
-            source,
+            error,
         })?;
         // Ids carry the second and 16 random bits: a clash is taken as a retry, atomically.
         let log = loop {
@@ -118,8 +118,11 @@ impl Store {
         files: &[(String, Vec<u8>)],
     ) -> Result<ImportOutcome, SessionError> {
         let dir = self.project_dir(project);
-        let io =
-            |what, path: &Path, source| SessionError::Io { what, path: path.to_owned(), source };
+        let io = |what, path: &Path, source| SessionError::Io {
+            what,
+            path: path.to_owned(),
+            error: source,
+        };
         std::fs::create_dir_all(&dir)
             .map_err(|e| io("cannot create the sessions directory", &dir, e))?;
         let earlier = self
@@ -254,7 +257,7 @@ impl Store {
         let io = |path: &Path, source| SessionError::Io {
             what: "cannot remove",
             path: path.to_owned(),
-            source,
+            error: source,
         };
         let spool = path.with_extension("");
         if spool.exists() {
@@ -282,7 +285,7 @@ impl Store {
                 Ok(serde_json::from_slice(&bytes).unwrap_or_else(|_| self.rebuild_index(project)))
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Index::default()),
-            Err(source) => Err(SessionError::Io { what: "cannot read", path, source }),
+            Err(error) => Err(SessionError::Io { what: "cannot read", path, error }),
         }
     }
 
@@ -346,12 +349,12 @@ impl Store {
             .write(true)
             .open(&lock_path)
             .and_then(|file| file.lock().map(|()| file))
-            .map_err(|source| SessionError::Io { what: "cannot lock", path: lock_path, source })?;
+            .map_err(|error| SessionError::Io { what: "cannot lock", path: lock_path, error })?;
         let mut index = self.read_index(project)?;
         change(&mut index);
         let tmp = path.with_extension(format!("json.{}", std::process::id()));
         let text = serde_json::to_string_pretty(&index).unwrap_or_default();
-        let io = |source| SessionError::Io { what: "cannot write", path: path.clone(), source };
+        let io = |error| SessionError::Io { what: "cannot write", path: path.clone(), error };
         std::fs::write(&tmp, text).map_err(io)?;
         std::fs::rename(&tmp, &path).map_err(io)
     }
@@ -359,7 +362,7 @@ impl Store {
 
 /// Writes a file whole: a temporary file beside it, renamed over it.
 fn write_whole(path: &Path, bytes: &[u8]) -> Result<(), SessionError> {
-    let io = |source| SessionError::Io { what: "cannot write", path: path.to_owned(), source };
+    let io = |error| SessionError::Io { what: "cannot write", path: path.to_owned(), error };
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(io)?;
     }

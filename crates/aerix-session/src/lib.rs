@@ -22,13 +22,8 @@ pub use time::{now_rfc3339, session_id};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SessionError {
-    #[error("{what} {}: {source}", path.display())]
-    Io {
-        what: &'static str,
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error("{what} {}: {error}", path.display())]
+    Io { what: &'static str, path: PathBuf, error: std::io::Error },
     #[error("no session `{id}` in {}", dir.display())]
     NotFound { id: String, dir: PathBuf },
     #[error("{}: line {line} is not a session event: {message}", path.display())]

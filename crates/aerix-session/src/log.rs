@@ -20,17 +20,21 @@ impl Log {
         match OpenOptions::new().create_new(true).append(true).open(path) {
             Ok(file) => Ok(Some(Log { id: id.to_owned(), path: path.to_owned(), file })),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(None),
-            Err(source) => Err(SessionError::Io {
+            Err(error) => Err(SessionError::Io {
                 what: "cannot create the session log",
                 path: path.to_owned(),
-                source,
+                error,
             }),
         }
     }
 
     pub(crate) fn open(id: &str, path: &Path) -> Result<Log, SessionError> {
         let file = OpenOptions::new().create(true).append(true).open(path).map_err(|source| {
-            SessionError::Io { what: "cannot open the session log", path: path.to_owned(), source }
+            SessionError::Io {
+                what: "cannot open the session log",
+                path: path.to_owned(),
+                error: source,
+            }
         })?;
         let mut log = Log { id: id.to_owned(), path: path.to_owned(), file };
         log.end_cut_line()?;
@@ -44,10 +48,10 @@ impl Log {
     /// Another handle on the same open file. Both append (each event is one write of one
     /// line), so their events never interleave within a line.
     pub fn try_clone(&self) -> Result<Log, SessionError> {
-        let file = self.file.try_clone().map_err(|source| SessionError::Io {
+        let file = self.file.try_clone().map_err(|error| SessionError::Io {
             what: "cannot open the session log",
             path: self.path.clone(),
-            source,
+            error,
         })?;
         Ok(Log { id: self.id.clone(), path: self.path.clone(), file })
     }
@@ -64,10 +68,10 @@ impl Log {
     /// Appends one event as one line, with its time, and flushes it.
     pub fn append(&mut self, event: &Event) -> Result<(), SessionError> {
         let line = event_line(event, &now_rfc3339());
-        self.file.write_all(line.as_bytes()).map_err(|source| SessionError::Io {
+        self.file.write_all(line.as_bytes()).map_err(|error| SessionError::Io {
             what: "cannot write the session log",
             path: self.path.clone(),
-            source,
+            error,
         })
     }
 
@@ -75,7 +79,7 @@ impl Log {
     pub fn spool(&self, name: &str, text: &str) -> Result<PathBuf, SessionError> {
         let dir = self.spool_dir();
         let io =
-            |source| SessionError::Io { what: "cannot write the spool", path: dir.clone(), source };
+            |error| SessionError::Io { what: "cannot write the spool", path: dir.clone(), error };
         std::fs::create_dir_all(&dir).map_err(io)?;
         let path = dir.join(name);
         std::fs::write(&path, text).map_err(io)?;
@@ -87,10 +91,10 @@ impl Log {
     fn end_cut_line(&mut self) -> Result<(), SessionError> {
         let bytes = std::fs::read(&self.path).unwrap_or_default();
         if bytes.last().is_some_and(|b| *b != b'\n') {
-            self.file.write_all(b"\n").map_err(|source| SessionError::Io {
+            self.file.write_all(b"\n").map_err(|error| SessionError::Io {
                 what: "cannot write the session log",
                 path: self.path.clone(),
-                source,
+                error,
             })?;
         }
         Ok(())
@@ -119,10 +123,10 @@ pub struct ReadLog {
 /// Reads every complete event of a log. A line that does not parse is skipped and counted (a
 /// crash can leave one anywhere a later run appended after it); nothing else is an error.
 pub fn read_log(path: &Path) -> Result<ReadLog, SessionError> {
-    let text = std::fs::read(path).map_err(|source| SessionError::Io {
+    let text = std::fs::read(path).map_err(|error| SessionError::Io {
         what: "cannot read the session log",
         path: path.to_owned(),
-        source,
+        error,
     })?;
     let mut out = ReadLog::default();
     for (i, line) in text.split(|b| *b == b'\n').enumerate() {

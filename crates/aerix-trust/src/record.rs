@@ -16,12 +16,8 @@ const MAX_BYTES: u64 = 4 << 20;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TrustError {
-    #[error("the trust record {}: {source}", path.display())]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error("the trust record {}: {error}", path.display())]
+    Io { path: PathBuf, error: std::io::Error },
     #[error("no data directory for the trust record: set HOME or XDG_DATA_HOME")]
     NoDataDir,
     #[error(
@@ -66,7 +62,7 @@ impl Record {
 
     /// The record at `path`; a missing file is an empty record.
     pub fn open(path: &Path) -> Result<Record, TrustError> {
-        let io = |source| TrustError::Io { path: path.to_owned(), source };
+        let io = |error| TrustError::Io { path: path.to_owned(), error };
         let invalid = |message: String| TrustError::Invalid { path: path.to_owned(), message };
         let file = match std::fs::File::open(path) {
             Ok(file) => file,
@@ -129,7 +125,7 @@ impl Record {
 
     /// Writes the record: a temporary file beside it, then a rename.
     pub fn save(&self) -> Result<(), TrustError> {
-        let io = |source| TrustError::Io { path: self.path.clone(), source };
+        let io = |error| TrustError::Io { path: self.path.clone(), error };
         let dir = self.path.parent().unwrap_or(Path::new("."));
         std::fs::create_dir_all(dir).map_err(io)?;
         let tmp = self.path.with_extension(format!("json.{}.tmp", std::process::id()));

@@ -67,7 +67,7 @@ pub fn read_corpus(
         let requests = match read_requests(&path, &entry.id, profile, model) {
             Ok(requests) => requests,
             // A log that went away since the index listed it is not part of the corpus.
-            Err(SessionError::Io { source, .. })
+            Err(SessionError::Io { error: source, .. })
                 if source.kind() == std::io::ErrorKind::NotFound =>
             {
                 continue;
@@ -91,10 +91,10 @@ fn read_requests(
     profile: &str,
     model: &str,
 ) -> Result<Vec<Request>, SessionError> {
-    let text = std::fs::read_to_string(path).map_err(|source| SessionError::Io {
+    let text = std::fs::read_to_string(path).map_err(|error| SessionError::Io {
         what: "reading",
         path: path.to_owned(),
-        source,
+        error,
     })?;
     let mut requests: Vec<Request> = Vec::new();
     // The log's numbering (every `session.start`), which a rewind's `to` names.

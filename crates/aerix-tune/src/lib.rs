@@ -116,7 +116,7 @@ pub enum TuneError {
     Store(String),
     #[error("the reflection member: {0}")]
     Pool(String),
-    #[error("{0}")]
+    #[error(transparent)]
     Session(#[from] aerix_session::SessionError),
     #[error("{branch} moved during the write {attempts} times; nothing written (run it again)")]
     Raced { branch: String, attempts: u32 },
@@ -124,4 +124,25 @@ pub enum TuneError {
     NoBranch { branch: String },
     #[error("upstream.json on {branch} does not parse: {message}")]
     UpstreamJson { branch: String, message: String },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A session error inside a tune error: its cause once, however it is printed (it was
+    /// three times under `{:#}`: the wrapper's message, the session error's, then the cause).
+    #[test]
+    fn a_wrapped_error_s_cause_is_printed_once() {
+        let cause = "permission denied";
+        let e = TuneError::from(aerix_session::SessionError::Io {
+            what: "cannot read",
+            path: "/home/u/.aerix/sessions/s.jsonl".into(),
+            error: std::io::Error::other(cause),
+        });
+        let plain = e.to_string();
+        let chain = format!("{:#}", anyhow::Error::new(e));
+        assert_eq!(plain.matches(cause).count(), 1, "{plain}");
+        assert_eq!(chain, format!("cannot read /home/u/.aerix/sessions/s.jsonl: {cause}"));
+    }
 }

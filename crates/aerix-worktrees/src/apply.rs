@@ -95,7 +95,7 @@ fn step(repo: &Repo, file: &FileChange, target: &Path) -> Result<Option<Step>, E
 /// The user's file now: `Some(None)` when absent, `None` when something other than a regular
 /// file is in its place (a conflict).
 fn read_ours(target: &Path, path: &str) -> Result<Option<Option<Content>>, Error> {
-    let io = |source| Error::Io { what: "read", path: target.to_owned(), source };
+    let io = |error| Error::Io { what: "read", path: target.to_owned(), error };
     let meta = match target.symlink_metadata() {
         Ok(meta) => meta,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Some(None)),
@@ -185,17 +185,17 @@ fn write(root: &Path, plan: Vec<(&str, PathBuf, Step)>) -> Result<Applied, Error
         return Err(e);
     }
     for (tmp, target) in &staged {
-        std::fs::rename(tmp, target).map_err(|source| Error::Io {
+        std::fs::rename(tmp, target).map_err(|error| Error::Io {
             what: "write",
             path: target.clone(),
-            source,
+            error,
         })?;
     }
     for target in &deletions {
-        std::fs::remove_file(target).map_err(|source| Error::Io {
+        std::fs::remove_file(target).map_err(|error| Error::Io {
             what: "delete",
             path: target.clone(),
-            source,
+            error,
         })?;
         // As a checkout does: a directory its last file left goes too.
         let mut dir = target.parent();
@@ -218,10 +218,10 @@ fn make_parents(root: &Path, target: &Path, made: &mut Vec<PathBuf>) -> Result<(
         dir = d.parent();
     }
     for d in missing.into_iter().rev() {
-        std::fs::create_dir(&d).map_err(|source| Error::Io {
+        std::fs::create_dir(&d).map_err(|error| Error::Io {
             what: "create the directory",
             path: d.clone(),
-            source,
+            error,
         })?;
         made.push(d);
     }
@@ -234,7 +234,7 @@ fn make_parents(root: &Path, target: &Path, made: &mut Vec<PathBuf>) -> Result<(
 fn stage(target: &Path, content: &Content, i: usize) -> Result<PathBuf, Error> {
     let name = target.file_name().map(|n| n.to_string_lossy()).unwrap_or_default();
     let tmp = target.with_file_name(format!(".{name}.aerix-{}-{i}.tmp", std::process::id()));
-    let io = |source| Error::Io { what: "write", path: target.to_owned(), source };
+    let io = |error| Error::Io { what: "write", path: target.to_owned(), error };
     let written = (|| {
         let mut out = std::fs::File::create_new(&tmp)?;
         std::io::Write::write_all(&mut out, &content.bytes)?;

@@ -23,13 +23,8 @@ pub use store::{Snapshot, Store, Worktree};
 pub enum Error {
     #[error(transparent)]
     Git(#[from] GitError),
-    #[error("cannot {what} {}: {source}", path.display())]
-    Io {
-        what: &'static str,
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error("cannot {what} {}: {error}", path.display())]
+    Io { what: &'static str, path: PathBuf, error: std::io::Error },
     #[error("the project key `{key}` is not a single directory name")]
     BadKey { key: String },
     #[error(

@@ -69,7 +69,7 @@ impl Record {
     /// Writes the record at `path` unless a file is there already (`NameTaken`): written
     /// whole beside it, then linked into place, so no reader ever sees half a record.
     pub(crate) fn create(&self, path: &Path) -> Result<(), Error> {
-        let io = |what, source| Error::Io { what, path: path.to_owned(), source };
+        let io = |what, source| Error::Io { what, path: path.to_owned(), error: source };
         let text = serde_json::to_string_pretty(self)
             .map_err(|e| io("write the worktree record", std::io::Error::other(e)))?;
         let file_name = path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default();
@@ -99,7 +99,7 @@ impl Record {
 pub(crate) fn remove(path: &Path) -> Result<(), Error> {
     match std::fs::remove_file(path) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-            Err(Error::Io { what: "remove the worktree record", path: path.to_owned(), source: e })
+            Err(Error::Io { what: "remove the worktree record", path: path.to_owned(), error: e })
         }
         _ => Ok(()),
     }

@@ -75,7 +75,7 @@ impl Store {
             Ok(entries) => entries,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
             Err(source) => {
-                return Err(Error::Io { what: "list", path: self.dir.clone(), source });
+                return Err(Error::Io { what: "list", path: self.dir.clone(), error: source });
             }
         };
         let mut removed = Vec::new();
@@ -127,10 +127,10 @@ impl Store {
         if path.symlink_metadata().is_ok() && !is_empty_dir(&path) {
             return Err(Error::PathTaken { path });
         }
-        std::fs::create_dir_all(&self.dir).map_err(|source| Error::Io {
+        std::fs::create_dir_all(&self.dir).map_err(|error| Error::Io {
             what: "create the worktree directory",
             path: self.dir.clone(),
-            source,
+            error,
         })?;
         let record_path = self.record_path(name);
         let record = Record {
@@ -172,7 +172,7 @@ impl Store {
             // Its failure is judged by what is left: a directory git no longer knows (its
             // entry was pruned) is still removed below.
             let _ = self.repo.worktree_remove(path);
-            let io = |source| Error::Io { what: "remove the worktree", path: path.into(), source };
+            let io = |error| Error::Io { what: "remove the worktree", path: path.into(), error };
             if is_linked_worktree(path) {
                 std::fs::remove_dir_all(path).map_err(io)?;
                 self.repo.worktree_prune()?;
@@ -223,10 +223,10 @@ fn check_name(name: &str) -> Result<(), Error> {
 
 /// `path` made absolute against the current directory (not resolved: it may not exist).
 fn absolute(path: &Path) -> Result<PathBuf, Error> {
-    std::path::absolute(path).map_err(|source| Error::Io {
+    std::path::absolute(path).map_err(|error| Error::Io {
         what: "make absolute",
         path: path.to_owned(),
-        source,
+        error,
     })
 }
 

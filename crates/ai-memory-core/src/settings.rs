@@ -9,22 +9,14 @@ use crate::name::{NameError, ProjectName, WorkspaceName};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SettingsError {
-    #[error("cannot read {}: {source}", path.display())]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error("cannot read {}: {error}", path.display())]
+    Read { path: PathBuf, error: std::io::Error },
     #[error("{}: {message}", path.display())]
     Invalid { path: PathBuf, message: String },
     #[error("environment variable {var}: {message}")]
     Env { var: String, message: String },
-    #[error("{}: {source}", path.display())]
-    Name {
-        path: PathBuf,
-        #[source]
-        source: NameError,
-    },
+    #[error("{}: {error}", path.display())]
+    Name { path: PathBuf, error: NameError },
 }
 
 /// The server's settings, every key with its default.
@@ -321,7 +313,7 @@ impl Settings {
                 message: e.to_string(),
             })?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => toml::Table::new(),
-            Err(source) => return Err(SettingsError::Read { path, source }),
+            Err(error) => return Err(SettingsError::Read { path, error }),
         };
         for (var, value) in env {
             let Some(rest) = var.strip_prefix(ENV_PREFIX) else { continue };
@@ -394,7 +386,7 @@ impl Marker {
         let text = match std::fs::read_to_string(&path) {
             Ok(text) => text,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(source) => return Err(SettingsError::Read { path, source }),
+            Err(error) => return Err(SettingsError::Read { path, error }),
         };
         let invalid = |message: String| SettingsError::Invalid { path: path.clone(), message };
         let mut table: toml::Table =
@@ -447,16 +439,16 @@ impl Identity {
         let path_of = |m: &Marker| m.dir.join(MARKER_FILE);
         let workspace = match named.as_ref().and_then(|m| m.workspace.as_deref().map(|w| (m, w))) {
             Some((m, w)) => WorkspaceName::new(w)
-                .map_err(|source| SettingsError::Name { path: path_of(m), source })?,
+                .map_err(|error| SettingsError::Name { path: path_of(m), error })?,
             None => WorkspaceName::default_workspace(),
         };
         let project = match named.as_ref().and_then(|m| m.project.as_deref().map(|p| (m, p))) {
             Some((m, p)) => ProjectName::new(p)
-                .map_err(|source| SettingsError::Name { path: path_of(m), source })?,
+                .map_err(|error| SettingsError::Name { path: path_of(m), error })?,
             None => {
                 let name = root.file_name().and_then(|n| n.to_str()).unwrap_or("root");
                 ProjectName::from_dir_name(name)
-                    .map_err(|source| SettingsError::Name { path: root.clone(), source })?
+                    .map_err(|error| SettingsError::Name { path: root.clone(), error })?
             }
         };
         // A found marker always says both: a key it does not set is on, so removing

@@ -38,7 +38,7 @@ pub use vectors::{
 #[derive(Debug, thiserror::Error)]
 pub enum IndexError {
     #[error("index database: {0}")]
-    Sql(#[from] rusqlite::Error),
+    Sql(rusqlite::Error),
     #[error("not allowed: {0}")]
     Denied(String),
     #[error("{0}")]
@@ -49,6 +49,14 @@ pub enum IndexError {
     Random(std::io::Error),
     #[error(transparent)]
     Store(#[from] ai_memory_store::StoreError),
+}
+
+// By hand, not `#[from]`: the message holds the cause, so it is not a `source` too (a printed
+// chain would say it twice; ARCHITECTURE.md, errors).
+impl From<rusqlite::Error> for IndexError {
+    fn from(e: rusqlite::Error) -> Self {
+        IndexError::Sql(e)
+    }
 }
 
 const SCHEMA: &str = r#"

@@ -37,13 +37,8 @@ pub enum ApplyError {
     NoRepo(PathBuf),
     #[error("--target {}: {reason}", target.display())]
     BadTarget { target: PathBuf, reason: &'static str },
-    #[error("{}: cannot {action}: {source}", path.display())]
-    Io {
-        path: PathBuf,
-        action: &'static str,
-        #[source]
-        source: io::Error,
-    },
+    #[error("{}: cannot {action}: {error}", path.display())]
+    Io { path: PathBuf, action: &'static str, error: io::Error },
     #[error("{}: not UTF-8 text, refusing to edit it", .0.display())]
     NotUtf8(PathBuf),
     #[error("{}:{line}: malformed profile block: {what}; fix or delete it by hand", path.display())]
@@ -356,7 +351,7 @@ fn read_text(path: &Path) -> Result<Option<String>, ApplyError> {
 
 fn io_err(path: &Path, action: &'static str) -> impl FnOnce(io::Error) -> ApplyError {
     let path = path.to_path_buf();
-    move |source| ApplyError::Io { path, action, source }
+    move |error| ApplyError::Io { path, action, error }
 }
 
 fn now() -> (u64, u32) {

@@ -58,12 +58,8 @@ pub struct Entry {
 
 #[derive(Debug, thiserror::Error)]
 pub enum EntryError {
-    #[error("{path}: {source}")]
-    Page {
-        path: String,
-        #[source]
-        source: PageError,
-    },
+    #[error("{path}: {error}")]
+    Page { path: String, error: PageError },
 }
 
 /// What is wrong with a page's `applies_to` / `enforced_by` (from arguments or its own
@@ -112,8 +108,8 @@ impl Entry {
 
     /// Reads a stored `profile/` page.
     pub fn parse(path: &str, text: &str) -> Result<Entry, EntryError> {
-        let page = Page::parse(text)
-            .map_err(|source| EntryError::Page { path: path.to_owned(), source })?;
+        let page =
+            Page::parse(text).map_err(|error| EntryError::Page { path: path.to_owned(), error })?;
         let fm = &page.frontmatter;
         let generated = fm.extra.get("generated_by").and_then(|v| v.as_str()) == Some(GENERATED_BY);
         let learned: Option<Learned> = if generated {
@@ -161,7 +157,7 @@ impl Entry {
         }
         Page { frontmatter, body }
             .render()
-            .map_err(|source| EntryError::Page { path: self.path.clone(), source })
+            .map_err(|error| EntryError::Page { path: self.path.clone(), error })
     }
 }
 
@@ -173,7 +169,7 @@ pub fn scrub_evidence(
     text: &str,
     drop: &dyn Fn(&str) -> bool,
 ) -> Result<Option<String>, EntryError> {
-    let page_err = |source| EntryError::Page { path: path.to_owned(), source };
+    let page_err = |error| EntryError::Page { path: path.to_owned(), error };
     let mut page = Page::parse(text).map_err(page_err)?;
     let Some(value) = page.frontmatter.extra.get("learned") else { return Ok(None) };
     let Ok(mut learned) = serde_yaml_ng::from_value::<Learned>(value.clone()) else {

@@ -16,9 +16,17 @@ pub enum MemoryError {
     #[error("a valid API key is required (Authorization: Bearer …)")]
     Unauthorized,
     #[error("store: {0}")]
-    Store(#[from] ai_memory_store::StoreError),
+    Store(ai_memory_store::StoreError),
     #[error("index: {0}")]
     Index(ai_memory_index::IndexError),
+}
+
+// By hand, not `#[from]`: the message holds the cause, so it is not a `source` too (a printed
+// chain would say it twice; ARCHITECTURE.md, errors).
+impl From<ai_memory_store::StoreError> for MemoryError {
+    fn from(e: ai_memory_store::StoreError) -> Self {
+        MemoryError::Store(e)
+    }
 }
 
 impl From<NameError> for MemoryError {
@@ -48,6 +56,37 @@ impl MemoryError {
             MemoryError::Denied(_) => 403,
             MemoryError::NotFound(_) => 404,
             MemoryError::Store(_) | MemoryError::Index(_) => 500,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ai_memory_store::StoreError;
+
+    fn printed<E: std::error::Error + Send + Sync + 'static>(e: E) -> (String, String) {
+        (e.to_string(), format!("{:#}", anyhow::Error::new(e)))
+    }
+
+    /// Errors wrapped across crates (the store's in this crate's, the git store's in the
+    /// store's, the pool client's in the classifier's) print their cause once, as `{}` and as
+    /// the binary's `{:#}`.
+    #[test]
+    fn a_wrapped_error_s_cause_is_printed_once() {
+        let cause = "no space left on device";
+        let io = || std::io::Error::other(cause);
+        let store = StoreError::Io { path: "/wiki/a.md".into(), error: io() };
+        let git = StoreError::from(gitstore::bare::BareError::Lock {
+            path: "/wiki/.lock".into(),
+            error: io(),
+        });
+        let pool = crate::profile::llm::LlmError::from(caldrix_client::ClientError::from(io()));
+        for (plain, chain) in
+            [printed(MemoryError::from(store)), printed(MemoryError::from(git)), printed(pool)]
+        {
+            assert_eq!(plain.matches(cause).count(), 1, "{plain}");
+            assert_eq!(chain.matches(cause).count(), 1, "{chain}");
         }
     }
 }

@@ -33,7 +33,15 @@ pub enum ServeError {
     )]
     OpenWithoutToken(SocketAddr),
     #[error("server: {0}")]
-    Io(#[from] std::io::Error),
+    Io(std::io::Error),
+}
+
+// By hand, not `#[from]`: the message holds the cause, so it is not a `source` too (a printed
+// chain would say it twice; ARCHITECTURE.md, errors).
+impl From<std::io::Error> for ServeError {
+    fn from(e: std::io::Error) -> Self {
+        ServeError::Io(e)
+    }
 }
 
 #[derive(Clone)]

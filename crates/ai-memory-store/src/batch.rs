@@ -61,7 +61,7 @@ impl Wiki {
             let text = String::from_utf8_lossy(&bytes).into_owned();
             let parsed = ai_memory_core::Page::parse(&text)
                 .map(|page| Stored { location: location.clone(), text, page })
-                .map_err(|source| StoreError::Page { path: path.clone(), source });
+                .map_err(|error| StoreError::Page { path: path.clone(), error });
             pages.push((location, parsed));
         }
         Ok(Snapshot { commit: Some(commit), pages, metas })

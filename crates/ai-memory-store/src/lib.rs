@@ -27,20 +27,12 @@ pub const PROJECT_META: &str = ".project.toml";
 pub enum StoreError {
     #[error(transparent)]
     Git(#[from] BareError),
-    #[error("{path}: {source}")]
-    Page {
-        path: String,
-        #[source]
-        source: PageError,
-    },
+    #[error("{path}: {error}")]
+    Page { path: String, error: PageError },
     #[error(transparent)]
     Name(#[from] NameError),
-    #[error("{}: {source}", path.display())]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error("{}: {error}", path.display())]
+    Io { path: PathBuf, error: std::io::Error },
     #[error("{path}: {message}")]
     Meta { path: String, message: String },
     #[error("no page {0}")]
@@ -146,7 +138,7 @@ impl Wiki {
     pub fn open(data_dir: &Path) -> Result<Wiki, StoreError> {
         let mirror = data_dir.join("wiki");
         std::fs::create_dir_all(&mirror)
-            .map_err(|source| StoreError::Io { path: mirror.clone(), source })?;
+            .map_err(|error| StoreError::Io { path: mirror.clone(), error })?;
         let git = Bare::open_or_init(&data_dir.join("wiki.git"))?;
         let wiki = Wiki { git, mirror, writes: Mutex::new(()), seen: Mutex::new(HashMap::new()) };
         wiki.clear_stale_lock(mirror::Wait::UntilStale);
@@ -250,8 +242,8 @@ impl Wiki {
     pub fn read(&self, at: &Location) -> Result<Option<Stored>, StoreError> {
         let Some(bytes) = self.git.read(BRANCH, &at.git_path())? else { return Ok(None) };
         let text = String::from_utf8_lossy(&bytes).into_owned();
-        let page = Page::parse(&text)
-            .map_err(|source| StoreError::Page { path: at.to_string(), source })?;
+        let page =
+            Page::parse(&text).map_err(|error| StoreError::Page { path: at.to_string(), error })?;
         Ok(Some(Stored { location: at.clone(), text, page }))
     }
 
@@ -259,8 +251,8 @@ impl Wiki {
     pub fn read_at(&self, at: &Location, commit: &str) -> Result<Option<Stored>, StoreError> {
         let Some(bytes) = self.git.read_at(commit, &at.git_path())? else { return Ok(None) };
         let text = String::from_utf8_lossy(&bytes).into_owned();
-        let page = Page::parse(&text)
-            .map_err(|source| StoreError::Page { path: at.to_string(), source })?;
+        let page =
+            Page::parse(&text).map_err(|error| StoreError::Page { path: at.to_string(), error })?;
         Ok(Some(Stored { location: at.clone(), text, page }))
     }
 
@@ -278,7 +270,7 @@ impl Wiki {
             let text = String::from_utf8_lossy(&bytes).into_owned();
             let parsed = Page::parse(&text)
                 .map(|page| Stored { location: location.clone(), text, page })
-                .map_err(|source| StoreError::Page { path: path.clone(), source });
+                .map_err(|error| StoreError::Page { path: path.clone(), error });
             out.push((location, parsed));
         }
         Ok(out)

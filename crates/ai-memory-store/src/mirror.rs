@@ -53,7 +53,7 @@ impl Wiki {
             let bytes = match std::fs::read(&file) {
                 Ok(b) => b,
                 Err(source) => {
-                    out.push(Err(StoreError::Io { path: file, source }));
+                    out.push(Err(StoreError::Io { path: file, error: source }));
                     continue;
                 }
             };
@@ -64,7 +64,7 @@ impl Wiki {
             let page = match CleanPage::new(ai_memory_core::sanitize(&text)) {
                 Ok(page) => page,
                 Err(source) => {
-                    out.push(Err(StoreError::Page { path: rel, source }));
+                    out.push(Err(StoreError::Page { path: rel, error: source }));
                     continue;
                 }
             };
@@ -114,7 +114,7 @@ impl Wiki {
             }
         }
         let tmp = record.with_extension(format!("tmp{}", std::process::id()));
-        let io = |source| StoreError::Io { path: record.clone(), source };
+        let io = |error| StoreError::Io { path: record.clone(), error };
         std::fs::write(&tmp, format!("{}\n", tip.unwrap_or_default())).map_err(io)?;
         std::fs::rename(&tmp, &record).map_err(io)?;
         Ok(())
@@ -140,7 +140,7 @@ impl Wiki {
 
     pub(crate) fn mirror_put(&self, rel: &str, bytes: &[u8]) -> Result<(), StoreError> {
         let file = self.mirror.join(rel);
-        let io = |source| StoreError::Io { path: file.clone(), source };
+        let io = |error| StoreError::Io { path: file.clone(), error };
         if let Some(dir) = file.parent() {
             std::fs::create_dir_all(dir).map_err(io)?;
         }
@@ -162,7 +162,7 @@ impl Wiki {
         match std::fs::remove_file(&file) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(source) => return Err(StoreError::Io { path: file, source }),
+            Err(error) => return Err(StoreError::Io { path: file, error }),
         }
         self.seen.lock().unwrap_or_else(|p| p.into_inner()).remove(&file);
         Ok(())

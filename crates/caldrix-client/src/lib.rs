@@ -20,15 +20,15 @@ pub const FRAME_TIMEOUT: Duration = Duration::from_secs(600);
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
-    #[error("cannot reach the pool at {path}: {source}")]
-    Connect { path: String, source: std::io::Error },
+    #[error("cannot reach the pool at {path}: {error}")]
+    Connect { path: String, error: std::io::Error },
     /// The socket's directory or the process serving on it is not this user's.
     #[error(transparent)]
     Untrusted(#[from] trust::TrustError),
     #[error("the pool connection failed: {0}")]
-    Io(#[from] std::io::Error),
+    Io(std::io::Error),
     #[error("the pool sent a frame this client cannot read: {0}")]
-    Frame(#[from] FrameError),
+    Frame(FrameError),
     /// The pool answered with an error frame.
     #[error("the pool refused: {message}")]
     Pool { kind: ErrorKind, message: String },
@@ -38,6 +38,20 @@ pub enum ClientError {
     Timeout(Duration),
     #[error("unexpected reply from the pool: {0}")]
     Unexpected(String),
+}
+
+// By hand, not `#[from]`: the message holds the cause, so it is not a `source` too (a printed
+// chain would say it twice; ARCHITECTURE.md, errors).
+impl From<std::io::Error> for ClientError {
+    fn from(e: std::io::Error) -> Self {
+        ClientError::Io(e)
+    }
+}
+
+impl From<FrameError> for ClientError {
+    fn from(e: FrameError) -> Self {
+        ClientError::Frame(e)
+    }
 }
 
 impl ClientError {
@@ -76,7 +90,7 @@ impl Client {
         trust::check_socket_dir(path)?;
         let stream = UnixStream::connect(path)
             .await
-            .map_err(|source| ClientError::Connect { path: path.display().to_string(), source })?;
+            .map_err(|error| ClientError::Connect { path: path.display().to_string(), error })?;
         trust::check_peer(path, stream.peer_cred().map(|c| c.uid()))?;
         let mut client = Client { stream, frames, buf: Vec::new() };
         let hello = Request::Hello { version: PROTOCOL_VERSION, client: name.to_owned() };
@@ -235,6 +249,35 @@ impl Client {
                 frame @ (Reply::Progress { .. } | Reply::Delta { .. }) => on_frame(&frame),
                 other => return Err(ClientError::Unexpected(format!("{other:?}"))),
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The cause is in the message and is not a `source` as well (`From` is by hand): the
+    /// binaries' `{:#}` prints it once, as `{}` does.
+    #[test]
+    fn an_error_s_cause_is_printed_once() {
+        let cause = "connection reset by peer";
+        let errors = [
+            ClientError::from(std::io::Error::other(cause)),
+            ClientError::Connect {
+                path: "/run/pool.sock".into(),
+                error: std::io::Error::other(cause),
+            },
+            ClientError::from(trust::TrustError::PeerUnknown {
+                path: "/run/pool.sock".into(),
+                error: std::io::Error::other(cause),
+            }),
+        ];
+        for e in errors {
+            let plain = e.to_string();
+            let chain = format!("{:#}", anyhow::Error::new(e));
+            assert_eq!(plain.matches(cause).count(), 1, "{plain}");
+            assert_eq!(chain.matches(cause).count(), 1, "{chain}");
         }
     }
 }

@@ -22,14 +22,14 @@ pub enum TrustError {
     OpenDir { path: PathBuf, mode: u32 },
     #[error("the pool's socket directory {path} is not a directory")]
     NotADir { path: PathBuf },
-    #[error("cannot check or create the pool's socket directory {path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    #[error("cannot check or create the pool's socket directory {path}: {error}")]
+    Io { path: PathBuf, error: std::io::Error },
     #[error(
         "the process on {path} runs as uid {peer}, not as you (uid {you}): refusing to talk to it"
     )]
     ForeignPeer { path: PathBuf, peer: u32, you: u32 },
-    #[error("cannot read the credentials of the process on {path}: {source}")]
-    PeerUnknown { path: PathBuf, source: std::io::Error },
+    #[error("cannot read the credentials of the process on {path}: {error}")]
+    PeerUnknown { path: PathBuf, error: std::io::Error },
 }
 
 /// This process's effective uid: whom the socket and its peers must belong to.
@@ -46,7 +46,7 @@ pub fn prepare_socket_dir(socket: &Path) -> Result<(), TrustError> {
             .recursive(true)
             .mode(0o700)
             .create(&dir)
-            .map_err(|source| TrustError::Io { path: dir.clone(), source })?;
+            .map_err(|error| TrustError::Io { path: dir.clone(), error })?;
     }
     check_dir(&dir)
 }
@@ -67,7 +67,7 @@ pub fn check_peer(socket: &Path, peer: std::io::Result<u32>) -> Result<(), Trust
     match peer {
         Ok(peer) if peer == you => Ok(()),
         Ok(peer) => Err(TrustError::ForeignPeer { path: socket.to_path_buf(), peer, you }),
-        Err(source) => Err(TrustError::PeerUnknown { path: socket.to_path_buf(), source }),
+        Err(error) => Err(TrustError::PeerUnknown { path: socket.to_path_buf(), error }),
     }
 }
 
@@ -82,7 +82,7 @@ fn socket_dir(socket: &Path) -> PathBuf {
 /// is what is checked (and what the socket would live in).
 fn check_dir(dir: &Path) -> Result<(), TrustError> {
     let meta =
-        std::fs::metadata(dir).map_err(|source| TrustError::Io { path: dir.into(), source })?;
+        std::fs::metadata(dir).map_err(|error| TrustError::Io { path: dir.into(), error })?;
     if !meta.is_dir() {
         return Err(TrustError::NotADir { path: dir.into() });
     }

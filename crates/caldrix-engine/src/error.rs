@@ -9,8 +9,8 @@ use crate::template::TemplateError;
 pub enum EngineError {
     #[error("model file {path} does not exist")]
     ModelNotFound { path: PathBuf },
-    #[error("{path} is not a usable GGUF model: {source}")]
-    BadGguf { path: PathBuf, source: GgufError },
+    #[error("{path} is not a usable GGUF model: {error}")]
+    BadGguf { path: PathBuf, error: GgufError },
     #[error(
         "{path} is truncated: its tensors need at least {needed} bytes but the file has {actual}"
     )]

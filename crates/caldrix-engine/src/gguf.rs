@@ -23,7 +23,7 @@ pub struct GgufHeader {
 #[derive(Debug, thiserror::Error)]
 pub enum GgufError {
     #[error("cannot read: {0}")]
-    Io(#[from] io::Error),
+    Io(io::Error),
     #[error("not a GGUF file (its first bytes are {0:?}, not \"GGUF\")")]
     BadMagic([u8; 4]),
     #[error("GGUF version {0} is not supported (2 and 3 are)")]
@@ -32,6 +32,14 @@ pub enum GgufError {
     Truncated,
     #[error("malformed header: {0}")]
     Malformed(String),
+}
+
+// By hand, not `#[from]`: the message holds the cause, so it is not a `source` too (a printed
+// chain would say it twice; ARCHITECTURE.md, errors).
+impl From<io::Error> for GgufError {
+    fn from(e: io::Error) -> Self {
+        GgufError::Io(e)
+    }
 }
 
 /// Architectures the pinned llama.cpp knows (its `LLM_ARCH_NAMES`, llama-cpp-sys-2 0.1.161).

@@ -143,7 +143,7 @@ impl Model {
             return Err(EngineError::ModelNotFound { path: path.to_owned() });
         }
         let header = gguf::read_header(path)
-            .map_err(|source| EngineError::BadGguf { path: path.to_owned(), source })?;
+            .map_err(|error| EngineError::BadGguf { path: path.to_owned(), error })?;
         if header.file_len < header.min_file_len {
             return Err(EngineError::Truncated {
                 path: path.to_owned(),

@@ -91,13 +91,8 @@ pub enum HubError {
          (expected {expected}, got {actual}); the file was removed, try again"
     )]
     Checksum { reference: String, file: String, expected: String, actual: String },
-    #[error("`{reference}`: {what}: {source}")]
-    Io {
-        reference: String,
-        what: String,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error("`{reference}`: {what}: {error}")]
+    Io { reference: String, what: String, error: std::io::Error },
     #[error("`{reference}`: {detail}")]
     Download { reference: String, detail: String },
 }

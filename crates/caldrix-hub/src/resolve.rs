@@ -147,7 +147,7 @@ impl Hub {
                 },
             },
             ApiError::IoError(source) => {
-                HubError::Io { reference, what: "writing into the cache".to_owned(), source }
+                HubError::Io { reference, what: "writing into the cache".to_owned(), error: source }
             }
             ApiError::LockAcquisition(path) => HubError::Download {
                 reference,
@@ -186,7 +186,7 @@ fn verify(reference: &str, file: &str, pointer: &Path) -> Result<(), HubError> {
     let io = |what: &str, source| HubError::Io {
         reference: reference.to_owned(),
         what: format!("{what} {}", blob.display()),
-        source,
+        error: source,
     };
     let mut input = std::fs::File::open(&blob).map_err(|e| io("reading", e))?;
     let mut hasher = Sha256::new();

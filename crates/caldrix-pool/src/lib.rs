@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use caldrix_proto::{ErrorKind, FrameFormat, Lane, MemberInfo};
-use tokio::sync::Notify;
+use tokio::sync::{Notify, watch};
 
 pub use member::{MemberConfig, Script, ScriptKind};
 pub use remote::{RemoteSettings, RemoteSpec, UNSCORED_OPTION_LOGPROB, parse_remote_ref};
@@ -88,6 +88,9 @@ pub struct Pool {
     running: Mutex<BTreeMap<u64, Arc<AtomicBool>>>,
     next_generation: AtomicU64,
     stopping: AtomicBool,
+    /// Set when `stop`'s grace has passed: each connection then answers its generation still
+    /// running itself (`server.rs`), so none is left without its `done` when the runtime ends.
+    grace_ended: watch::Sender<bool>,
 }
 
 impl std::fmt::Debug for Pool {
@@ -108,6 +111,7 @@ impl Pool {
             running: Mutex::new(BTreeMap::new()),
             next_generation: AtomicU64::new(0),
             stopping: AtomicBool::new(false),
+            grace_ended: watch::Sender::new(false),
         })
     }
 

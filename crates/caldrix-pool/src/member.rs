@@ -294,6 +294,29 @@ impl Member {
     }
 }
 
+#[cfg(test)]
+impl Member {
+    /// A member on no engine thread: the test receives its jobs and answers them, or never
+    /// does (an engine stuck past every bound).
+    pub(crate) fn held(alias: &str, model: Arc<Model>) -> (Member, mpsc::Receiver<Job>) {
+        let (jobs, rx) = mpsc::channel();
+        let member = Member {
+            alias: alias.to_owned(),
+            reference: alias.to_owned(),
+            json_constraint: false,
+            vocab: Vocab::Local(model),
+            window: 2048,
+            footprint_bytes: 0,
+            max_batch: Some(1),
+            remote: None,
+            backend: Backend::Local { jobs, thread: None },
+            queue: Arc::new(AtomicU32::new(0)),
+            figures: Arc::new(Mutex::new(no_store())),
+        };
+        (member, rx)
+    }
+}
+
 impl Drop for Member {
     fn drop(&mut self) {
         // Closing the queue ends the engine thread after its running jobs (a remote

@@ -24,9 +24,15 @@ use crate::{MemberConfig, Pool, PoolError, poisoned};
 /// The handshake and every control request are answered within this.
 const CONTROL_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// How long `stop` waits for the cancelled generations' `done` frames (the daemon is gone
-/// within 2 s of a `stop`).
-const STOP_GRACE: Duration = Duration::from_secs(1);
+/// How long `stop` waits for the members to end the cancelled generations (each ends at its
+/// member's next step, its connection sending the member's `done`). The daemon is gone within
+/// 2 s of a `stop`: this, `DONE_WRITES`, then the binary's own bounds.
+const STOP_GRACE: Duration = Duration::from_millis(800);
+
+/// How long `stop` then waits for the connections to write the `done` of each generation
+/// their member has not ended (writes to a local socket: moments, unless a client stopped
+/// reading).
+const DONE_WRITES: Duration = Duration::from_millis(200);
 
 /// The longest error message sent, in bytes (escapes and the cut mark included).
 const MAX_MESSAGE_BYTES: usize = 1000;
@@ -70,12 +76,12 @@ impl Pool {
                 }
                 _ = self.shutdown.notified() => {
                     // Every generation queued or running was cancelled: its connection sends its
-                    // `done` before the runtime ends the tasks (within moments: a cancelled
-                    // generation ends at its next step).
-                    let deadline = Instant::now() + STOP_GRACE;
-                    while self.generations() > 0 && Instant::now() < deadline {
-                        tokio::time::sleep(Duration::from_millis(10)).await;
-                    }
+                    // `done` before the runtime ends the tasks. One its member has not ended
+                    // by the grace's end (a step slowed by a loaded machine, a stalled remote
+                    // engine) is answered by its connection itself.
+                    self.settle(STOP_GRACE).await;
+                    self.grace_ended.send_replace(true);
+                    self.settle(DONE_WRITES).await;
                     return Ok(());
                 }
                 _ = tick.tick() => {
@@ -89,6 +95,17 @@ impl Pool {
                     }
                 }
             }
+        }
+    }
+}
+
+impl Pool {
+    /// Waits, at most `bound`, until no generation is registered (each deregisters once its
+    /// connection has written its `done`).
+    async fn settle(&self, bound: Duration) {
+        let deadline = Instant::now() + bound;
+        while self.generations() > 0 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
 }
@@ -285,6 +302,8 @@ impl Connection {
             Err(e) => return self.send_error(&e).await,
         };
         let (tx, mut rx) = mpsc::unbounded_channel();
+        let prompt_tokens = prompt.len();
+        let mut grace = self.pool.grace_ended.subscribe();
         let running = self.pool.register_generation();
         let cancel = Arc::clone(&running.cancel);
         let keep = if g.append_as.is_some() { Keep::PromptAndOutput } else { Keep::Prompt };
@@ -294,6 +313,7 @@ impl Connection {
             let e = PoolError::new(ErrorKind::Engine, "the member's engine thread has stopped");
             return self.send_error(&e).await;
         }
+        let mut streamed = Streamed::new(prompt_tokens);
         let mut client_gone = false;
         loop {
             tokio::select! {
@@ -312,7 +332,10 @@ impl Connection {
                         MemberEvent::Progress { done, total } => {
                             self.send(&Reply::Progress { done: done as u32, total: total as u32 }).await?;
                         }
-                        MemberEvent::Delta(text) => self.send(&Reply::Delta { text }).await?,
+                        MemberEvent::Delta(text) => {
+                            streamed.heard(&text);
+                            self.send(&Reply::Delta { text }).await?;
+                        }
                         MemberEvent::Done(Err(e)) => return self.send_error(&e).await,
                         MemberEvent::Done(Ok(finished)) => {
                             let generation = finished.generation;
@@ -359,7 +382,72 @@ impl Connection {
                         }
                     }
                 }
+                // `stop`'s grace passed and the member has not ended this generation: its
+                // `done` is written here, and the member's late one is dropped with `rx`.
+                // This `select` is the one place that picks which `done` the client gets.
+                () = grace_ended(&mut grace) => {
+                    if client_gone {
+                        return Ok(());
+                    }
+                    return self.send(&Reply::Done(streamed.cancelled())).await;
+                }
             }
+        }
+    }
+}
+
+/// Resolves once `stop`'s grace has passed (or the pool is gone). The watch's guard is not
+/// held past it: it is not `Send`.
+async fn grace_ended(grace: &mut tokio::sync::watch::Receiver<bool>) {
+    let _ = grace.wait_for(|&ended| ended).await;
+}
+
+/// What a connection has streamed of its generation, for the `done` it writes itself when its
+/// member has not ended the generation by the end of `stop`'s grace.
+struct Streamed {
+    prompt_tokens: usize,
+    text: String,
+    deltas: usize,
+    submitted: Instant,
+    first: Option<Instant>,
+}
+
+impl Streamed {
+    fn new(prompt_tokens: usize) -> Streamed {
+        Streamed {
+            prompt_tokens,
+            text: String::new(),
+            deltas: 0,
+            submitted: Instant::now(),
+            first: None,
+        }
+    }
+
+    fn heard(&mut self, text: &str) {
+        self.first.get_or_insert_with(Instant::now);
+        self.text.push_str(text);
+        self.deltas += 1;
+    }
+
+    /// The text sent so far; the member reported no usage, so `completion_tokens` is the
+    /// deltas sent (each holds at least one token's text), `recomputed_from` is absent, and
+    /// the times are this connection's: from the job's submission to the first delta, then
+    /// to now.
+    fn cancelled(self) -> Done {
+        let now = Instant::now();
+        let first = self.first.unwrap_or(now);
+        Done {
+            usage: Usage {
+                prompt_tokens: self.prompt_tokens as u32,
+                completion_tokens: self.deltas as u32,
+                recomputed_from: None,
+                prefill_ms: (first - self.submitted).as_secs_f64() * 1e3,
+                decode_ms: (now - first).as_secs_f64() * 1e3,
+            },
+            stop: proto::StopReason::Cancelled,
+            one_of: None,
+            logprobs: None,
+            text: self.text,
         }
     }
 }
@@ -689,76 +777,4 @@ fn token_logprob(t: caldrix_engine::TokenLogprob) -> proto::TokenLogprob {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn pool() -> Arc<Pool> {
-        Pool::new(crate::PoolConfig {
-            frames: FrameFormat::Cbor,
-            max_connections: 4,
-            idle_timeout: None,
-            context_budget: 0,
-            memory_limit: 1 << 30,
-            owner_uid: 0,
-        })
-    }
-
-    #[test]
-    fn error_messages_are_one_readable_line() {
-        assert_eq!(readable("unknown variant `a\nb\u{1c}`"), "unknown variant `a\\nb\\u{1c}`");
-        let exact = "x".repeat(MAX_MESSAGE_BYTES);
-        assert_eq!(readable(&exact), exact, "a message at the bound is whole");
-        let long = readable(&"x".repeat(5000));
-        assert_eq!(long.len(), MAX_MESSAGE_BYTES);
-        assert!(long.ends_with("x ..."), "{long}");
-        // Escapes count, and an escape is never cut in half.
-        let escaped = readable(&"\u{1}".repeat(400));
-        assert!(escaped.len() <= MAX_MESSAGE_BYTES && escaped.ends_with("\\u{1} ..."), "{escaped}");
-        let edge = readable(&format!("{}\u{1c}", "x".repeat(MAX_MESSAGE_BYTES - 3)));
-        assert!(edge.len() <= MAX_MESSAGE_BYTES && edge.ends_with("x ..."), "{edge}");
-        let wide = readable(&"é".repeat(800));
-        assert!(wide.len() <= MAX_MESSAGE_BYTES && wide.ends_with("é ..."), "{}", wide.len());
-    }
-
-    #[tokio::test]
-    async fn a_control_request_past_its_bound_is_a_timeout_naming_it() {
-        let slow = tokio::task::spawn_blocking(|| {
-            std::thread::sleep(Duration::from_millis(300));
-            Ok(Reply::Ok)
-        });
-        let err = answer(slow, Some(Duration::from_millis(20))).await.unwrap_err();
-        assert_eq!(err.kind, ErrorKind::Timeout);
-        assert!(err.message.contains("not answered within 0 s"), "{}", err.message);
-        let quick = tokio::task::spawn_blocking(|| Ok(Reply::Ok));
-        assert_eq!(answer(quick, Some(Duration::from_secs(5))).await, Ok(Reply::Ok));
-        let failed = tokio::task::spawn_blocking(|| -> Result<Reply, PoolError> { panic!("bug") });
-        assert_eq!(answer(failed, None).await.unwrap_err().kind, ErrorKind::Internal);
-    }
-
-    /// A connection task that panics still gives its place back.
-    #[tokio::test]
-    async fn a_slot_is_released_when_its_task_panics() {
-        let pool = pool();
-        let slot = Slot::take(&pool);
-        assert_eq!(pool.active.load(Ordering::SeqCst), 1);
-        let task = tokio::spawn(async move {
-            let _slot = slot;
-            panic!("a bug in a connection task");
-        });
-        assert!(task.await.is_err());
-        assert_eq!(pool.active.load(Ordering::SeqCst), 0);
-    }
-
-    #[test]
-    fn stop_cancels_every_registered_generation_and_later_ones_start_cancelled() {
-        let pool = pool();
-        let a = pool.register_generation();
-        let b = pool.register_generation();
-        drop(b);
-        pool.stop();
-        assert!(a.cancel.load(Ordering::SeqCst));
-        assert_eq!(pool.running.lock().unwrap().len(), 1, "a finished generation deregisters");
-        let late = pool.register_generation();
-        assert!(late.cancel.load(Ordering::SeqCst));
-    }
-}
+mod tests;

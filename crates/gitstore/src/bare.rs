@@ -18,12 +18,8 @@ pub const MAX_COMMIT_ATTEMPTS: u32 = 200;
 
 #[derive(Debug, thiserror::Error)]
 pub enum BareError {
-    #[error("git repository {}: {source}", path.display())]
-    Git {
-        path: PathBuf,
-        #[source]
-        source: git2::Error,
-    },
+    #[error("git repository {}: {error}", path.display())]
+    Git { path: PathBuf, error: git2::Error },
     #[error("`{0}` does not exist on the branch")]
     NotFound(String),
     #[error("the branch kept moving: {attempts} attempts to commit lost the race")]
@@ -33,12 +29,8 @@ pub enum BareError {
     Moved { branch: String, expected: Option<String>, found: Option<String> },
     #[error("`{0}` names no commit")]
     BadRevision(String),
-    #[error("the branch lock {}: {source}", path.display())]
-    Lock {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error("the branch lock {}: {error}", path.display())]
+    Lock { path: PathBuf, error: std::io::Error },
 }
 
 /// Who a commit is by.
@@ -94,7 +86,7 @@ impl Bare {
     }
 
     fn err(&self, source: git2::Error) -> BareError {
-        BareError::Git { path: self.path.clone(), source }
+        BareError::Git { path: self.path.clone(), error: source }
     }
 
     fn repo(&self) -> Result<Repository, BareError> {
@@ -108,7 +100,7 @@ impl Bare {
     /// writers cannot interleave a read of the tip and its move whatever libgit2 does.
     fn ref_lock(&self) -> Result<std::fs::File, BareError> {
         let path = self.path.join("gitstore-refs.lock");
-        let io = |source| BareError::Lock { path: path.clone(), source };
+        let io = |error| BareError::Lock { path: path.clone(), error };
         let file = std::fs::OpenOptions::new()
             .create(true)
             .truncate(false)

@@ -103,7 +103,7 @@ impl Repo {
             let submodule = self.dir.join(&path).symlink_metadata().is_ok_and(|m| m.is_dir());
             if !wanted.contains(&path) && !submodule {
                 remove_file(&self.dir, &path)
-                    .map_err(|source| GitError::TempIndex { dir: self.dir.join(&path), source })?;
+                    .map_err(|error| GitError::TempIndex { dir: self.dir.join(&path), error })?;
             }
         }
         self.with_temp_index(|env, _| {

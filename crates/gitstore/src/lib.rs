@@ -27,22 +27,14 @@ pub const REMOTE_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(Debug, thiserror::Error)]
 pub enum GitError {
-    #[error("cannot run git in {}: {source}", dir.display())]
-    Spawn {
-        dir: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error("cannot run git in {}: {error}", dir.display())]
+    Spawn { dir: PathBuf, error: std::io::Error },
     #[error("`git {args}` in {} took longer than {}s and was killed", dir.display(), timeout.as_secs())]
     Timeout { dir: PathBuf, args: String, timeout: Duration },
     #[error("`git {args}` in {} failed ({status}): {stderr}", dir.display())]
     Failed { dir: PathBuf, args: String, status: String, stderr: String },
-    #[error("cannot make a temporary index for {}: {source}", dir.display())]
-    TempIndex {
-        dir: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error("cannot make a temporary index for {}: {error}", dir.display())]
+    TempIndex { dir: PathBuf, error: std::io::Error },
 }
 
 /// The identity a snapshot commit is written with (the user's may be unset).
@@ -107,7 +99,7 @@ impl Repo {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .map_err(|source| GitError::Spawn { dir: self.dir.clone(), source })?;
+            .map_err(|error| GitError::Spawn { dir: self.dir.clone(), error })?;
         let drain = |pipe: Option<Box<dyn Read + Send>>| {
             std::thread::spawn(move || {
                 let mut out = Vec::new();
@@ -160,7 +152,7 @@ impl Repo {
         &self,
         f: impl FnOnce(&[(&str, &OsStr)], &Path) -> Result<T, GitError>,
     ) -> Result<T, GitError> {
-        let temp = |source| GitError::TempIndex { dir: self.dir.clone(), source };
+        let temp = |error| GitError::TempIndex { dir: self.dir.clone(), error };
         let scratch = tempfile::Builder::new().prefix("gitstore-index-").tempdir().map_err(temp)?;
         let index = scratch.path().join("index");
         let own = self.dir.join(self.text(&["rev-parse", "--git-path", "index"], GIT_TIMEOUT)?);
@@ -278,7 +270,7 @@ impl Repo {
                     bytes.push(0);
                 }
                 std::fs::write(&list, bytes)
-                    .map_err(|source| GitError::TempIndex { dir: self.dir.clone(), source })?;
+                    .map_err(|error| GitError::TempIndex { dir: self.dir.clone(), error })?;
                 let from = format!("--pathspec-from-file={}", list.display());
                 let mut env = env.to_vec();
                 // The paths are file names, never patterns.
@@ -329,6 +321,32 @@ pub(crate) fn test_repo() -> (tempfile::TempDir, Repo) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An error as `{}` and as the binaries print it (`{:#}` through anyhow: the message, then
+    /// each `source`).
+    fn printed<E: std::error::Error + Send + Sync + 'static>(e: E) -> (String, String) {
+        (e.to_string(), format!("{:#}", anyhow::Error::new(e)))
+    }
+
+    /// The cause is in the message and is not a `source` as well: printed once either way.
+    #[test]
+    fn an_error_s_cause_is_printed_once() {
+        let cause = "the disk is on fire";
+        let spawn = GitError::Spawn { dir: "/repo".into(), error: std::io::Error::other(cause) };
+        let lock = bare::BareError::Lock {
+            path: "/repo/lock".into(),
+            error: std::io::Error::other(cause),
+        };
+        for (plain, chain) in [printed(spawn), printed(lock)] {
+            assert_eq!(plain.matches(cause).count(), 1, "{plain}");
+            assert_eq!(chain.matches(cause).count(), 1, "{chain}");
+        }
+        let (_, chain) = printed(GitError::TempIndex {
+            dir: "/repo".into(),
+            error: std::io::Error::other(cause),
+        });
+        assert_eq!(chain, format!("cannot make a temporary index for /repo: {cause}"));
+    }
 
     fn repo(name: &str) -> Repo {
         let dir = std::env::temp_dir().join(format!("gitstore-{name}-{}", std::process::id()));

@@ -54,7 +54,7 @@ impl Repo {
         base: &[u8],
         theirs: &[u8],
     ) -> Result<Option<Vec<u8>>, GitError> {
-        let temp = |source| GitError::TempIndex { dir: self.dir.clone(), source };
+        let temp = |error| GitError::TempIndex { dir: self.dir.clone(), error };
         let scratch = tempfile::Builder::new().prefix("gitstore-merge-").tempdir().map_err(temp)?;
         let names = ["ours", "base", "theirs"];
         for (name, bytes) in names.iter().zip([ours, base, theirs]) {

@@ -75,7 +75,7 @@ pub fn load(paths: &SettingsPaths, env: &crate::Env) -> Result<Settings, ConfigE
         let text = match std::fs::read_to_string(path) {
             Ok(text) => text,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(source) => return Err(ConfigError::Read { path: path.clone(), source }),
+            Err(error) => return Err(ConfigError::Read { path: path.clone(), error }),
         };
         apply(&mut settings, path, scope, &text)?;
         settings.sources.push(path.clone());

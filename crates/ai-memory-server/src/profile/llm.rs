@@ -47,7 +47,7 @@ pub enum LlmError {
     #[error("{url} sent a reply larger than the cap of {cap} bytes")]
     TooLarge { url: String, cap: usize },
     #[error("the pool: {0}")]
-    Pool(#[from] caldrix_client::ClientError),
+    Pool(caldrix_client::ClientError),
     #[error("the pool has no member to classify with: load one, or set [llm] model")]
     NoMember,
     #[error("the model's answer was cut at its token limit")]
@@ -58,6 +58,14 @@ pub enum LlmError {
     Timeout(Duration),
     #[error("cannot run the pool client: {0}")]
     Runtime(std::io::Error),
+}
+
+// By hand, not `#[from]`: the message holds the cause, so it is not a `source` too (a printed
+// chain would say it twice; ARCHITECTURE.md, errors).
+impl From<caldrix_client::ClientError> for LlmError {
+    fn from(e: caldrix_client::ClientError) -> Self {
+        LlmError::Pool(e)
+    }
 }
 
 /// A model that answers with JSON matching a schema.
