@@ -252,20 +252,27 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         let _ = std::fs::remove_file(&args.socket);
         served.context("the pool's accept loop failed")
     });
+    // `serve` returns within 1 s of a `stop`; what follows shares `EXIT_AFTER_SERVE`, so the
+    // daemon is gone within 2 s of it however loaded the machine is.
+    let deadline = std::time::Instant::now() + EXIT_AFTER_SERVE;
     // `stop` cancelled every generation; a request still on a blocking thread (a load) is
-    // abandoned rather than waited for, so the daemon is gone within moments.
+    // abandoned rather than waited for.
     runtime.shutdown_timeout(Duration::from_millis(500));
     // Dropping the pool joins each engine thread after its current step (cancelled, so
     // quick); under load a step may still take a while, and the process is exiting anyway:
-    // wait at most a second, then leave the rest to the exit.
+    // wait what is left of the deadline, then leave the rest to the exit.
     let (dropped, done) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         drop(pool);
         let _ = dropped.send(());
     });
-    let _ = done.recv_timeout(Duration::from_secs(1));
+    let _ = done.recv_timeout(deadline.saturating_duration_since(std::time::Instant::now()));
     served
 }
+
+/// How long the daemon may take to exit once `serve` has returned (which it does within 1 s
+/// of a `stop`): the runtime's shutdown and the engine threads' joins together.
+const EXIT_AFTER_SERVE: Duration = Duration::from_millis(900);
 
 /// Binds the socket (mode 0600, in the directory `serve` checked before loading); a file left
 /// by a dead daemon is replaced, a live daemon is refused.
