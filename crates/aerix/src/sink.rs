@@ -103,10 +103,16 @@ pub fn progress(event: &Event) {
 }
 
 /// `-> failed: verification failed after 2 attempts: ...` for an `agent` call's JSON result.
+/// A summary of several lines (a check's output tail) shows its first and its last.
 fn piece_line(text: &str) -> Option<String> {
     let result: serde_json::Value = serde_json::from_str(text).ok()?;
-    let summary = first_line(result["summary"].as_str()?, 200);
-    Some(format!("-> {}: {summary}", result["outcome"].as_str()?))
+    let summary = result["summary"].as_str()?;
+    let mut line = first_line(summary, 200);
+    let last = summary.lines().skip(1).map(str::trim).filter(|l| !l.is_empty()).last();
+    if let Some(last) = last {
+        line.push_str(&format!(" [...] {}", clip(last, 100)));
+    }
+    Some(format!("-> {}: {line}", result["outcome"].as_str()?))
 }
 
 /// The first `chars` characters of `text`.
@@ -117,4 +123,23 @@ fn clip(text: &str, chars: usize) -> String {
 /// The first line of `text`'s first `chars` characters.
 fn first_line(text: &str, chars: usize) -> String {
     clip(text, chars).lines().next().unwrap_or_default().to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::piece_line;
+
+    #[test]
+    fn a_piece_line_shows_a_summary_s_first_and_last_lines() {
+        let result = serde_json::json!({
+            "outcome": "failed",
+            "summary": "`sh test.sh` exited 1. Its output ends:\nrunning\nFAIL: add 2 3 gave -1\n\n",
+        });
+        assert_eq!(
+            piece_line(&result.to_string()).unwrap(),
+            "-> failed: `sh test.sh` exited 1. Its output ends: [...] FAIL: add 2 3 gave -1"
+        );
+        let one = serde_json::json!({"outcome": "done", "summary": "Fixed add."});
+        assert_eq!(piece_line(&one.to_string()).unwrap(), "-> done: Fixed add.");
+    }
 }
