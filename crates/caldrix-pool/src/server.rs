@@ -286,26 +286,34 @@ impl Connection {
     }
 
     async fn generate(&mut self, g: proto::Generate) -> Result<(), ConnError> {
+        // Registered before it is prepared: a `stop` meanwhile cancels it and waits for it,
+        // and it gets its `done` like any other.
+        let mut grace = self.pool.grace_ended.subscribe();
+        let running = self.pool.register_generation();
+        let cancel = Arc::clone(&running.cancel);
         // Rendering and tokenizing block (a remote member's tokenizer is a request to its
         // engine): off the runtime's workers.
         let (pool, request) = (Arc::clone(&self.pool), g.clone());
-        let prepared = tokio::task::spawn_blocking(move || prepare(&pool, &request))
-            .await
-            .unwrap_or_else(|_| {
+        let preparing = tokio::task::spawn_blocking(move || prepare(&pool, &request));
+        let prepared = tokio::select! {
+            prepared = preparing => prepared.unwrap_or_else(|_| {
                 Err(PoolError::new(
                     ErrorKind::Internal,
                     "the daemon failed while preparing this generation (a bug: see its log)",
                 ))
-            });
+            }),
+            // Still being prepared when `stop`'s grace passed (a remote tokenizer that does
+            // not answer): cancelled before a token of it was known.
+            () = grace_ended(&mut grace) => {
+                return self.send(&Reply::Done(Streamed::new(0).cancelled())).await;
+            }
+        };
         let (member, job_params, (prompt, chat)) = match prepared {
             Ok(p) => p,
             Err(e) => return self.send_error(&e).await,
         };
         let (tx, mut rx) = mpsc::unbounded_channel();
         let prompt_tokens = prompt.len();
-        let mut grace = self.pool.grace_ended.subscribe();
-        let running = self.pool.register_generation();
-        let cancel = Arc::clone(&running.cancel);
         let keep = if g.append_as.is_some() { Keep::PromptAndOutput } else { Keep::Prompt };
         let cancel_job = Arc::clone(&cancel);
         let job = Job { prompt, chat, params: job_params, keep, events: tx, cancel: cancel_job };

@@ -88,14 +88,22 @@ impl Client {
     }
 }
 
-/// A generation its member has not ended when `stop`'s grace passes (its engine stuck)
-/// still gets exactly one `done`, cancelled, with the text it streamed, before its
-/// connection closes; the member's late result goes nowhere, and `serve` returns within
-/// its bound. Served as the binary serves: the runtime's shutdown drops the connections.
-#[test]
-fn a_generation_its_member_has_not_ended_by_the_grace_s_end_gets_its_cancelled_done() {
+/// A pool served as the binary serves it (the runtime's shutdown after `serve`), with one
+/// held member (`Member::held`: the test answers its jobs, or never does), a client past its
+/// hello, and a context of one segment: its id and tokens.
+struct Served {
+    pool: Arc<Pool>,
+    jobs: std::sync::mpsc::Receiver<crate::member::Job>,
+    serving: std::thread::JoinHandle<std::io::Result<()>>,
+    client: Client,
+    context: u64,
+    total_tokens: u32,
+    dir: std::path::PathBuf,
+}
+
+fn served(name: &str) -> Served {
     use std::os::unix::fs::MetadataExt;
-    let dir = std::env::temp_dir().join(format!("caldrix-pool-grace-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("caldrix-pool-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let socket = dir.join("pool.sock");
     let _ = std::fs::remove_file(&socket);
@@ -134,14 +142,59 @@ fn a_generation_its_member_has_not_ended_by_the_grace_s_end_gets_its_cancelled_d
     let Some(Reply::Context { context, total_tokens, .. }) = client.recv() else {
         panic!("no context")
     };
-    client.send(&Request::Generate(proto::Generate {
+    Served { pool, jobs, serving, client, context, total_tokens, dir }
+}
+
+fn generate(context: u64) -> Request {
+    Request::Generate(proto::Generate {
         context,
         constraint: proto::Constraint::None,
         max_new_tokens: 300,
         sampling: None,
         logprobs: None,
         append_as: None,
-    }));
+    })
+}
+
+/// A generation `stop` finds still being prepared (its context's lock held here, as a remote
+/// tokenizer that does not answer would hold it) is waited for like a running one and, not
+/// prepared by the grace's end, gets its cancelled `done` from its connection, with nothing
+/// of it known; it never reaches its member.
+#[test]
+fn a_generation_still_being_prepared_at_stop_gets_its_cancelled_done() {
+    let Served { pool, jobs, serving, mut client, context, dir, .. } = served("preparing");
+    let held = pool.contexts.lock().unwrap();
+    client.send(&generate(context));
+    let registered = Instant::now();
+    while pool.generations() == 0 {
+        assert!(registered.elapsed() < Duration::from_secs(10), "never registered");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let stopped = Instant::now();
+    pool.stop();
+    let Some(Reply::Done(done)) = client.recv() else {
+        panic!("the connection closed without the generation's done")
+    };
+    assert!(stopped.elapsed() >= STOP_GRACE, "waited for like a running generation");
+    assert_eq!(done.stop, proto::StopReason::Cancelled);
+    assert_eq!((done.text.as_str(), done.usage.completion_tokens), ("", 0));
+    assert_eq!(done.usage.prompt_tokens, 0, "not rendered yet");
+    assert!(client.recv().is_none(), "the close follows, no second done");
+    assert!(serving.join().unwrap().is_ok());
+    assert!(stopped.elapsed() < Duration::from_secs(2), "{:?}", stopped.elapsed());
+    drop(held);
+    assert!(jobs.recv_timeout(Duration::from_millis(200)).is_err(), "no job reached the member");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A generation its member has not ended when `stop`'s grace passes (its engine stuck)
+/// still gets exactly one `done`, cancelled, with the text it streamed, before its
+/// connection closes; the member's late result goes nowhere, and `serve` returns within
+/// its bound. Served as the binary serves: the runtime's shutdown drops the connections.
+#[test]
+fn a_generation_its_member_has_not_ended_by_the_grace_s_end_gets_its_cancelled_done() {
+    let Served { pool, jobs, serving, mut client, context, total_tokens, dir } = served("grace");
+    client.send(&generate(context));
     let job = jobs.recv_timeout(Duration::from_secs(10)).unwrap();
     job.events.send(MemberEvent::Delta("Once upon".into())).unwrap();
     assert_eq!(client.recv(), Some(Reply::Delta { text: "Once upon".into() }));
