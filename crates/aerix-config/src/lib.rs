@@ -26,10 +26,10 @@ pub use instructions::{InstructionFile, Instructions, instruction_files, project
 pub use named::{ByName, Named};
 pub use permissions::{FilePermissions, PermissionMode, SettingsScope};
 pub use settings::{
-    ContextSettings, DEFAULT_MODEL, DEFAULT_TOOL_CAP, Delegation, HookSettings, LOCAL_ATTEMPTS,
-    Layered, MAX_ATTEMPTS, McpServer, McpServers, McpSettings, Member, PermissionSettings,
-    PluginSettings, PoolSettings, ProjectSetting, SandboxSettings, Settings, SettingsPaths,
-    TuneSettings, VerifySettings, defaults, load, load_layered, valid_profile_name,
+    ContextSettings, DEFAULT_MODEL, DEFAULT_TOOL_CAP, Delegation, EditFormat, HookSettings,
+    LOCAL_ATTEMPTS, Layered, MAX_ATTEMPTS, McpServer, McpServers, McpSettings, Member,
+    PermissionSettings, PluginSettings, PoolSettings, ProjectSetting, SandboxSettings, Settings,
+    SettingsPaths, TuneSettings, VerifySettings, defaults, load, load_layered, valid_profile_name,
 };
 
 #[derive(Debug, thiserror::Error)]

@@ -170,18 +170,15 @@ pub(crate) async fn run(
             // cancel, nor after a hook or a bound ended it.
             let command = shared.checks.contains(&input.check);
             if command && matches!(end.outcome, Outcome::Budget | Outcome::Failed) {
-                ended.summary = format!("{what}. The check passed in its tree afterwards.");
-                let verdict = judge(
-                    &mut rt,
-                    shared,
-                    caller,
-                    member,
-                    input,
-                    &judging,
-                    &ended.summary,
-                    &mut ended.judged,
-                )
-                .await?;
+                // What a `verify.review` verifier reads: it runs only once the check passed.
+                let summary = format!("{what}. The check passed in its tree afterwards.");
+                let judged = &mut ended.judged;
+                let verdict =
+                    judge(&mut rt, shared, caller, member, input, &judging, &summary, judged)
+                        .await?;
+                if matches!(verdict, Verdict::Pass) {
+                    ended.summary = summary;
+                }
                 if matches!(verdict, Verdict::Pass | Verdict::Cancelled) {
                     return Ok(verdict);
                 }

@@ -50,7 +50,7 @@ pub(crate) fn runtime<'a>(
         attempts: attempts(settings),
         temperature: delegation.attempt_temperature,
         seed: delegation.seed.unwrap_or_else(random_seed),
-        whole: delegation.edit_format == "whole",
+        whole: delegation.edit_format == aerix_config::EditFormat::Whole,
         review: settings.verify.review,
         worktrees: place.worktrees.cloned(),
     };

@@ -18,9 +18,9 @@ const MAX_WEIGHTS_BYTES: u64 = 1 << 30;
 const MAX_HEADER_BYTES: u64 = 16 << 20;
 const ALIGNMENT: usize = 32;
 
-#[derive(Debug, thiserror::Error)]
 /// Each message names its cause itself (no `source` chain), so a printed chain does not
 /// repeat it.
+#[derive(Debug, thiserror::Error)]
 pub enum ConvertError {
     #[error("cannot read {path}: {error}")]
     Read { path: PathBuf, error: std::io::Error },

@@ -83,7 +83,8 @@ pub(crate) fn put_in(
     )?)
 }
 
-fn user_key(user: Option<i64>) -> i64 {
+/// The `user_key` column of an operator (0: the root, whose id is none).
+pub(crate) fn user_key(user: Option<i64>) -> i64 {
     user.unwrap_or(0)
 }
 

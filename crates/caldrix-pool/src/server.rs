@@ -97,9 +97,7 @@ impl Pool {
             }
         }
     }
-}
 
-impl Pool {
     /// Waits, at most `bound`, until no generation is registered (each deregisters once its
     /// connection has written its `done`).
     async fn settle(&self, bound: Duration) {

@@ -76,6 +76,7 @@ scalar_layers!(
     Option<String>,
     Option<caldrix_proto::Render>,
     Option<crate::PermissionMode>,
+    super::keys::EditFormat,
 );
 
 /// A map (`context.tool_caps`): entries merge one by one, a later file's winning per entry.

@@ -104,11 +104,21 @@ section! {
         /// How an implementer with a command check writes its first change after its opening:
         /// `json` (its own `edit`/`write` turn) or `whole` (aerix asks for the whole file the
         /// opening read, in a code fence, and applies it as a `write`).
-        edit_format: String = "json".to_owned(), edit_format;
+        edit_format: EditFormat = EditFormat::Json;
         /// The seed sampled attempts start from (attempt k of a piece gets a seed of its own
         /// made from it); unset: one drawn per request, written to the log.
         seed: Option<u64> = None;
     }
+}
+
+/// `delegation.edit_format`: how an implementer with a command check writes its first change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EditFormat {
+    /// Its own `edit`/`write` turn.
+    Json,
+    /// The whole file in a code fence, asked for by aerix after the opening.
+    Whole,
 }
 
 /// Attempts a piece may run at once (`delegation.attempts`).
@@ -355,13 +365,6 @@ fn attempts(value: &Option<u32>) -> Result<(), Bad> {
             Err(Bad::new(format!("must be between 1 and {MAX_ATTEMPTS}, not {n}")))
         }
         _ => Ok(()),
-    }
-}
-
-fn edit_format(value: &str) -> Result<(), Bad> {
-    match value {
-        "json" | "whole" => Ok(()),
-        other => Err(Bad::new(format!("must be \"json\" or \"whole\", not \"{other}\""))),
     }
 }
 

@@ -16,9 +16,10 @@ use toml::{Table, Value};
 use crate::{ConfigError, FilePermissions, SettingsScope};
 use declare::{Bad, Section, unknown};
 pub use keys::{
-    ContextSettings, DEFAULT_MODEL, DEFAULT_TOOL_CAP, Delegation, HookSettings, LOCAL_ATTEMPTS,
-    MAX_ATTEMPTS, McpServer, McpServers, McpSettings, Member, PermissionSettings, PluginSettings,
-    PoolSettings, SandboxSettings, Settings, TuneSettings, VerifySettings, valid_profile_name,
+    ContextSettings, DEFAULT_MODEL, DEFAULT_TOOL_CAP, Delegation, EditFormat, HookSettings,
+    LOCAL_ATTEMPTS, MAX_ATTEMPTS, McpServer, McpServers, McpSettings, Member, PermissionSettings,
+    PluginSettings, PoolSettings, SandboxSettings, Settings, TuneSettings, VerifySettings,
+    valid_profile_name,
 };
 pub use layers::{Layered, ProjectSetting, load_layered};
 

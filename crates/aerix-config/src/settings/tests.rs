@@ -343,3 +343,12 @@ fn mcp_servers_are_stdio_or_http_and_a_bad_one_is_named() {
         assert!(e.contains(&format!("`{key}`")) && e.contains(words), "{text:?}: {e}");
     }
 }
+
+#[test]
+fn edit_format_is_json_or_whole_and_another_is_refused_by_key() {
+    assert_eq!(check("").unwrap().delegation.edit_format, crate::EditFormat::Json);
+    let s = check("[delegation]\nedit_format = \"whole\"\n").unwrap();
+    assert_eq!(s.delegation.edit_format, crate::EditFormat::Whole);
+    let e = check("[delegation]\nedit_format = \"diff\"\n").unwrap_err().to_string();
+    assert!(e.contains("edit_format") && e.contains("json") && e.contains("whole"), "{e}");
+}

@@ -209,13 +209,7 @@ fn an_implementer_opens_with_its_check_run_and_the_files_it_names_read() {
     let events = world.events();
     let messages: Vec<&Value> =
         of_type(&events, "message").into_iter().filter(|m| m["agent"] == "a1.c1").collect();
-    let shape: Vec<(&str, &str)> = messages
-        .iter()
-        .map(|m| {
-            let what = if m["role"] == "tool" { &m["tool"] } else { &m["stop"] };
-            (m["role"].as_str().unwrap(), what.as_str().unwrap_or_default())
-        })
-        .collect();
+    let shape = shape_of(&events, "a1.c1");
     // aerix's two opening turns, then the member's own (a final), which saw their results.
     assert_eq!(
         shape[..5],
@@ -258,10 +252,7 @@ fn a_check_passed_by_emptying_its_test_fails_and_never_lands() {
     let out = world.aerix(&["-p", "Fix calc.sh."]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let events = world.events();
-    let checks: Vec<(&str, &str)> = of_type(&events, "check")
-        .iter()
-        .map(|c| (c["by"].as_str().unwrap(), c["verdict"].as_str().unwrap()))
-        .collect();
+    let checks = checks_of(&events);
     assert_eq!(checks, [("command", "pass"), ("tests", "fail")]);
     let reason = of_type(&events, "check")[1]["reason"].as_str().unwrap().to_owned();
     assert!(reason.contains("edits test.sh, the check's own tests"), "{reason}");
@@ -293,10 +284,7 @@ fn an_implementer_out_of_turns_is_still_checked_and_its_passing_fix_lands() {
     let events = world.events();
     let end = of_type(&events, "agent.end").into_iter().find(|e| e["agent"] == "a1.c1").unwrap();
     assert_eq!(end["outcome"], "budget", "{end}");
-    let checks: Vec<(&str, &str)> = of_type(&events, "check")
-        .iter()
-        .map(|c| (c["by"].as_str().unwrap(), c["verdict"].as_str().unwrap()))
-        .collect();
+    let checks = checks_of(&events);
     assert_eq!(checks, [("command", "pass")]);
     let result = piece_result(&events);
     assert_eq!(result["outcome"], "done", "{result}");
@@ -310,10 +298,7 @@ fn an_implementer_out_of_turns_is_still_checked_and_its_passing_fix_lands() {
 fn an_implementer_out_of_turns_whose_tree_fails_its_check_stops_and_nothing_lands() {
     let (world, _) = out_of_turns("attempts-budget-fail", "add() { echo 4; }\n");
     let events = world.events();
-    let checks: Vec<(&str, &str)> = of_type(&events, "check")
-        .iter()
-        .map(|c| (c["by"].as_str().unwrap(), c["verdict"].as_str().unwrap()))
-        .collect();
+    let checks = checks_of(&events);
     assert_eq!(checks, [("command", "fail")]);
     let result = piece_result(&events);
     assert_eq!(result["outcome"], "budget", "{result}");
@@ -575,6 +560,14 @@ fn shape_of<'a>(events: &'a [Value], agent: &str) -> Vec<(&'a str, &'a str)> {
             let what = if m["role"] == "tool" { &m["tool"] } else { &m["stop"] };
             (m["role"].as_str().unwrap(), what.as_str().unwrap_or_default())
         })
+        .collect()
+}
+
+/// Each `check` event's `by` and `verdict`, in order.
+fn checks_of(events: &[Value]) -> Vec<(&str, &str)> {
+    of_type(events, "check")
+        .iter()
+        .map(|c| (c["by"].as_str().unwrap(), c["verdict"].as_str().unwrap()))
         .collect()
 }
 

@@ -8,7 +8,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{IndexState, Merged, PromptRecord};
 use crate::access::ensure_project_in;
-use crate::handoffs::put_in;
+use crate::handoffs::{put_in, user_key};
 use crate::{HandoffRow, IndexError};
 
 pub(super) fn check(conn: &Connection, state: &IndexState) -> Result<Vec<String>, IndexError> {
@@ -305,7 +305,7 @@ pub(super) fn merge(
             text: h.text.clone(),
             at: h.at,
         };
-        out.handoffs += put_in(conn, project, h.operator.unwrap_or(0), &row, false)?;
+        out.handoffs += put_in(conn, project, user_key(h.operator), &row, false)?;
     }
     Ok(out)
 }

@@ -346,18 +346,11 @@ fn read_export(
             }
             Record::Handoff(mut h) => {
                 let r = names(&h.workspace, &h.project).and_then(|()| captured_in(&h.project));
-                let r = r.and_then(|()| {
-                    if h.text.len() > HANDOFF_MAX_BYTES {
-                        Err(format!(
-                            "handoff of {}/{}: {} bytes, a handoff holds at most {HANDOFF_MAX_BYTES}",
-                            h.workspace,
-                            h.project,
-                            h.text.len()
-                        ))
-                    } else {
-                        Ok(())
-                    }
+                let (bytes, (w, p)) = (h.text.len(), (&h.workspace, &h.project));
+                let too_long = (bytes > HANDOFF_MAX_BYTES).then(|| {
+                    format!("handoff of {w}/{p}: {bytes} bytes, a handoff holds at most {HANDOFF_MAX_BYTES}")
                 });
+                let r = r.and_then(|()| too_long.map_or(Ok(()), Err));
                 // Stored text is sanitized text, whoever wrote the file.
                 h.text = sanitize(&h.text).as_str().to_owned();
                 state.handoffs.push(h);

@@ -5,8 +5,8 @@
 //! The file: a header line (`format`, `version`), then one record a line, each with a `kind`:
 //! `project`, `page` (the page as stored, frontmatter included), `operator` (API keys as
 //! SHA-256 hashes, never the keys), `grant`, `session`, `prompt`, `candidate`, `cursor`,
-//! `forgotten` (the profile's forget ledger), `stack` and `handoff` (each project's latest). An import reads and checks every line
-//! before it writes anything.
+//! `forgotten` (the profile's forget ledger), `stack` and `handoff` (each project's latest).
+//! An import reads and checks every line before it writes anything.
 
 mod basic;
 mod export;
