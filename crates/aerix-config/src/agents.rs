@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use serde_yaml_ng::{Mapping, Value};
 
 use crate::Env;
-use crate::capped::{Capped, read_capped};
+use crate::capped::{Capped, read_capped, read_capped_within};
 use crate::frontmatter::{NoFrontmatter, split_frontmatter};
 use crate::named::{ByName, Named};
 
@@ -179,7 +179,13 @@ fn load_dir(out: &mut LoadedAgents, dir: &Path, origin: &Origin, clash: Clash) {
     }
     files.sort();
     for path in files {
-        let parsed = match read_capped(&path) {
+        // A project's or a plugin's definition is read only inside its directory (a link out
+        // is skipped with a note); the user's own may link where they like.
+        let read = match origin {
+            Origin::User => read_capped(&path),
+            Origin::Project | Origin::Plugin(_) => read_capped_within(&path, dir),
+        };
+        let parsed = match read {
             Ok(Capped::Text(text)) => parse_agent(&path, &text),
             Ok(Capped::Missing) => continue,
             Ok(Capped::Skipped(why)) => Err(why),
@@ -371,6 +377,25 @@ mod tests {
     #![allow(clippy::unwrap_used, reason = "tests")]
 
     use super::*;
+
+    #[test]
+    fn a_projects_definition_linked_out_of_its_directory_is_skipped_with_a_note() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("repo/.claude/agents");
+        std::fs::create_dir_all(&dir).unwrap();
+        let outside = tmp.path().join("secret.md");
+        std::fs::write(&outside, "---\nname: leak\ndescription: d\n---\nsecret\n").unwrap();
+        std::os::unix::fs::symlink(&outside, dir.join("leak.md")).unwrap();
+        let mut out = LoadedAgents::default();
+        load_dir(&mut out, &dir, &Origin::Project, Clash::SameDirectory);
+        assert!(out.definitions.get("leak").is_none());
+        assert_eq!(out.notes.len(), 1, "{:?}", out.notes);
+        assert!(out.notes[0].contains("a link to") && out.notes[0].ends_with("; skipped"));
+        // The user's own definition may link out.
+        let mut out = LoadedAgents::default();
+        load_dir(&mut out, &dir, &Origin::User, Clash::SameDirectory);
+        assert!(out.definitions.get("leak").is_some(), "{:?}", out.notes);
+    }
 
     fn check(text: &str) -> Result<(AgentDefinition, Vec<String>), String> {
         parse_agent(Path::new("/p/a.md"), text)

@@ -22,6 +22,26 @@ pub enum Capped {
     Skipped(String),
 }
 
+/// [`read_capped`] of a file that must lie inside `root` once its links are resolved: a link
+/// out of it (a repository's `CLAUDE.md -> ~/.ssh/id_rsa`) is skipped with its reason, never
+/// read. A link inside (`CLAUDE.md -> AGENTS.md`) is followed.
+pub fn read_capped_within(path: &Path, root: &Path) -> std::io::Result<Capped> {
+    let resolved = match path.canonicalize() {
+        Ok(resolved) => resolved,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Capped::Missing),
+        Err(e) => return Err(e),
+    };
+    let root = root.canonicalize().unwrap_or_else(|_| root.to_owned());
+    if !resolved.starts_with(&root) {
+        return Ok(Capped::Skipped(format!(
+            "a link to {}, outside {}",
+            resolved.display(),
+            root.display()
+        )));
+    }
+    read_capped(&resolved)
+}
+
 /// `path`'s text (a link is followed: `CLAUDE.md -> AGENTS.md` is common). A FIFO or a device
 /// is skipped by kind before it is opened, since a FIFO's open and a device's read may never
 /// end; the open does not block, and the open file is checked again.
@@ -56,5 +76,31 @@ pub fn read_capped(path: &Path) -> std::io::Result<Capped> {
     match String::from_utf8(bytes) {
         Ok(text) => Ok(Capped::Text(text)),
         Err(_) => Ok(Capped::Skipped("not UTF-8 text".to_owned())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_link_out_of_the_root_is_skipped_and_one_inside_is_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let (root, outside) = (dir.path().join("repo"), dir.path().join("secret"));
+        std::fs::create_dir_all(&root).unwrap();
+        std::fs::write(&outside, "key\n").unwrap();
+        std::fs::write(root.join("AGENTS.md"), "rules\n").unwrap();
+        std::os::unix::fs::symlink(&outside, root.join("CLAUDE.md")).unwrap();
+        std::os::unix::fs::symlink("AGENTS.md", root.join("README.md")).unwrap();
+        let Capped::Skipped(why) = read_capped_within(&root.join("CLAUDE.md"), &root).unwrap()
+        else {
+            panic!("a link out was read");
+        };
+        assert!(why.starts_with("a link to ") && why.contains("outside"), "{why}");
+        assert_eq!(
+            read_capped_within(&root.join("README.md"), &root).unwrap(),
+            Capped::Text("rules\n".to_owned())
+        );
+        assert_eq!(read_capped_within(&root.join("none.md"), &root).unwrap(), Capped::Missing);
     }
 }

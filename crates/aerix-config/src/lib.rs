@@ -19,7 +19,7 @@ pub use agents::{
     AERIX_TOOLS, AgentDefinition, AgentDefinitions, AgentDirs, LoadedAgents, Origin, aerix_tool,
     load_agents, load_plugin_agents, parse_agent,
 };
-pub use capped::{Capped, MAX_FILE_BYTES, read_capped};
+pub use capped::{Capped, MAX_FILE_BYTES, read_capped, read_capped_within};
 pub use env::Env;
 pub use frontmatter::{NoFrontmatter, split_frontmatter};
 pub use instructions::{InstructionFile, Instructions, instruction_files, project_root};

@@ -88,6 +88,18 @@ impl SkillDirs {
     }
 }
 
+impl SkillDir {
+    /// The tree its files must lie in once links are resolved: a project's directory (the one
+    /// holding `.claude/`), a plugin's root. The user's own directories are theirs to link.
+    fn root(&self) -> Option<&Path> {
+        match self.origin {
+            Origin::User => None,
+            Origin::Project => self.path.parent()?.parent(),
+            Origin::Plugin(_) => self.path.parent(),
+        }
+    }
+}
+
 /// What loading found: the skills, and one line per problem for the caller to print.
 #[derive(Clone, Debug, Default)]
 pub struct Loaded {
@@ -250,6 +262,27 @@ fn read(
     dir: &SkillDir,
     notes: &mut Vec<String>,
 ) -> Option<Skill> {
+    // A repository's `SKILL.md -> ~/.aws/credentials` would hand the file to the model past
+    // every Read rule: a link out of the skill's tree is never read.
+    if let Some(root) = dir.root() {
+        let root = root.canonicalize().unwrap_or_else(|_| root.to_owned());
+        match file.canonicalize() {
+            Ok(resolved) if resolved.starts_with(&root) => {}
+            Ok(resolved) => {
+                notes.push(format!(
+                    "skills: {}: a link to {}, outside {}; skipped",
+                    file.display(),
+                    resolved.display(),
+                    root.display()
+                ));
+                return None;
+            }
+            Err(e) => {
+                notes.push(format!("skills: {}: {e}; skipped", file.display()));
+                return None;
+            }
+        }
+    }
     let size = std::fs::metadata(file).map(|m| m.len()).unwrap_or(0);
     if size > MAX_SKILL_BYTES {
         notes.push(format!(

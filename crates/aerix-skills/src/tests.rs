@@ -190,3 +190,35 @@ fn load_list_and_the_prompt_s_first_line() {
     assert!(matches!(skills.expand_prompt("/nope x"), Err(SkillError::Unknown { .. })));
     assert_eq!(skills.expand_prompt("/auto").unwrap_err(), SkillError::NotForUser("auto".into()));
 }
+
+#[test]
+fn a_projects_or_plugins_skill_linked_out_of_its_tree_is_skipped_and_the_users_own_is_read() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let (root, home) = (t.join("repo"), t.join("home"));
+    let env = Env::for_tests(home.to_str().unwrap());
+    let secret = home.join(".aws/credentials");
+    write(&secret, "aws_secret_access_key = hunter2\n");
+    let link = |dir: &Path, target: &Path| {
+        std::fs::create_dir_all(dir).unwrap();
+        std::os::unix::fs::symlink(target, dir.join("SKILL.md")).unwrap();
+    };
+    link(&root.join(".claude/skills/creds"), &secret);
+    link(&t.join("plugin/skills/creds"), &secret);
+    // A link inside the project stays a skill.
+    write(&root.join("docs/deploy.md"), "---\ndescription: deploys\n---\nDeploy.\n");
+    link(&root.join(".claude/skills/deploy"), &root.join("docs/deploy.md"));
+    // The user's own link is theirs.
+    write(&t.join("dotfiles/mine.md"), "---\ndescription: mine\n---\nMine.\n");
+    link(&home.join(".claude/skills/mine"), &t.join("dotfiles/mine.md"));
+    let mut dirs = SkillDirs::standard(&env, &root, &root);
+    dirs.plugin("tools", &t.join("plugin"));
+    let loaded = load(&dirs);
+    let names: Vec<&str> = loaded.skills.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["deploy", "mine"], "{:#?}", loaded.notes);
+    assert!(loaded.skills.iter().all(|s| !s.body.contains("hunter2")));
+    let outside: Vec<&String> =
+        loaded.notes.iter().filter(|n| n.contains("a link to") && n.contains("outside")).collect();
+    assert_eq!(outside.len(), 2, "{:#?}", loaded.notes);
+    assert!(outside[0].contains(".claude/skills/creds/SKILL.md"), "{}", outside[0]);
+}

@@ -23,10 +23,31 @@ impl Bad {
     }
 }
 
+/// What a project's file (`.aerix/settings.toml`, `settings.local.toml`) may do with a key; the
+/// user's own files set every key. Declared with the key (`@inert name: ...`), and a key
+/// declared without a class is [`Class::Gated`]: a key added later runs nothing from an
+/// untrusted project until someone decides it is inert.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Class {
+    /// Runs nothing, reaches nothing, weakens nothing: applies from an untrusted project.
+    Inert,
+    /// Applies from a project only once the user trusts it.
+    Gated,
+    /// A model reference: inert when it is a plain file or a hub reference, gated otherwise
+    /// (`script:`, `replay:`, `openai:` and any other scheme).
+    Model,
+    /// A protection: a project may only set it to this, its stricter value, trusted or not.
+    Narrows(Value),
+    /// The user's alone: a project's value never applies, trusted or not.
+    User,
+}
+
 /// A table of settings, as `section!` declares it.
 pub(crate) trait Section {
     /// The keys a file may set, in declaration order.
     const KEYS: &'static [&'static str];
+    /// What a project's file may do with `key` (unknown keys: gated).
+    fn class(key: &str) -> Class;
     /// Sets `key` from a file's value: parsed, checked, layered over what is set.
     fn set(&mut self, key: &str, value: Value) -> Result<(), Bad>;
     /// The keys as `docs/configuration.md` names them (a map's: `tool_caps.<tool>`), for the
@@ -135,15 +156,36 @@ pub(crate) fn at_least<T: Count>(min: u64) -> impl Fn(&T) -> Result<(), Bad> {
     }
 }
 
-/// Declares a table of settings: the struct, each key with its doc comment, type, default and
-/// optional bound (`name: Type = default, bound;`), then (after `and`) the fields that are not
-/// keys of this table. `(env)` after the name lets the defaults read the `Env`.
+/// A key's [`Class`] as `section!` reads it: none is `Gated`.
+macro_rules! class {
+    () => {
+        $crate::settings::declare::Class::Gated
+    };
+    (inert) => {
+        $crate::settings::declare::Class::Inert
+    };
+    (model) => {
+        $crate::settings::declare::Class::Model
+    };
+    (user) => {
+        $crate::settings::declare::Class::User
+    };
+    (narrows($value:expr)) => {
+        $crate::settings::declare::Class::Narrows(toml::Value::from($value))
+    };
+}
+
+/// Declares a table of settings: the struct, each key with its doc comment, its class for a
+/// project's files (`@inert`, `@model`, `@user`, `@narrows(value)`; none: gated), type, default
+/// and optional bound (`@inert name: Type = default, bound;`), then (after `and`) the fields
+/// that are not keys of this table. `(env)` after the name lets the defaults read the `Env`.
 macro_rules! section {
     (
         $(#[$meta:meta])*
         pub struct $name:ident $(($env:ident))? {
             $(
                 $(#[doc = $doc:literal])*
+                $(@$class:ident $(($arg:expr))?)?
                 $key:ident : $ty:ty = $default:expr $(, $bound:expr)? ;
             )*
         }
@@ -174,6 +216,13 @@ macro_rules! section {
         impl $crate::settings::declare::Section for $name {
             const KEYS: &'static [&'static str] = &[$(stringify!($key)),*];
 
+            fn class(key: &str) -> $crate::settings::declare::Class {
+                match key {
+                    $( stringify!($key) => $crate::settings::declare::class!($($class $(($arg))?)?), )*
+                    _ => $crate::settings::declare::Class::Gated,
+                }
+            }
+
             fn set(
                 &mut self,
                 key: &str,
@@ -202,7 +251,23 @@ macro_rules! section {
     };
 }
 
-pub(crate) use section;
+pub(crate) use {class, section};
+
+/// Whether a model reference names a plain file or a hub reference (and so runs nothing of a
+/// project's): no scheme before a `:`, or the hub's own prefixes. Any other scheme, known
+/// (`script:`, `replay:`, `openai:`) or not, is not.
+pub(crate) fn inert_model(model: &str) -> bool {
+    let model = model.trim();
+    let hub = ["hf:", "hf.co/", "huggingface.co/", "https://huggingface.co/"];
+    if hub.iter().any(|prefix| model.starts_with(prefix)) {
+        return true;
+    }
+    // `owner/repo:QUANT` and a path with a `:` after a `/` have no scheme.
+    match model.split_once(':') {
+        None => true,
+        Some((before, _)) => before.contains('/'),
+    }
+}
 
 /// `unknown field `x`, expected one of `a`, `b``: serde's words, which a file's reader met
 /// before the keys were declared here.

@@ -14,9 +14,9 @@ section! {
     #[derive(Clone, Debug, PartialEq)]
     pub struct Settings(env) {
         /// The root agent's turn budget when `--max-turns` is not given.
-        max_turns: u32 = 40, at_least(1);
+        @inert max_turns: u32 = 40, at_least(1);
         /// The prompt profile sessions attach (`--profile` wins); `None`: the project key.
-        profile: Option<String> = None, profile_name;
+        @inert profile: Option<String> = None, profile_name;
     }
     and {
         /// Members by role: `main` (always) and `decision` (optional), `[members.<role>]`.
@@ -44,20 +44,20 @@ section! {
     /// for a remote engine, or `script:...` for the scripted member) and its serving flags.
     #[derive(Clone, Debug, PartialEq, Eq)]
     pub struct Member {
-        model: String = String::new();
+        @model model: String = String::new();
         /// Context window in tokens.
-        ctx: Option<u32> = None, at_least(1);
+        @inert ctx: Option<u32> = None, at_least(1);
         /// CPU threads.
-        threads: Option<u32> = None, at_least(1);
+        @inert threads: Option<u32> = None, at_least(1);
         /// Prefill batch.
-        batch: Option<u32> = None, at_least(1);
-        gpu_layers: Option<u32> = None;
+        @inert batch: Option<u32> = None, at_least(1);
+        @inert gpu_layers: Option<u32> = None;
         /// Generations decoded together (`--max-batch`, 1 to `caldrix_proto::MAX_BATCH`).
-        max_batch: Option<u32> = None, max_batch;
+        @inert max_batch: Option<u32> = None, max_batch;
         /// `true` passes `--fast-forward`, `--draft` (both off by default: not yet measured
         /// faster).
-        fast_forward: Option<bool> = None;
-        draft: Option<bool> = None;
+        @inert fast_forward: Option<bool> = None;
+        @inert draft: Option<bool> = None;
         /// A remote member: the NAME of the environment variable holding the engine's API key
         /// (read by the pool; the key is in no settings file and no session file).
         api_key_env: Option<String> = None;
@@ -90,24 +90,24 @@ section! {
     /// `[delegation]`.
     #[derive(Clone, Debug, PartialEq)]
     pub struct Delegation {
-        max_turns: u32 = 40, at_least(1);
-        retries: u32 = 2;
-        depth: u32 = 3;
-        parallel: u32 = 4, at_least(1);
+        @inert max_turns: u32 = 40, at_least(1);
+        @inert retries: u32 = 2;
+        @inert depth: u32 = 3;
+        @inert parallel: u32 = 4, at_least(1);
         planner_tools: Vec<String> =
             ["repo_map", "agent", "plan", "context"].map(String::from).to_vec();
         /// Implementers one piece runs at once, each in a worktree of its own (1 to
         /// `MAX_ATTEMPTS`); unset: `LOCAL_ATTEMPTS` on a local main member, 1 on a remote one.
-        attempts: Option<u32> = None, attempts;
+        @inert attempts: Option<u32> = None, attempts;
         /// The sampling temperature of every attempt but the first (which is greedy).
-        attempt_temperature: f64 = 0.8, temperature;
+        @inert attempt_temperature: f64 = 0.8, temperature;
         /// How an implementer with a command check writes its first change after its opening:
         /// `json` (its own `edit`/`write` turn) or `whole` (aerix asks for the whole file the
         /// opening read, in a code fence, and applies it as a `write`).
-        edit_format: EditFormat = EditFormat::Json;
+        @inert edit_format: EditFormat = EditFormat::Json;
         /// The seed sampled attempts start from (attempt k of a piece gets a seed of its own
         /// made from it); unset: one drawn per request, written to the log.
-        seed: Option<u64> = None;
+        @inert seed: Option<u64> = None;
     }
 }
 
@@ -137,7 +137,7 @@ section! {
         /// verdict.
         commands: Vec<String> = Vec::new();
         /// After a command check passes, a model verifier reviews the work too.
-        review: bool = false;
+        @inert review: bool = false;
     }
 }
 
@@ -145,13 +145,13 @@ section! {
     /// `[context]`.
     #[derive(Clone, Debug, PartialEq)]
     pub struct ContextSettings {
-        soft_ratio: f64 = 0.70, ratio;
+        @inert soft_ratio: f64 = 0.70, ratio;
         /// Above 0 and below `soft_ratio` (checked once every key of a file is read).
-        target_ratio: f64 = 0.50;
-        max_new_tokens: u32 = 1024, at_least(64);
-        skills_chars: u32 = 4_000;
+        @inert target_ratio: f64 = 0.50;
+        @inert max_new_tokens: u32 = 1024, at_least(64);
+        @inert skills_chars: u32 = 4_000;
         /// Bytes a tool's result may hold before it is cut (and spooled whole), by tool name.
-        tool_caps: BTreeMap<String, u64> = [
+        @inert tool_caps: BTreeMap<String, u64> = [
             ("default", DEFAULT_TOOL_CAP),
             ("read", 24_000),
             ("bash", 16_000),
@@ -164,11 +164,11 @@ section! {
         .into(), caps;
         /// Answer a call that repeats an earlier one whose result cannot have changed with a
         /// pointer to that result, and end an agent stuck repeating (a deviation from the spec).
-        repeat_guard: bool = true;
+        @inert repeat_guard: bool = true;
         /// Under the `Json` constraint, an agent's last turn of its budget may only be a `final`
         /// (a deviation from the spec, off by default: the budget then ends in an answer, not
         /// `budget`).
-        last_turn_final: bool = false;
+        @inert last_turn_final: bool = false;
     }
 }
 
@@ -178,7 +178,7 @@ section! {
     pub struct HookSettings {
         /// Claude Code's settings files (`~/.claude/settings.json`, the project's
         /// `.claude/settings.json` and `settings.local.json`) add their hooks after aerix's own.
-        claude_settings: bool = true;
+        @user claude_settings: bool = true;
     }
 }
 
@@ -207,7 +207,7 @@ section! {
         /// Plugins of aerix's plugin directories by name, or Claude Code's `name@marketplace`.
         enabled: Vec<String> = Vec::new(), names;
         /// Also load the plugins Claude Code's settings enable (`enabledPlugins`).
-        claude_code: bool = true;
+        @user claude_code: bool = true;
     }
 }
 
@@ -217,9 +217,21 @@ section! {
     pub struct SandboxSettings {
         /// Run every `bash` command (background jobs too) under `bwrap`: `/` read-only, the
         /// working tree and the added directories writable, a fresh `/tmp`.
-        enabled: bool = false;
+        @narrows(true) enabled: bool = false;
         /// Inside the sandbox, keep the host's network (off: none, not even loopback).
-        network: bool = false;
+        @narrows(false) network: bool = false;
+        /// Unix sockets (absolute paths) reachable inside, each bound in as itself; every other
+        /// socket is hidden (the pool's, `$XDG_RUNTIME_DIR`'s, the host's).
+        @user allow_unix_sockets: Vec<String> = Vec::new(), absolute_paths;
+    }
+}
+
+/// `sandbox.allow_unix_sockets`: a relative path would name a different socket in each
+/// working directory.
+fn absolute_paths(paths: &[String]) -> Result<(), Bad> {
+    match paths.iter().find(|p| !std::path::Path::new(p).is_absolute()) {
+        Some(path) => Err(Bad::new(format!("`{path}` is not an absolute path"))),
+        None => Ok(()),
     }
 }
 
@@ -296,7 +308,7 @@ section! {
     #[derive(Clone, Debug, PartialEq, Eq)]
     pub struct TuneSettings {
         /// How many sessions `aerix tune` reads when `--sessions` is not given.
-        sessions: u32 = 20, at_least(1);
+        @inert sessions: u32 = 20, at_least(1);
     }
     and {
         /// The reflection member (`tune.member`, with `tune.flags` as its serving flags);

@@ -1,36 +1,44 @@
-//! The settings a project's files may set only once the project is trusted: the ones that run a
-//! program (`pool.caldrix`, `verify.commands`) or send the user's data and keys off the machine (a remote
-//! member's endpoint and the variable its key is read from). The rest of a project's settings
-//! (a local model, a socket path, context settings) apply untrusted.
+//! The run's settings as trust allows them. A project's files (`.aerix/settings.toml` and
+//! `settings.local.toml`, both inside the repository) may only set what their keys' declared
+//! class allows (`declare::Class`): untrusted, the inert keys alone; trusted, every key but the
+//! user's own; never a protection's weaker value. Everything else they set is held back, and
+//! each held setting is part of what a trust covers.
 
 use std::path::PathBuf;
 
-use super::{Member, Settings, SettingsPaths, load};
+use super::{Admit, Settings, SettingsPaths, load_as};
 use crate::ConfigError;
 
-/// One setting a project file sets that trust gates.
+/// One setting a project file sets that did not apply.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProjectSetting {
     /// Dotted: `pool.caldrix`, `members.main.model`, `tune.member`.
     pub key: String,
-    /// As the effective settings hold it.
+    /// As the file writes it (TOML).
     pub value: String,
     /// The project file that set it (`.aerix/settings.toml` or `settings.local.toml`).
     pub file: PathBuf,
 }
 
-/// The effective settings, the user's alone, and what the project's files set that trust gates.
+/// The settings as trusted and untrusted, the user's alone, and what the project's files set
+/// that did not apply.
 #[derive(Clone, Debug)]
 pub struct Layered {
-    settings: Settings,
+    trusted: Settings,
+    untrusted: Settings,
     user: Settings,
+    /// Gated keys of the project's files: they apply once the project is trusted.
     pub gated: Vec<ProjectSetting>,
+    /// Keys the project's files may never set (the user's own, a protection's weaker value):
+    /// they never apply.
+    pub refused: Vec<ProjectSetting>,
 }
 
 impl Layered {
-    /// Every file's settings (before trust is known: for what nothing runs from).
+    /// The settings once the project is trusted (for what nothing runs from: the survey of what
+    /// the project would run, a preview).
     pub fn all(&self) -> &Settings {
-        &self.settings
+        &self.trusted
     }
 
     /// The user's files' settings alone.
@@ -38,94 +46,25 @@ impl Layered {
         &self.user
     }
 
-    /// Every file's settings, the project's gated ones included.
+    /// The settings of a trusted project.
     pub fn trusted(self) -> Settings {
-        self.settings
+        self.trusted
     }
 
-    /// The gated settings as the user's files (or the defaults) have them; everything else as
-    /// every file has it.
+    /// The settings of an untrusted project: its inert keys over the user's.
     pub fn untrusted(self) -> Settings {
-        let Layered { mut settings, user, .. } = self;
-        settings.pool.caldrix = user.pool.caldrix;
-        settings.verify.commands = user.verify.commands;
-        // A project's MCP servers run programs: only the user's run untrusted.
-        settings.mcp.servers = user.mcp.servers;
-        withhold(&mut settings.main, &user.main);
-        match (&mut settings.decision, &user.decision) {
-            (Some(project), Some(user)) => withhold(project, user),
-            (Some(project), None) if project.is_remote() || project.api_key_env.is_some() => {
-                settings.decision = None;
-            }
-            _ => {}
-        }
-        if settings.tune.member.as_ref().is_some_and(Member::is_remote) {
-            settings.tune.member = user.tune.member;
-        }
-        settings
+        self.untrusted
     }
 }
 
-/// A remote endpoint or a key variable a project set is replaced by the user's.
-fn withhold(project: &mut Member, user: &Member) {
-    if project.is_remote() && project.model != user.model {
-        project.model = user.model.clone();
-        project.tokenizer = user.tokenizer.clone();
-        project.render = user.render;
-    }
-    if project.api_key_env != user.api_key_env {
-        project.api_key_env = user.api_key_env.clone();
-    }
-}
-
-/// The gated settings of `settings`, by key, as text.
-fn gated(settings: &Settings) -> Vec<(String, String)> {
-    let mut out = vec![
-        ("pool.caldrix".to_owned(), settings.pool.caldrix.display().to_string()),
-        ("verify.commands".to_owned(), settings.verify.commands.join("; ")),
-    ];
-    let mut member = |role: &str, member: Option<&Member>| {
-        let model = member.filter(|m| m.is_remote()).map(|m| m.model.clone()).unwrap_or_default();
-        out.push((format!("{role}.model"), model));
-        let key = member.and_then(|m| m.api_key_env.clone()).unwrap_or_default();
-        out.push((format!("{role}.api_key_env"), key));
-    };
-    member("members.main", Some(&settings.main));
-    member("members.decision", settings.decision.as_ref());
-    member("tune.member", settings.tune.member.as_ref());
-    out
-}
-
-/// Reads the files as [`load`] does, and once more without the project's, to tell what the
-/// project's files set among the gated settings (and which file set each).
+/// Reads the files as [`super::load`] does, once as an untrusted project's and once as a
+/// trusted one's, and once the user's alone.
 pub fn load_layered(paths: &SettingsPaths, env: &crate::Env) -> Result<Layered, ConfigError> {
-    let settings = load(paths, env)?;
-    let only = |project: bool| SettingsPaths {
-        user: paths.user.clone(),
-        project: paths.project.clone().filter(|_| project),
-        local: None,
-    };
-    let user = load(&only(false), env)?;
-    let with_project = load(&only(true), env)?;
-    let (of_user, of_project, of_all) = (gated(&user), gated(&with_project), gated(&settings));
-    let mut out = Vec::new();
-    for ((key, user_value), ((_, project_value), (_, value))) in
-        of_user.into_iter().zip(of_project.into_iter().zip(of_all))
-    {
-        let file = if project_value != user_value {
-            paths.project.clone()
-        } else if value != project_value {
-            paths.local.clone()
-        } else {
-            None
-        };
-        if let Some(file) = file
-            && !value.is_empty()
-        {
-            out.push(ProjectSetting { key, value, file });
-        }
-    }
-    Ok(Layered { settings, user, gated: out })
+    let (trusted, held) = load_as(paths, env, Admit::Trusted)?;
+    let (untrusted, withheld) = load_as(paths, env, Admit::Untrusted)?;
+    let only_user = SettingsPaths { user: paths.user.clone(), project: None, local: None };
+    let (user, _) = load_as(&only_user, env, Admit::Trusted)?;
+    Ok(Layered { trusted, untrusted, user, gated: withheld.withheld, refused: held.refused })
 }
 
 #[cfg(test)]
@@ -149,27 +88,31 @@ mod tests {
         (dir, layered)
     }
 
+    fn keys(settings: &[ProjectSetting]) -> Vec<(&str, &str, bool)> {
+        settings
+            .iter()
+            .map(|g| (g.key.as_str(), g.value.as_str(), g.file.ends_with("local.toml")))
+            .collect()
+    }
+
     #[test]
-    fn a_projects_program_and_endpoint_are_gated_and_its_other_settings_apply() {
+    fn a_projects_program_and_endpoint_are_gated_and_its_inert_settings_apply() {
         let (_dir, layered) = layered(
             USER,
             "max_turns = 7\n[pool]\ncaldrix = \"./evil\"\n[verify]\ncommands = [\"./x\", \"make t\"]\n[members.main]\nmodel = \"openai:http://127.0.0.1:9/v1#m\"\ntokenizer = \"t.gguf\"\n",
             "[members.main]\napi_key_env = \"AWS_SECRET\"\n",
         );
-        let keys: Vec<(&str, &str, bool)> = layered
-            .gated
-            .iter()
-            .map(|g| (g.key.as_str(), g.value.as_str(), g.file.ends_with("local.toml")))
-            .collect();
         assert_eq!(
-            keys,
+            keys(&layered.gated),
             [
-                ("pool.caldrix", "./evil", false),
-                ("verify.commands", "./x; make t", false),
-                ("members.main.model", "openai:http://127.0.0.1:9/v1#m", false),
-                ("members.main.api_key_env", "AWS_SECRET", true),
+                ("members.main.model", "\"openai:http://127.0.0.1:9/v1#m\"", false),
+                ("members.main.tokenizer", "\"t.gguf\"", false),
+                ("pool.caldrix", "\"./evil\"", false),
+                ("verify.commands", "[\"./x\", \"make t\"]", false),
+                ("members.main.api_key_env", "\"AWS_SECRET\"", true),
             ]
         );
+        assert!(layered.refused.is_empty(), "{:?}", layered.refused);
         let untrusted = layered.clone().untrusted();
         assert_eq!(untrusted.pool.caldrix, PathBuf::from("caldrix"));
         assert!(
@@ -179,7 +122,7 @@ mod tests {
         assert_eq!(untrusted.main.model, "openai:http://10.0.0.1:8080/v1#mine");
         assert_eq!(untrusted.main.tokenizer, None);
         assert_eq!(untrusted.main.api_key_env.as_deref(), Some("MY_KEY"));
-        assert_eq!(untrusted.max_turns, 7, "a setting that runs nothing applies untrusted");
+        assert_eq!(untrusted.max_turns, 7, "an inert setting applies untrusted");
         let trusted = layered.trusted();
         assert_eq!(trusted.pool.caldrix, PathBuf::from("./evil"));
         assert_eq!(trusted.verify.commands, ["./x", "make t"]);
@@ -187,9 +130,75 @@ mod tests {
     }
 
     #[test]
-    fn a_local_model_of_the_project_is_not_gated() {
-        let (_dir, layered) = layered("", "[members.main]\nmodel = \"/models/x.gguf\"\n", "");
-        assert!(layered.gated.is_empty(), "{:?}", layered.gated);
-        assert_eq!(layered.untrusted().main.model, "/models/x.gguf");
+    fn a_local_or_hub_model_of_the_project_is_inert() {
+        for model in ["/models/x.gguf", "m.gguf", "owner/repo:Q4_K_M", "hf:owner/repo"] {
+            let (_dir, layered) =
+                layered("", &format!("[members.main]\nmodel = \"{model}\"\nctx = 512\n"), "");
+            assert!(layered.gated.is_empty(), "{model}: {:?}", layered.gated);
+            let untrusted = layered.untrusted();
+            assert_eq!((untrusted.main.model.as_str(), untrusted.main.ctx), (model, Some(512)));
+        }
+    }
+
+    #[test]
+    fn a_projects_scripted_member_and_pool_wait_for_trust() {
+        // The attack: a scripted member of the repository's own replies, through a pool the
+        // repository's socket path makes aerix start.
+        let project = "[members.main]\nmodel = \"script:.aerix/r.json@.aerix/m.gguf\"\n\
+                       [members.decision]\nmodel = \"replay:r.json@m.gguf\"\n\
+                       [pool]\nsocket = \".aerix-run/pool.sock\"\n\
+                       [tune]\nmember = \"novel-scheme:x\"\n[tune.flags]\nctx = 64\n";
+        let (_dir, layered) = layered("", project, "");
+        let gated: Vec<&str> = layered.gated.iter().map(|g| g.key.as_str()).collect();
+        assert_eq!(
+            gated,
+            ["members.decision.model", "members.main.model", "pool.socket", "tune.member"]
+        );
+        let untrusted = layered.clone().untrusted();
+        assert_eq!(untrusted.main.model, crate::DEFAULT_MODEL);
+        assert_eq!(untrusted.decision, None);
+        assert_eq!(untrusted.pool.socket, PathBuf::from("/run/user/test/caldrix/pool.sock"));
+        assert_eq!(untrusted.tune.member, None);
+        let trusted = layered.trusted();
+        assert_eq!(trusted.main.model, "script:.aerix/r.json@.aerix/m.gguf");
+        assert_eq!(trusted.pool.socket, PathBuf::from(".aerix-run/pool.sock"));
+    }
+
+    #[test]
+    fn a_project_never_weakens_the_users_protections_trusted_or_not() {
+        let user = "[sandbox]\nenabled = true\n";
+        let project = "[sandbox]\nenabled = false\nnetwork = true\n[hooks]\nclaude_settings = false\n\
+                       [plugins]\nclaude_code = false\n";
+        let (_dir, weakened) = layered(user, project, "[sandbox]\nenabled = false\n");
+        assert_eq!(
+            keys(&weakened.refused),
+            [
+                ("hooks.claude_settings", "false", false),
+                ("plugins.claude_code", "false", false),
+                ("sandbox.enabled", "false", false),
+                ("sandbox.network", "true", false),
+                ("sandbox.enabled", "false", true),
+            ]
+        );
+        assert!(weakened.gated.is_empty(), "{:?}", weakened.gated);
+        for settings in [weakened.clone().untrusted(), weakened.trusted()] {
+            assert!(settings.sandbox.enabled && !settings.sandbox.network);
+            assert!(settings.hooks.claude_settings && settings.plugins.claude_code);
+        }
+        // The stricter value applies from a project, untrusted too.
+        let (_dir, stricter) = layered("", "[sandbox]\nenabled = true\nnetwork = false\n", "");
+        assert!(stricter.refused.is_empty() && stricter.gated.is_empty());
+        assert!(stricter.untrusted().sandbox.enabled);
+    }
+
+    #[test]
+    fn the_users_own_file_sets_every_key() {
+        let user = "[sandbox]\nenabled = false\n[hooks]\nclaude_settings = false\n\
+                    [members.main]\nmodel = \"script:r.json@m.gguf\"\n";
+        let (_dir, own) = layered(user, "", "");
+        assert!(own.refused.is_empty() && own.gated.is_empty());
+        let untrusted = own.untrusted();
+        assert!(!untrusted.hooks.claude_settings);
+        assert_eq!(untrusted.main.model, "script:r.json@m.gguf");
     }
 }

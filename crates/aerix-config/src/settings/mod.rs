@@ -9,12 +9,13 @@ pub(crate) mod declare;
 mod keys;
 mod layers;
 
+use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 
 use toml::{Table, Value};
 
 use crate::{ConfigError, FilePermissions, SettingsScope};
-use declare::{Bad, Section, unknown};
+use declare::{Bad, Class, Section, unknown};
 pub use keys::{
     ContextSettings, DEFAULT_MODEL, DEFAULT_TOOL_CAP, Delegation, EditFormat, HookSettings,
     LOCAL_ATTEMPTS, MAX_ATTEMPTS, McpServer, McpServers, McpSettings, Member, PermissionSettings,
@@ -62,9 +63,38 @@ impl SettingsPaths {
     }
 }
 
+/// Whether the project's files are trusted, for what their keys may set (see [`Class`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Admit {
+    /// Only the keys declared inert (and the stricter value of a protection).
+    Untrusted,
+    /// Every key but the user's own and a protection's weaker value.
+    Trusted,
+}
+
+/// What a project's files set that did not apply.
+#[derive(Debug, Default)]
+pub(crate) struct Held {
+    /// Gated keys of an untrusted project: they apply once it is trusted.
+    pub withheld: Vec<ProjectSetting>,
+    /// Keys a project may never set, or a protection it would weaken: never applied.
+    pub refused: Vec<ProjectSetting>,
+}
+
 /// Reads and merges the settings files that exist (a missing file is no error) over the
-/// defaults.
+/// defaults, the project's files trusted (what the project would set; the run's settings come
+/// from [`load_layered`], which gates them).
 pub fn load(paths: &SettingsPaths, env: &crate::Env) -> Result<Settings, ConfigError> {
+    load_as(paths, env, Admit::Trusted).map(|(settings, _)| settings)
+}
+
+/// [`load`], a project's keys admitted as `admit` says, with what was held back.
+pub(crate) fn load_as(
+    paths: &SettingsPaths,
+    env: &crate::Env,
+    admit: Admit,
+) -> Result<(Settings, Held), ConfigError> {
+    let held = RefCell::new(Held::default());
     let mut settings = defaults(env);
     let files = [
         (&paths.user, SettingsScope::User),
@@ -78,10 +108,11 @@ pub fn load(paths: &SettingsPaths, env: &crate::Env) -> Result<Settings, ConfigE
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
             Err(error) => return Err(ConfigError::Read { path: path.clone(), error }),
         };
-        apply(&mut settings, path, scope, &text)?;
+        let file = File { path, text: &text, scope, admit, held: &held };
+        apply(&mut settings, &file)?;
         settings.sources.push(path.clone());
     }
-    Ok(settings)
+    Ok((settings, held.into_inner()))
 }
 
 /// The settings when no file sets anything.
@@ -89,13 +120,48 @@ pub fn defaults(env: &crate::Env) -> Settings {
     Settings::declared(env)
 }
 
-/// One settings file being read: what its errors name.
+/// One settings file being read: what its errors name, and what its keys may set.
 struct File<'a> {
     path: &'a Path,
     text: &'a str,
+    scope: SettingsScope,
+    admit: Admit,
+    held: &'a RefCell<Held>,
 }
 
 impl File<'_> {
+    /// Whether `key` (dotted, from the top) of class `class` applies from this file; a key that
+    /// does not is noted as withheld or refused.
+    fn admits(&self, key: &str, class: Class, value: &Value) -> bool {
+        if self.scope == SettingsScope::User {
+            return true;
+        }
+        let class = match class {
+            Class::Model if value.as_str().is_some_and(declare::inert_model) => Class::Inert,
+            Class::Model => Class::Gated,
+            other => other,
+        };
+        let withheld = match class {
+            Class::Inert => return true,
+            Class::Gated if self.admit == Admit::Trusted => return true,
+            Class::Narrows(stricter) if *value == stricter => return true,
+            Class::Gated => true,
+            Class::Narrows(_) | Class::User | Class::Model => false,
+        };
+        let setting = ProjectSetting {
+            key: key.to_owned(),
+            value: value.to_string(),
+            file: self.path.into(),
+        };
+        let mut held = self.held.borrow_mut();
+        if withheld {
+            held.withheld.push(setting)
+        } else {
+            held.refused.push(setting)
+        }
+        false
+    }
+
     /// An error about `key` (dotted, from the top), on the line that sets it when one does.
     fn invalid(&self, key: &str, message: String) -> ConfigError {
         ConfigError::Invalid {
@@ -136,10 +202,12 @@ impl File<'_> {
     ) -> Result<(), ConfigError> {
         let expected = only.unwrap_or(S::KEYS);
         for (key, value) in self.table(name, value)? {
-            let set = if expected.contains(&key.as_str()) {
+            let set = if !expected.contains(&key.as_str()) {
+                Err(Bad::Unknown)
+            } else if self.admits(&format!("{name}.{key}"), S::class(&key), &value) {
                 section.set(&key, value)
             } else {
-                Err(Bad::Unknown)
+                Ok(())
             };
             set.map_err(|bad| self.bad(name, &key, bad, expected))?;
         }
@@ -147,49 +215,53 @@ impl File<'_> {
     }
 }
 
-fn apply(
-    settings: &mut Settings,
-    path: &Path,
-    scope: SettingsScope,
-    text: &str,
-) -> Result<(), ConfigError> {
+fn apply(settings: &mut Settings, file: &File<'_>) -> Result<(), ConfigError> {
+    let (path, text) = (file.path, file.text);
     let root: Table = toml::from_str(text).map_err(|e| {
         let line = e.span().map(|span| line_of(text, span.start));
         let key = line.and_then(|line| key_at(text, line));
         ConfigError::Invalid { path: path.to_owned(), line, key, message: e.message().to_owned() }
     })?;
-    let file = File { path, text };
     let sets_target = root
         .get("context")
         .and_then(Value::as_table)
         .is_some_and(|c| c.contains_key("target_ratio"));
     for (key, value) in root {
         match key.as_str() {
-            "members" => members(settings, &file, value)?,
+            "members" => members(settings, file, value)?,
             "pool" => file.section(&mut settings.pool, "pool", value, None)?,
             "delegation" => file.section(&mut settings.delegation, "delegation", value, None)?,
             "context" => file.section(&mut settings.context, "context", value, None)?,
             "hooks" => file.section(&mut settings.hooks, "hooks", value, None)?,
             "plugins" => file.section(&mut settings.plugins, "plugins", value, None)?,
-            "tune" => tune(settings, &file, value)?,
+            "tune" => tune(settings, file, value)?,
             "sandbox" => file.section(&mut settings.sandbox, "sandbox", value, None)?,
             "verify" => file.section(&mut settings.verify, "verify", value, None)?,
             "mcp" => file.section(&mut settings.mcp, "mcp", value, None)?,
+            // Every file's rules are kept with its scope: `aerix-permissions` applies a
+            // project's deny and ask rules always and its grants only once it is trusted.
             "permissions" => {
                 let mut table = PermissionSettings::declared();
-                file.section(&mut table, "permissions", value, None)?;
+                let user = File { scope: SettingsScope::User, ..*file };
+                user.section(&mut table, "permissions", value, None)?;
+                let scope = file.scope;
                 settings.permissions.push(FilePermissions { path: path.to_owned(), scope, table });
             }
-            _ => settings.set(&key, value).map_err(|bad| {
+            _ => {
                 let expected: Vec<&str> = Settings::KEYS.iter().chain(&TABLES).copied().collect();
-                file.bad("", &key, bad, &expected)
-            })?,
+                if !Settings::KEYS.contains(&key.as_str()) {
+                    return Err(file.bad("", &key, Bad::Unknown, &expected));
+                }
+                if file.admits(&key, Settings::class(&key), &value) {
+                    settings.set(&key, value).map_err(|bad| file.bad("", &key, bad, &expected))?;
+                }
+            }
         }
     }
     for (role, member) in [("main", Some(&settings.main)), ("decision", settings.decision.as_ref())]
     {
         let Some(member) = member else { continue };
-        check_remote(member, &format!("members.{role}"), &file)?;
+        check_remote(member, &format!("members.{role}"), file)?;
     }
     let ctx = &settings.context;
     if !(ctx.target_ratio > 0.0 && ctx.target_ratio < ctx.soft_ratio) {
@@ -214,7 +286,12 @@ fn members(settings: &mut Settings, file: &File<'_>, value: Value) -> Result<(),
             "main" => file.section(&mut settings.main, &table, value, None)?,
             "decision" => {
                 let mut member = settings.decision.clone().unwrap_or(Member::of(String::new()));
+                let before = file.held.borrow().withheld.len();
                 file.section(&mut member, &table, value, None)?;
+                if member.model.is_empty() && file.held.borrow().withheld.len() > before {
+                    // Its model is withheld until the project is trusted: no decision member.
+                    continue;
+                }
                 if member.model.is_empty() {
                     let message = "a decision member needs a model".to_owned();
                     return Err(file.invalid("members.decision.model", message));
@@ -235,13 +312,18 @@ fn tune(settings: &mut Settings, file: &File<'_>, value: Value) -> Result<(), Co
     let flags = table.remove(flags_key);
     let expected: Vec<&str> = keys::TUNE_MEMBER.iter().chain(TuneSettings::KEYS).copied().collect();
     for (key, value) in table {
-        settings.tune.set(&key, value).map_err(|bad| file.bad("tune", &key, bad, &expected))?;
+        if !TuneSettings::KEYS.contains(&key.as_str()) {
+            return Err(file.bad("tune", &key, Bad::Unknown, &expected));
+        }
+        if file.admits(&format!("tune.{key}"), TuneSettings::class(&key), &value) {
+            settings.tune.set(&key, value).map_err(|bad| file.bad("tune", &key, bad, &expected))?;
+        }
     }
     if model.is_none() && flags.is_none() {
         return Ok(());
     }
     let mut member = settings.tune.member.clone().unwrap_or(Member::of(String::new()));
-    if let Some(model) = model {
+    if let Some(model) = model.filter(|m| file.admits("tune.member", Class::Model, m)) {
         let model = <String as declare::Layer>::parse(model)
             .map_err(|bad| file.bad("tune", member_key, bad, &expected))?;
         if model.trim().is_empty() {
@@ -253,6 +335,9 @@ fn tune(settings: &mut Settings, file: &File<'_>, value: Value) -> Result<(), Co
         file.section(&mut member, "tune.flags", flags, Some(keys::FLAGS))?;
     }
     if member.model.is_empty() {
+        if file.held.borrow().withheld.iter().any(|s| s.key == "tune.member") {
+            return Ok(());
+        }
         return Err(file.invalid("tune.flags", "`tune.flags` needs `tune.member`".to_owned()));
     }
     settings.tune.member = Some(member);

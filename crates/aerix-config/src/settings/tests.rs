@@ -1,14 +1,135 @@
-use super::declare::Section;
+use super::declare::{Class, Section, section};
 use super::*;
 
 fn env() -> crate::Env {
     crate::Env::for_tests("/home/u")
 }
 
+/// One file applied as the user's (every key sets), its errors naming a project's path.
 fn check(text: &str) -> Result<Settings, ConfigError> {
     let mut settings = defaults(&env());
-    apply(&mut settings, Path::new("/p/.aerix/settings.toml"), SettingsScope::Project, text)
+    apply(&mut settings, Path::new("/p/.aerix/settings.toml"), SettingsScope::User, text)
         .map(|()| settings)
+}
+
+/// One file of `scope`, a project's trusted.
+fn apply(
+    settings: &mut Settings,
+    path: &Path,
+    scope: SettingsScope,
+    text: &str,
+) -> Result<(), ConfigError> {
+    let held = RefCell::new(Held::default());
+    super::apply(settings, &File { path, text, scope, admit: Admit::Trusted, held: &held })
+}
+
+section! {
+    /// A table as a key added later would be declared: with a class and without.
+    #[derive(Clone, Debug, PartialEq)]
+    pub struct Probe {
+        @inert known: u32 = 0;
+        added: u32 = 0;
+        @narrows(false) open: bool = false;
+    }
+}
+
+#[test]
+fn a_key_declared_without_a_class_is_withheld_from_an_untrusted_project() {
+    assert_eq!(Probe::class("added"), Class::Gated);
+    assert_eq!(Probe::class("known"), Class::Inert);
+    let text = "[probe]\nknown = 1\nadded = 2\nopen = true\n";
+    let table = || toml::from_str::<Table>(text).unwrap().remove("probe").unwrap();
+    let path = Path::new("/p/.aerix/settings.toml");
+    for (scope, admit, expected) in [
+        (SettingsScope::Project, Admit::Untrusted, (1, 0, false)),
+        (SettingsScope::Local, Admit::Untrusted, (1, 0, false)),
+        (SettingsScope::Project, Admit::Trusted, (1, 2, false)),
+        (SettingsScope::User, Admit::Untrusted, (1, 2, true)),
+    ] {
+        let held = RefCell::new(Held::default());
+        let file = File { path, text, scope, admit, held: &held };
+        let mut probe = Probe::declared();
+        file.section(&mut probe, "probe", table(), None).unwrap();
+        assert_eq!((probe.known, probe.added, probe.open), expected, "{scope:?} {admit:?}");
+        let held = held.into_inner();
+        let names = |s: &[ProjectSetting]| s.iter().map(|s| s.key.clone()).collect::<Vec<_>>();
+        match (scope, admit) {
+            (SettingsScope::User, _) => {
+                assert!(held.withheld.is_empty() && held.refused.is_empty())
+            }
+            (_, Admit::Untrusted) => {
+                assert_eq!(names(&held.withheld), ["probe.added"]);
+                assert_eq!(names(&held.refused), ["probe.open"]);
+            }
+            (_, Admit::Trusted) => {
+                assert!(held.withheld.is_empty());
+                assert_eq!(names(&held.refused), ["probe.open"]);
+            }
+        }
+    }
+}
+
+#[test]
+fn every_key_of_a_project_is_inert_only_by_declaration() {
+    // The keys an untrusted project may set; a key moved into this list is a decision to be
+    // made here, in review, not by default.
+    let inert: Vec<String> = [
+        ("", Settings::KEYS.iter().map(|k| (*k, Settings::class(k))).collect::<Vec<_>>()),
+        ("members.main", Member::KEYS.iter().map(|k| (*k, Member::class(k))).collect()),
+        ("pool", PoolSettings::KEYS.iter().map(|k| (*k, PoolSettings::class(k))).collect()),
+        ("delegation", Delegation::KEYS.iter().map(|k| (*k, Delegation::class(k))).collect()),
+        (
+            "context",
+            ContextSettings::KEYS.iter().map(|k| (*k, ContextSettings::class(k))).collect(),
+        ),
+        ("hooks", HookSettings::KEYS.iter().map(|k| (*k, HookSettings::class(k))).collect()),
+        ("plugins", PluginSettings::KEYS.iter().map(|k| (*k, PluginSettings::class(k))).collect()),
+        (
+            "sandbox",
+            SandboxSettings::KEYS.iter().map(|k| (*k, SandboxSettings::class(k))).collect(),
+        ),
+        ("verify", VerifySettings::KEYS.iter().map(|k| (*k, VerifySettings::class(k))).collect()),
+        ("mcp", McpSettings::KEYS.iter().map(|k| (*k, McpSettings::class(k))).collect()),
+        ("tune", TuneSettings::KEYS.iter().map(|k| (*k, TuneSettings::class(k))).collect()),
+    ]
+    .into_iter()
+    .flat_map(|(table, keys)| {
+        keys.into_iter().filter(|(_, class)| *class == Class::Inert).map(move |(key, _)| {
+            if table.is_empty() { key.to_owned() } else { format!("{table}.{key}") }
+        })
+    })
+    .collect();
+    assert_eq!(
+        inert,
+        [
+            "max_turns",
+            "profile",
+            "members.main.ctx",
+            "members.main.threads",
+            "members.main.batch",
+            "members.main.gpu_layers",
+            "members.main.max_batch",
+            "members.main.fast_forward",
+            "members.main.draft",
+            "delegation.max_turns",
+            "delegation.retries",
+            "delegation.depth",
+            "delegation.parallel",
+            "delegation.attempts",
+            "delegation.attempt_temperature",
+            "delegation.edit_format",
+            "delegation.seed",
+            "context.soft_ratio",
+            "context.target_ratio",
+            "context.max_new_tokens",
+            "context.skills_chars",
+            "context.tool_caps",
+            "context.repeat_guard",
+            "context.last_turn_final",
+            "verify.review",
+            "tune.sessions",
+        ]
+    );
 }
 
 #[test]

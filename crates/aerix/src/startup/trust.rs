@@ -29,6 +29,9 @@ pub struct Trust {
     user_sources: Sources,
     /// The MCP servers every source declares, and the notes of entries that cannot be read.
     mcp: aerix_mcp::Declared,
+    /// What the project's settings files set that they may never set (`key = value` of
+    /// `file`): noted trusted or not.
+    refused: Vec<String>,
 }
 
 impl Trust {
@@ -97,6 +100,12 @@ impl Trust {
             inventory.add(Kind::McpServer, &spec.source, what);
         }
 
+        let refused = layered
+            .refused
+            .iter()
+            .map(|r| format!("`{} = {}` of {}", r.key, r.value, r.file.display()))
+            .collect();
+
         let record = env.data_home().map(|data| Record::standard_path(&data));
         let (standing, record_error) = match record.as_deref().map(Record::open) {
             Some(Ok(record)) => (record.standing(&inventory), None),
@@ -118,6 +127,7 @@ impl Trust {
             sources,
             user_sources,
             mcp,
+            refused,
         }
     }
 
@@ -187,6 +197,13 @@ impl Trust {
 
     fn notes_where(&self, wanted: impl Fn(Kind) -> bool) -> Vec<String> {
         let mut notes: Vec<String> = self.record_error.iter().cloned().collect();
+        if !self.refused.is_empty() && wanted(Kind::Setting) {
+            notes.push(format!(
+                "settings: a project's files may not set these, trusted or not (a protection \
+                 of yours, or a key only your own settings set); ignored: {}",
+                self.refused.join(", ")
+            ));
+        }
         if self.allows() {
             return notes;
         }
@@ -200,7 +217,9 @@ impl Trust {
             "`aerix trust {}` trusts it (`--trust` for one run)",
             shell_word(&self.root.display().to_string())
         );
-        let skipped = |i: &&aerix_trust::Item| wanted(i.kind) && i.kind != Kind::Permission;
+        let skipped = |i: &&aerix_trust::Item| {
+            wanted(i.kind) && !matches!(i.kind, Kind::Permission | Kind::Setting)
+        };
         for item in self.inventory.items().iter().filter(skipped) {
             let what = match item.kind {
                 Kind::Hook => format!("the hook `{}` of {} is not run", item.what, item.source),
@@ -208,12 +227,24 @@ impl Trust {
                 Kind::McpServer => {
                     format!("the MCP server `{}` of {} is not started", item.what, item.source)
                 }
-                // Filtered out above: the rules' loader notes each ignored grant.
-                Kind::Setting | Kind::Permission => {
-                    format!("the setting `{}` of {} is not applied", item.what, item.source)
-                }
+                // Filtered out above: one note below, and the rules' loader notes each grant.
+                Kind::Setting | Kind::Permission => continue,
             };
             notes.push(format!("trust: this project is {why}: {what}; {how}"));
+        }
+        let settings: Vec<String> = self
+            .inventory
+            .items()
+            .iter()
+            .filter(|i| i.kind == Kind::Setting && wanted(i.kind))
+            .map(|i| format!("`{}` of {}", i.what, i.source))
+            .collect();
+        if !settings.is_empty() {
+            notes.push(format!(
+                "trust: this project is {why}: its settings that run or reach something are \
+                 not applied until it is trusted: {}; {how}",
+                settings.join(", ")
+            ));
         }
         if self.inventory.items().iter().any(|i| i.kind == Kind::Permission && wanted(i.kind)) {
             // Each ignored permission has its note from the rules' loader; this says how.

@@ -141,8 +141,9 @@ fn a_projects_pool_caldrix_is_not_run_until_trusted() {
     assert_eq!(
         trust_notes(&err),
         [format!(
-            "trust: this project is not trusted: the setting `pool.caldrix = {program}` of \
-             .aerix/settings.toml is not applied; `aerix trust {}` trusts it (`--trust` for one run)",
+            "trust: this project is not trusted: its settings that run or reach something are not \
+             applied until it is trusted: `pool.caldrix = {program:?}` of .aerix/settings.toml; \
+             `aerix trust {}` trusts it (`--trust` for one run)",
             root(&world)
         )],
         "{err}"
@@ -152,7 +153,8 @@ fn a_projects_pool_caldrix_is_not_run_until_trusted() {
     // Trusted, autostart runs the project's program.
     let out = world.aerix(&["trust"]);
     assert!(
-        stdout(&out).contains(&format!("setting pool.caldrix = {program} (.aerix/settings.toml)"))
+        stdout(&out)
+            .contains(&format!("setting pool.caldrix = {program:?} (.aerix/settings.toml)"))
     );
     let err = run(&world, &[]);
     assert!(marker.exists(), "a trusted project's pool.caldrix did not run: {err}");
