@@ -55,10 +55,55 @@ pub struct Item {
     pub what: String,
 }
 
+/// An item as a person reads it, escaped (see [`escaped`]).
 impl fmt::Display for Item {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {} ({})", self.kind.name(), self.what, self.source)
+        write!(f, "{} {} ({})", self.kind.name(), escaped(&self.what), escaped(&self.source))
     }
+}
+
+/// Whitespace runs longer than this are shown by their length.
+const MAX_RUN: usize = 3;
+
+/// `text` safe to show on a terminal and impossible to pad out of sight: control characters
+/// (escape sequences among them) and the bidirectional overrides that reorder what is read
+/// are written as `\u{..}` escapes (`\n`, `\t`, `\r` for the common ones), and a run of
+/// more than three spaces is shown as `[N spaces]`, so a hook padded with spaces cannot push
+/// what follows out of a question's box.
+pub fn escaped(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut run = 0usize;
+    let flush = |out: &mut String, run: &mut usize| {
+        if *run > MAX_RUN {
+            out.push_str(&format!(" [{run} spaces] "));
+        } else {
+            out.extend(std::iter::repeat_n(' ', *run));
+        }
+        *run = 0;
+    };
+    for c in text.chars() {
+        if c == ' ' {
+            run += 1;
+            continue;
+        }
+        flush(&mut out, &mut run);
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            c if c.is_control() || is_reordering(c) => {
+                out.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
+            }
+            c => out.push(c),
+        }
+    }
+    flush(&mut out, &mut run);
+    out
+}
+
+/// The bidirectional embeddings, overrides and isolates, and the marks that change no width.
+fn is_reordering(c: char) -> bool {
+    matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 
 /// What a project root would run, as of now.
@@ -142,6 +187,18 @@ mod tests {
             inv.add(Kind::Hook, &Path::new("/repo").join(source), *what);
         }
         inv
+    }
+
+    #[test]
+    fn control_characters_and_padding_are_shown_not_obeyed() {
+        assert_eq!(escaped("touch x"), "touch x");
+        assert_eq!(escaped("a\x1b[2Jb\nc\td"), "a\\u{1b}[2Jb\\nc\\td");
+        assert_eq!(escaped("ok\u{202e}txt.sh"), "ok\\u{202e}txt.sh");
+        let padded = format!("true{}; curl x | sh", " ".repeat(500));
+        assert_eq!(escaped(&padded), "true [500 spaces] ; curl x | sh");
+        assert_eq!(escaped("a   b"), "a   b", "three spaces are still themselves");
+        let item = Item { kind: Kind::Hook, source: "h\x07.json".into(), what: padded };
+        assert_eq!(item.to_string(), "hook true [500 spaces] ; curl x | sh (h\\u{7}.json)");
     }
 
     #[test]

@@ -210,6 +210,37 @@ fn trust_question_at_startup() {
 }
 
 #[test]
+fn a_long_trust_list_keeps_the_keys_and_counts_the_rest() {
+    let now = Instant::now();
+    let mut screen = launched();
+    screen.startup.ready = None;
+    // As the binary hands them over: escaped, a padded command already shown by its length.
+    let long = format!("hook SessionStart: true {} (.claude/settings.json)", "x".repeat(400));
+    let length = format!("({} characters)", long.chars().count());
+    let mut items = vec![long];
+    items.extend((1..=12).map(|i| format!("hook Stop: sh .aerix/step-{i}.sh (.aerix/hooks.json)")));
+    screen.set_gate(Gate::Trust { root: "/home/u/src/cloned".into(), items, changed: false });
+    for width in WIDTHS {
+        let mut terminal = Terminal::new(TestBackend::new(width, HEIGHT)).unwrap();
+        terminal.draw(|frame| crate::draw(frame, &screen, now)).unwrap();
+        let text: String = terminal
+            .backend()
+            .buffer()
+            .content()
+            .chunks(usize::from(width))
+            .map(|row| row.iter().map(|c| c.symbol()).collect::<String>() + "\n")
+            .collect();
+        assert!(text.contains("run 13"), "{width}:\n{text}");
+        assert!(text.contains(&length), "{width}:\n{text}");
+        // Every item shown, or the rest counted.
+        let all = text.contains("step-12.sh");
+        assert!(all != text.contains(" more (answer n"), "{width}:\n{text}");
+        assert!(text.contains("runs without them"), "the keys are cut at {width}:\n{text}");
+    }
+    check("trust_gate_long", &screen, now);
+}
+
+#[test]
 fn the_permission_ask_gate() {
     let now = Instant::now();
     let mut screen = running(now);

@@ -289,7 +289,9 @@ fn popup(area: Rect, height: u16) -> Rect {
 }
 
 fn draw_boxed(frame: &mut Frame<'_>, area: Rect, title: &str, text: Text<'static>) {
-    let inner_width = area.width.saturating_sub(4).max(1);
+    // The text's width inside the box (its borders and padding), not the screen's: counted at
+    // the screen's width, a wrapped box came out short and cut its last lines (the keys).
+    let inner_width = popup(area, 0).width.saturating_sub(4).max(1);
     let paragraph = Paragraph::new(text).wrap(Wrap { trim: false });
     let rows = u16::try_from(paragraph.line_count(inner_width)).unwrap_or(u16::MAX);
     let rect = popup(area, rows.saturating_add(2));
@@ -358,26 +360,69 @@ fn draw_gate(frame: &mut Frame<'_>, gate: &Gate, area: Rect) {
             draw_boxed(frame, area, "allow this call?", Text::from(lines));
         }
         Gate::Trust { root, items, changed } => {
-            let first = if *changed {
-                format!("{root} was trusted, but what it would run has changed. It would run:")
-            } else {
-                format!("{root} is not trusted. It would run:")
-            };
-            let mut lines = vec![Line::from(first), Line::default()];
-            // The box fits the screen: the rest is counted, and `aerix trust --list` shows all.
-            let shown = area.height.saturating_sub(12).max(3) as usize;
-            lines.extend(items.iter().take(shown).map(|i| Line::from(format!("  {i}"))));
-            if items.len() > shown {
-                lines.push(Line::from(format!("  ... and {} more", items.len() - shown)));
-            }
-            lines.push(Line::default());
-            lines.push(Line::from(vec![
-                Span::styled("y", Style::new().fg(EMBER)),
-                Span::raw(" trusts it (recorded until this list changes) · "),
-                Span::styled("n", Style::new().fg(EMBER)),
-                Span::raw(" runs without them"),
-            ]));
-            draw_boxed(frame, area, "trust this project?", Text::from(lines));
+            draw_boxed(frame, area, "trust this project?", trust_text(area, root, items, *changed));
         }
     }
+}
+
+/// The trust question: the count, every item that fits (each cut past three rows with its
+/// length; the binary escapes them), how many more, and the keys, which always fit: what a
+/// project lists can never push the answer out of the box.
+fn trust_text(area: Rect, root: &str, items: &[String], changed: bool) -> Text<'static> {
+    let inner = usize::from(popup(area, 0).width.saturating_sub(4).max(8));
+    let rows = |line: &Line<'static>| {
+        Paragraph::new(line.clone()).wrap(Wrap { trim: false }).line_count(inner as u16)
+    };
+    let n = items.len();
+    let things = if n == 1 { "1 thing".to_owned() } else { format!("{n} things") };
+    let first = if changed {
+        format!("{root} was trusted, but what it would run has changed. It would run {things}:")
+    } else {
+        format!("{root} is not trusted. It would run {things}:")
+    };
+    let keys = Line::from(vec![
+        Span::styled("y", Style::new().fg(EMBER)),
+        Span::raw(" trusts it (recorded until this list changes) · "),
+        Span::styled("n", Style::new().fg(EMBER)),
+        Span::raw(" runs without them"),
+    ]);
+    let first = Line::from(first);
+    // The box's borders, the blank lines, the count of the rest.
+    let fixed = 2 + rows(&first) + 1 + 1 + rows(&keys) + 1;
+    let budget = usize::from(area.height.saturating_sub(2)).saturating_sub(fixed);
+    let mut lines = vec![first, Line::default()];
+    let mut used = 0;
+    let mut shown = 0;
+    for item in items {
+        let line = Line::from(format!("  {}", cut(item, inner * 3 - 2)));
+        let take = rows(&line);
+        if used + take > budget {
+            break;
+        }
+        used += take;
+        shown += 1;
+        lines.push(line);
+    }
+    if shown < n {
+        lines.push(Line::from(format!(
+            "  ... and {} more (answer n to see each in the notes)",
+            n - shown
+        )));
+    }
+    lines.push(Line::default());
+    lines.push(keys);
+    Text::from(lines)
+}
+
+/// `text` in at most `max` characters: past it, cut with its whole length.
+fn cut(text: &str, max: usize) -> String {
+    let count = text.chars().count();
+    if count <= max {
+        return text.to_owned();
+    }
+    let suffix = format!("... ({count} characters)");
+    let keep = max.saturating_sub(suffix.chars().count());
+    let mut out: String = text.chars().take(keep).collect();
+    out.push_str(&suffix);
+    out
 }

@@ -60,7 +60,7 @@ impl Front for Rows<'_> {
     }
 
     async fn trust(&mut self, root: &Path, items: &[String], changed: bool) -> Option<bool> {
-        let root = root.display().to_string();
+        let root = aerix_trust::escaped(&root.display().to_string());
         self.screen.set_gate(Gate::Trust { root, items: items.to_vec(), changed });
         loop {
             self.redraw();

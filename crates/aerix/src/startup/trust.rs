@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use aerix_config::{Env, Layered, Settings};
 use aerix_hooks::HookFiles;
 use aerix_skills::plugins::{self, Plugin, Sources};
-use aerix_trust::{Inventory, Kind, Record, Standing, TrustError};
+use aerix_trust::{Inventory, Kind, Record, Standing, TrustError, escaped};
 
 /// What a project root would run, and whether it may.
 pub struct Trust {
@@ -103,7 +103,10 @@ impl Trust {
         let refused = layered
             .refused
             .iter()
-            .map(|r| format!("`{} = {}` of {}", r.key, r.value, r.file.display()))
+            .map(|r| {
+                let file = escaped(&r.file.display().to_string());
+                format!("`{} = {}` of {file}", escaped(&r.key), escaped(&r.value))
+            })
             .collect();
 
         let record = env.data_home().map(|data| Record::standard_path(&data));
@@ -221,12 +224,12 @@ impl Trust {
             wanted(i.kind) && !matches!(i.kind, Kind::Permission | Kind::Setting)
         };
         for item in self.inventory.items().iter().filter(skipped) {
+            // What a repository wrote reaches the terminal escaped, never as its own sequences.
+            let (it, source) = (escaped(&item.what), escaped(&item.source));
             let what = match item.kind {
-                Kind::Hook => format!("the hook `{}` of {} is not run", item.what, item.source),
-                Kind::Plugin => format!("the plugin {} ({}) is not loaded", item.what, item.source),
-                Kind::McpServer => {
-                    format!("the MCP server `{}` of {} is not started", item.what, item.source)
-                }
+                Kind::Hook => format!("the hook `{it}` of {source} is not run"),
+                Kind::Plugin => format!("the plugin {it} ({source}) is not loaded"),
+                Kind::McpServer => format!("the MCP server `{it}` of {source} is not started"),
                 // Filtered out above: one note below, and the rules' loader notes each grant.
                 Kind::Setting | Kind::Permission => continue,
             };
@@ -237,7 +240,7 @@ impl Trust {
             .items()
             .iter()
             .filter(|i| i.kind == Kind::Setting && wanted(i.kind))
-            .map(|i| format!("`{}` of {}", i.what, i.source))
+            .map(|i| format!("`{}` of {}", escaped(&i.what), escaped(&i.source)))
             .collect();
         if !settings.is_empty() {
             notes.push(format!(
