@@ -16,6 +16,7 @@ mod calls;
 mod connection;
 mod context;
 mod error;
+pub mod gate;
 mod hooks;
 mod repeats;
 mod runtime;

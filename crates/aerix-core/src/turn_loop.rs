@@ -14,10 +14,9 @@ use crate::agent::{Agent, AgentEnd, AgentSpec, job_ended};
 use crate::calls;
 use crate::context::{Context, Label, Segment};
 use crate::error::CoreError;
+use crate::gate::{self, Who};
 use crate::hooks::HookFire;
 use crate::runtime::{Caller, Runtime};
-use aerix_seams::AskAnswer;
-use aerix_seams::{Asked, Permission};
 
 /// Hard-limit hits before an agent is killed.
 pub const HARD_LIMIT_HITS: u32 = 2;
@@ -327,16 +326,11 @@ impl Agent {
             Err(e) => (format!("error: {e}"), true),
         };
         let agent_type = self.spec.agent_type.clone();
-        let reply = rt.hooks.fire(HookFire::PostToolUse {
-            agent: &self.spec.id,
-            agent_type: agent_type.as_deref(),
-            call: &call.id,
-            tool: &call.tool,
-            input: &call.input,
-            result: &text,
-            error,
-            interrupted: self.cancel.is_cancelled(),
-        });
+        let who =
+            Who { agent: &self.spec.id, agent_type: agent_type.as_deref(), held: &self.spec.held };
+        let interrupted = self.cancel.is_cancelled();
+        let (id, tool) = (&call.id, &call.tool);
+        let reply = gate::after(rt, who, id, tool, &call.input, &text, error, interrupted);
         let event = if error { "PostToolUseFailure" } else { "PostToolUse" };
         if let Some(reason) = reply.stop {
             self.hook_stop.get_or_insert(format!("a {event} hook ended the agent: {reason}"));
@@ -351,57 +345,28 @@ impl Agent {
         self.result_segment(rt, &call, text, error)
     }
 
-    /// `PreToolUse` for a call, then the permission rules on the input it left: its context,
-    /// or the refusal that is its result. One prompt at most: the rules' (naming a hook's ask
-    /// too), else a hook's.
+    /// `PreToolUse`, the rules and the approval for a call ([`gate::before`]): its context, or
+    /// the refusal that is its result (a hook's stop ends the agent after it).
     fn pre_tool(
         &mut self,
         rt: &mut Runtime<'_>,
         call: &mut Call,
     ) -> Result<Option<String>, String> {
         let agent_type = self.spec.agent_type.clone();
-        let reply = rt.hooks.fire(HookFire::PreToolUse {
-            agent: &self.spec.id,
-            agent_type: agent_type.as_deref(),
-            call: &call.id,
-            tool: &call.tool,
-            input: &call.input,
-        });
-        if let Some(reason) = reply.stop {
-            self.hook_stop.get_or_insert(format!("a PreToolUse hook ended the agent: {reason}"));
-            return Err(format!("refused: {reason}"));
-        }
-        if let Some(reason) = reply.block {
-            return Err(format!("refused: {reason}"));
-        }
-        if let Some(input) = reply.updated_input {
-            call.input = input;
-        }
-        let (agent, tool, input) = (self.spec.id.as_str(), call.tool.as_str(), &call.input);
-        let asked =
-            Asked { agent, agent_type: agent_type.as_deref(), held: &self.spec.held, tool, input };
-        match rt.permissions.check(&asked) {
-            Permission::Deny(why) => return Err(format!("error: {why}")),
-            Permission::Ask { reason, always } => {
-                let reason = match &reply.ask {
-                    Some(hook) => format!("{reason}; a PreToolUse hook asks too: {hook}"),
-                    None => reason,
-                };
-                match rt.ask_gate.ask_permission(agent, tool, input, &reason, always) {
-                    AskAnswer::Once => {}
-                    AskAnswer::Always => rt.permissions.remember(&asked),
-                    AskAnswer::Deny(why) => return Err(format!("error: {why}")),
-                }
+        let who =
+            Who { agent: &self.spec.id, agent_type: agent_type.as_deref(), held: &self.spec.held };
+        match gate::before(rt, who, &call.id, &call.tool, &call.input) {
+            Ok(passed) => {
+                call.input = passed.input;
+                Ok(passed.context)
             }
-            Permission::Allow => {
-                if let Some(reason) = &reply.ask
-                    && let Err(why) = rt.ask_gate.ask(agent, tool, input, reason)
-                {
-                    return Err(format!("refused: {why}"));
+            Err(refused) => {
+                if let Some(stop) = refused.stop {
+                    self.hook_stop.get_or_insert(stop);
                 }
+                Err(refused.text)
             }
         }
-        Ok(reply.context)
     }
 
     /// A call's result as its `message` event and segment, cut to its tool's cap.

@@ -5,9 +5,10 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+use aerix_core::gate::{self, Who};
 use aerix_core::{
-    ACCEPT_PLANS, AgentEnd, AgentSpec, AskAnswer, Asked, Caller, CoreError, Definition, Held,
-    HookFire, Label, Permission, Runtime, Segment, Stats, fill, offer_skill, run_agent,
+    ACCEPT_PLANS, AgentEnd, AgentSpec, Caller, CoreError, Definition, Held, HookFire, Label,
+    Runtime, Segment, Stats, fill, offer_skill, run_agent,
 };
 use aerix_session::{Event, Outcome};
 use aerix_tools::{Cancel, FileSet, Jobs, Roots, ToolEnv, ToolError};
@@ -375,29 +376,24 @@ fn command_check(
     judging: &Judging<'_>,
     command: &str,
 ) -> Result<Result<checks::CheckRun, String>, ToolError> {
-    let input = json!({"command": command});
-    let asked = Asked {
-        agent: judging.verifier,
-        agent_type: Some("verifier"),
-        held: &caller.held,
-        tool: "bash",
-        input: &input,
-    };
-    match rt.permissions.check(&asked) {
-        Permission::Allow => {}
-        Permission::Deny(why) => {
+    // The model wrote the check: it takes the path a model's `bash` takes (PreToolUse, the
+    // rules, the approval, then the sandbox below), and PostToolUse sees its result.
+    let who = Who { agent: judging.verifier, agent_type: Some("verifier"), held: &caller.held };
+    let call = format!("{}-check", judging.verifier);
+    let input = match gate::before(rt, who, &call, "bash", &json!({"command": command})) {
+        Ok(passed) => passed.input,
+        Err(refused) => {
+            let why = refused.text.trim_start_matches("refused: ").trim_start_matches("error: ");
             return Ok(Err(format!("the check `{command}` was refused: {why}")));
         }
-        Permission::Ask { reason, always } => {
-            match rt.ask_gate.ask_permission(judging.verifier, "bash", &input, &reason, always) {
-                AskAnswer::Once => {}
-                AskAnswer::Always => rt.permissions.remember(&asked),
-                AskAnswer::Deny(why) => {
-                    return Ok(Err(format!("the check `{command}` was refused: {why}")));
-                }
-            }
-        }
-    }
+    };
+    // A hook may rewrite the command, as it may a model's.
+    let Some(command) = input.get("command").and_then(|c| c.as_str()).map(str::to_owned) else {
+        return Ok(Err(format!(
+            "the check `{command}` was refused: a PreToolUse hook left no command"
+        )));
+    };
+    let command = command.as_str();
     let (jobs, files) = (Jobs::default(), FileSet::new(rt.cwd));
     let env = ToolEnv {
         cwd: rt.cwd,
@@ -409,7 +405,18 @@ fn command_check(
     };
     let run = tokio::task::block_in_place(|| checks::run(command, &env));
     drop(jobs.kill_all());
-    Ok(run.map_err(|e| format!("the check `{command}` could not run: {e}")))
+    let run = run.map_err(|e| format!("the check `{command}` could not run: {e}"));
+    let (text, error) = match &run {
+        Ok(run) => {
+            let exit = run.exit.map_or_else(|| "none".to_owned(), |code| code.to_string());
+            (format!("{}\n[exit {exit}]", run.tail.trim_end()), !run.passed())
+        }
+        Err(why) => (why.clone(), true),
+    };
+    let interrupted = rt.cancel.is_cancelled();
+    // Its reply only annotates a model's result; the check's verdict is its exit status.
+    gate::after(rt, who, &call, "bash", &input, &text, error, interrupted);
+    Ok(run)
 }
 
 #[allow(clippy::too_many_arguments, reason = "the piece's parts, each once")]

@@ -1,0 +1,103 @@
+//! One call's way through the user's controls, for a model's call and for a command aerix runs
+//! on a model's behalf (delegation's check) alike: `PreToolUse`, the permission rules, the
+//! approval before it runs; `PostToolUse` after. Nothing runs a tool without passing here.
+
+use serde_json::Value;
+
+use aerix_seams::{AskAnswer, Asked, Held, Permission};
+
+use crate::hooks::{HookFire, HookReply};
+use crate::runtime::Runtime;
+
+/// Who makes a call: the agent, its definition's type (`None`: the root) and what holds it.
+#[derive(Clone, Copy, Debug)]
+pub struct Who<'a> {
+    pub agent: &'a str,
+    pub agent_type: Option<&'a str>,
+    pub held: &'a [Held],
+}
+
+/// A call the gate let through: its input as the hooks left it, and their context.
+#[derive(Clone, Debug)]
+pub struct Passed {
+    pub input: Value,
+    pub context: Option<String>,
+}
+
+/// A call the gate refused: its result text, and a hook's reason to end the agent.
+#[derive(Clone, Debug)]
+pub struct Refused {
+    pub text: String,
+    pub stop: Option<String>,
+}
+
+/// `PreToolUse` for a call, then the permission rules on the input it left, and the user's
+/// answer when either asks. One prompt at most: the rules' (naming a hook's ask too), else a
+/// hook's.
+pub fn before(
+    rt: &mut Runtime<'_>,
+    who: Who<'_>,
+    call: &str,
+    tool: &str,
+    input: &Value,
+) -> Result<Passed, Refused> {
+    let Who { agent, agent_type, held } = who;
+    let reply = rt.hooks.fire(HookFire::PreToolUse { agent, agent_type, call, tool, input });
+    if let Some(reason) = reply.stop {
+        let stop = Some(format!("a PreToolUse hook ended the agent: {reason}"));
+        return Err(Refused { text: format!("refused: {reason}"), stop });
+    }
+    if let Some(reason) = reply.block {
+        return Err(Refused { text: format!("refused: {reason}"), stop: None });
+    }
+    let input = reply.updated_input.unwrap_or_else(|| input.clone());
+    let refused = |text: String| Err(Refused { text, stop: None });
+    let asked = Asked { agent, agent_type, held, tool, input: &input };
+    match rt.permissions.check(&asked) {
+        Permission::Deny(why) => return refused(format!("error: {why}")),
+        Permission::Ask { reason, always } => {
+            let reason = match &reply.ask {
+                Some(hook) => format!("{reason}; a PreToolUse hook asks too: {hook}"),
+                None => reason,
+            };
+            match rt.ask_gate.ask_permission(agent, tool, &input, &reason, always) {
+                AskAnswer::Once => {}
+                AskAnswer::Always => rt.permissions.remember(&asked),
+                AskAnswer::Deny(why) => return refused(format!("error: {why}")),
+            }
+        }
+        Permission::Allow => {
+            if let Some(reason) = &reply.ask
+                && let Err(why) = rt.ask_gate.ask(agent, tool, &input, reason)
+            {
+                return refused(format!("refused: {why}"));
+            }
+        }
+    }
+    Ok(Passed { input, context: reply.context })
+}
+
+/// `PostToolUse` (`PostToolUseFailure` when `error`) for a call that ran.
+#[allow(clippy::too_many_arguments, reason = "the event's fields, each once")]
+pub fn after(
+    rt: &mut Runtime<'_>,
+    who: Who<'_>,
+    call: &str,
+    tool: &str,
+    input: &Value,
+    result: &str,
+    error: bool,
+    interrupted: bool,
+) -> HookReply {
+    let Who { agent, agent_type, .. } = who;
+    rt.hooks.fire(HookFire::PostToolUse {
+        agent,
+        agent_type,
+        call,
+        tool,
+        input,
+        result,
+        error,
+        interrupted,
+    })
+}
