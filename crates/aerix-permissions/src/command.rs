@@ -14,7 +14,14 @@ pub(crate) enum CommandPattern {
     /// No unescaped `*`: the whole command.
     Exact(String),
     /// `*` anywhere (and the legacy `prefix:*`).
-    Wildcard(Regex),
+    Wildcard {
+        regex: Regex,
+        /// What a matching command starts with: the literal text before the first `*`.
+        lead: String,
+        /// A lone trailing ` *` (`npm test *`): the prefix, which then ends the command or
+        /// is followed by a space.
+        word: bool,
+    },
 }
 
 impl CommandPattern {
@@ -49,23 +56,44 @@ impl CommandPattern {
         }
         let mut regex = String::from("(?s)^");
         // One trailing ` *` as the only wildcard: the prefix alone, or it and a space and more.
-        let lone_trailing = parts.len() == 2 && parts[1].is_empty() && parts[0].ends_with(' ');
-        if lone_trailing {
+        let word = parts.len() == 2 && parts[1].is_empty() && parts[0].ends_with(' ');
+        let lead = if word {
             let prefix = parts[0].trim_end_matches(' ');
             regex.push_str(&regex::escape(prefix));
             regex.push_str("(?: .*)?");
+            prefix.to_owned()
         } else {
             let escaped: Vec<String> = parts.iter().map(|p| regex::escape(p)).collect();
             regex.push_str(&escaped.join(".*"));
-        }
+            parts[0].clone()
+        };
         regex.push('$');
-        Regex::new(&regex).map(CommandPattern::Wildcard).map_err(|e| e.to_string())
+        let regex = Regex::new(&regex).map_err(|e| e.to_string())?;
+        Ok(CommandPattern::Wildcard { regex, lead, word })
     }
 
     pub(crate) fn matches(&self, command: &str) -> bool {
         match self {
             CommandPattern::Exact(exact) => command == exact,
-            CommandPattern::Wildcard(regex) => regex.is_match(command),
+            CommandPattern::Wildcard { regex, .. } => regex.is_match(command),
+        }
+    }
+
+    /// Whether some command that starts with `head` could match: what a command whose later
+    /// words are known only when it runs might turn out to be.
+    pub(crate) fn may_match_from(&self, head: &str) -> bool {
+        match self {
+            CommandPattern::Exact(exact) => exact.starts_with(head),
+            // `lead` then a space, or `lead` alone: the head must agree with `lead ` as far as
+            // both go.
+            CommandPattern::Wildcard { lead, word: true, .. } => {
+                let spaced = format!("{lead} ");
+                spaced.starts_with(head) || head.starts_with(&spaced)
+            }
+            // Past the literal lead, a `*` takes whatever follows.
+            CommandPattern::Wildcard { lead, .. } => {
+                lead.starts_with(head) || head.starts_with(lead.as_str())
+            }
         }
     }
 }
@@ -99,29 +127,65 @@ const SAFE_VARIABLES: [&str; 16] = [
     "PYTHONDONTWRITEBYTECODE",
 ];
 
-/// The texts a simple command is matched in: as written, then each form a wrapper or leading
+/// The forms a simple command is matched in: as written, then each form a wrapper or leading
 /// assignment taken off leaves (`timeout`, `time`, `nice`, `nohup`, `stdbuf`, `command`,
 /// `builtin`, `noglob`, a bare `xargs`).
-pub(crate) fn forms(command: &Simple, view: View) -> Vec<String> {
+pub(crate) fn forms(command: &Simple, view: View) -> Vec<&[Word]> {
     let mut words: &[Word] = &command.words;
-    let mut out = vec![command.text()];
+    let mut out = vec![words];
     loop {
         let rest = strip_one(words, view);
         if rest.len() == words.len() || rest.is_empty() {
             return out;
         }
         words = rest;
-        out.push(words.iter().map(|w| w.raw.as_str()).collect::<Vec<_>>().join(" "));
+        out.push(words);
     }
+}
+
+/// The texts a form is matched in: as written, and its words after quote removal (quoted
+/// where a word holds a space or a shell character, so `'a b'` stays one word). A deny or ask
+/// rule also sees the words joined bare (`rm "-rf /"` as `rm -rf /`): it may catch more, never
+/// less.
+pub(crate) fn texts(words: &[Word], view: View) -> Vec<String> {
+    let raw = join(words.iter().map(|w| w.raw.as_str()));
+    let quoted = quoted_text(words);
+    let mut out = vec![raw];
+    if !out.contains(&quoted) {
+        out.push(quoted);
+    }
+    if view == View::Restrict {
+        let bare = join(words.iter().map(|w| w.value.as_str()));
+        if !out.contains(&bare) {
+            out.push(bare);
+        }
+    }
+    out
+}
+
+/// The words after quote removal, each one shell word again (`git diff 'a b'`): what an
+/// "always" answer's rule names.
+pub(crate) fn quoted_text(words: &[Word]) -> String {
+    words.iter().map(Word::quoted).collect::<Vec<_>>().join(" ")
+}
+
+fn join<'w>(words: impl Iterator<Item = &'w str>) -> String {
+    words.collect::<Vec<_>>().join(" ")
+}
+
+/// Whether the form's first word is a variable assignment (`NAME=value`): it runs nothing.
+pub(crate) fn is_assignment(word: &Word) -> bool {
+    word.raw.split_once('=').is_some_and(|(name, _)| {
+        !name.is_empty()
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            && !name.starts_with(|c: char| c.is_ascii_digit())
+    })
 }
 
 fn strip_one(words: &[Word], view: View) -> &[Word] {
     let Some(first) = words.first() else { return words };
-    if let Some((name, _)) = first.raw.split_once('=')
-        && !name.is_empty()
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-        && !name.starts_with(|c: char| c.is_ascii_digit())
-    {
+    if is_assignment(first) {
+        let name = first.raw.split_once('=').map_or("", |(name, _)| name);
         return match view {
             View::Restrict => &words[1..],
             View::Allow if SAFE_VARIABLES.contains(&name) => &words[1..],
@@ -176,20 +240,6 @@ fn past_flags(words: &[Word], valued: &[&str]) -> usize {
         }
     }
     i.min(words.len())
-}
-
-/// The script a simple command runs as a line of its own: `sh -c SCRIPT` (and `bash`, `zsh`,
-/// `dash`), `eval ARGS`.
-pub(crate) fn inner_script(command: &Simple) -> Option<String> {
-    let (name, args) = command.words.split_first()?;
-    match name.value.rsplit('/').next()? {
-        "sh" | "bash" | "zsh" | "dash" => {
-            let at = args.iter().position(|w| w.value == "-c")?;
-            args.get(at + 1).map(|w| w.value.clone())
-        }
-        "eval" => Some(args.iter().map(|w| w.value.as_str()).collect::<Vec<_>>().join(" ")),
-        _ => None,
-    }
 }
 
 /// The commands whose arguments are the files they change, which `acceptEdits` lets through
@@ -276,7 +326,8 @@ mod tests {
     }
 
     fn forms_of(line: &str, view: View) -> Vec<String> {
-        forms(&parse(line).commands[0], view)
+        let parsed = parse(line);
+        forms(&parsed.commands[0], view).iter().map(|w| texts(w, view).remove(0)).collect()
     }
 
     #[test]
@@ -303,12 +354,23 @@ mod tests {
     }
 
     #[test]
-    fn a_shell_s_script_is_found_for_its_commands_to_be_checked() {
-        let script = |line: &str| inner_script(&parse(line).commands[0]);
-        assert_eq!(script("sh -c 'rm -rf x'").as_deref(), Some("rm -rf x"));
-        assert_eq!(script("/bin/bash -lc x").as_deref(), None, "-lc is not -c");
-        assert_eq!(script("eval rm x").as_deref(), Some("rm x"));
-        assert_eq!(script("ls -c"), None);
+    fn a_pattern_says_whether_a_command_starting_so_may_match() {
+        let may = |spec: &str, head: &str| pattern(spec).may_match_from(head);
+        // Nothing known: any pattern may match.
+        assert!(may("touch:*", "") && may("npm run build", "") && may("* install", ""));
+        assert!(may("touch:*", "to") && may("touch:*", "touch ") && may("touch:*", "touch -a "));
+        assert!(!may("touch:*", "tou ") && !may("touch:*", "touchy") && !may("touch:*", "echo "));
+        assert!(may("npm run build", "npm ") && !may("npm run build", "npm test "));
+        assert!(may("git * main", "git push ") && !may("git * main", "gi t"));
+        assert!(may("* install", "anything ") && may("ls*", "lsof "));
+    }
+
+    #[test]
+    fn words_are_matched_as_written_and_after_quote_removal() {
+        let parsed = parse("'git' \\diff \"a b\"");
+        let words = &parsed.commands[0].words;
+        assert_eq!(texts(words, View::Allow), ["'git' \\diff \"a b\"", "git diff 'a b'"]);
+        assert_eq!(texts(words, View::Restrict)[2], "git diff a b");
     }
 
     #[test]

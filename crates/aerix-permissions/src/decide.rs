@@ -3,18 +3,21 @@
 //! ask rule matches when any of them matches, an allow rule set allows the call only when it
 //! allows every one. A path is checked as written and as it resolves on disk: a deny or ask
 //! rule matching either catches it, an allow rule must match both.
+//!
+//! What is known only when the command runs fails closed: a deny or ask rule that may match a
+//! command whose word is not plain (`${X:-touch} x`), a write whose target is not
+//! (`>> $PWD/calc.sh`), or a line that cannot be parsed, is a [`Doubt`], which the front turns
+//! into a refusal headless and a question on the screen; an allow rule never covers a command
+//! whose command word is not plain.
 
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::command::{self, View};
+use crate::command::{self, View, is_assignment};
 use crate::path::{normalize, resolved};
 use crate::rule::{Rule, Spec, ToolName};
-use crate::shell::{self, Parsed, Simple, Word};
-
-/// How deep `sh -c` and `eval` scripts are followed for their commands.
-const MAX_SCRIPTS: usize = 3;
+use crate::shell::{self, Parsed, Simple, Unparsed, Word};
 /// The most rules one "always" answer keeps (Claude Code's figure for a compound command).
 pub(crate) const MAX_ALWAYS: usize = 5;
 
@@ -64,8 +67,7 @@ impl<'a> CallView<'a> {
         let paths = target.map(|p| candidates(&p, cwd)).unwrap_or_default();
         let bash = (tool == "bash").then(|| {
             let line = text("command").unwrap_or_default().to_owned();
-            let mut parsed = shell::parse(&line);
-            with_scripts(&mut parsed, 0);
+            let parsed = shell::parse(&line);
             Bash { line, parsed }
         });
         CallView { tool, input, cwd, paths, bash }
@@ -96,7 +98,11 @@ impl<'a> CallView<'a> {
                 Spec::Command(pattern) => {
                     pattern.matches(bash.line.trim())
                         || bash.parsed.commands.iter().any(|c| {
-                            command::forms(c, View::Restrict).iter().any(|f| pattern.matches(f))
+                            command::forms(c, View::Restrict).iter().any(|form| {
+                                command::texts(form, View::Restrict)
+                                    .iter()
+                                    .any(|t| pattern.matches(t))
+                            })
                         })
                 }
                 Spec::Param { .. } => self.param_matches(rule),
@@ -107,6 +113,39 @@ impl<'a> CallView<'a> {
         let covered =
             rule.covers(self.tool) || (matches!(self.tool, "write" | "edit") && reads_paths(rule));
         covered && self.spec_matches(rule, true)
+    }
+
+    /// A deny or ask rule's view of what a `bash` call leaves unknown until it runs: the first
+    /// part `rule` may catch though it cannot be shown to (checked after `caught_by`).
+    pub(crate) fn doubt(&self, rule: &Rule) -> Option<Doubt> {
+        let bash = self.bash.as_ref()?;
+        let path_rule = (rule.covers("write") || reads_paths(rule))
+            && matches!(rule.spec, Spec::Path(_) | Spec::Any);
+        let command_rule = rule.covers("bash") && matches!(rule.spec, Spec::Command(_));
+        if path_rule && let Some(target) = bash.parsed.writes.iter().find(|w| !w.plain) {
+            return Some(Doubt::Write { target: target.raw.clone() });
+        }
+        if rule.covers("bash")
+            && let Spec::Command(pattern) = &rule.spec
+        {
+            for simple in &bash.parsed.commands {
+                for form in command::forms(simple, View::Restrict) {
+                    if let Some(at) = unknown_word(form, pattern) {
+                        let which = match at {
+                            _ if simple.runs.is_some() => Unknown::Script,
+                            0 => Unknown::CommandWord,
+                            _ => Unknown::Word,
+                        };
+                        let word = form[at].raw.clone();
+                        return Some(Doubt::Command { shown: simple.shown(), word, which });
+                    }
+                }
+            }
+        }
+        match &bash.parsed.unparsed {
+            Some(why) if path_rule || command_rule => Some(Doubt::Unparsed(why.clone())),
+            _ => None,
+        }
     }
 
     /// An allow rule's view of a call that is not `bash`: does it allow the whole call?
@@ -210,6 +249,11 @@ impl<'a> CallView<'a> {
     pub(crate) fn is_bash(&self) -> bool {
         self.bash.is_some()
     }
+
+    /// Why a `bash` call's line cannot be followed to its end, when it cannot.
+    pub(crate) fn unparsed(&self) -> Option<&Unparsed> {
+        self.bash.as_ref()?.parsed.unparsed.as_ref()
+    }
 }
 
 /// What of a `bash` call no rule allows.
@@ -242,14 +286,18 @@ impl Part {
     /// The rule an "always" answer keeps for it (`None`: none can name it exactly).
     pub(crate) fn always_rule(&self) -> Option<String> {
         match self {
-            Part::Command(simple) => Some(format!("Bash({})", escape_command(&simple.text()))),
+            // No rule can allow a command whose command word is known only when it runs.
+            Part::Command(simple) if !runs_known(&simple.words) => None,
+            Part::Command(simple) => {
+                Some(format!("Bash({})", escape_command(&command::quoted_text(&simple.words))))
+            }
             Part::Write(_, paths) => paths.first().map(|p| format!("Edit(/{})", escape_glob(p))),
         }
     }
 
     pub(crate) fn describe(&self) -> String {
         match self {
-            Part::Command(simple) => simple.text(),
+            Part::Command(simple) => simple.shown(),
             Part::Write(word, _) => format!("a write to {}", word.raw),
         }
     }
@@ -261,10 +309,85 @@ fn command_allowed(simple: &Simple, allow: &[&Rule]) -> bool {
         r.covers("bash")
             && match &r.spec {
                 Spec::Any => true,
-                Spec::Command(pattern) => forms.iter().any(|f| pattern.matches(f)),
+                Spec::Command(pattern) => forms.iter().any(|form| {
+                    runs_known(form)
+                        && command::texts(form, View::Allow).iter().any(|t| pattern.matches(t))
+                }),
                 _ => false,
             }
     })
+}
+
+/// Whether a form's command word (past its assignments) is plain: a pattern can only allow a
+/// command it can see.
+fn runs_known(form: &[Word]) -> bool {
+    form.iter().find(|w| !is_assignment(w)).is_none_or(|w| w.plain)
+}
+
+/// Where the first word of `form` that is known only when it runs is, when `pattern` may
+/// match what the form turns out to be: it matches the words before it alone (the word may
+/// expand to nothing), or some command starting with them and the word's literal start. A
+/// form that starts with an assignment is left to the form without it.
+fn unknown_word(form: &[Word], pattern: &command::CommandPattern) -> Option<usize> {
+    if form.first().is_none_or(is_assignment) {
+        return None;
+    }
+    let at = form.iter().position(|w| !w.plain)?;
+    let known: Vec<&str> = form[..at].iter().map(|w| w.value.as_str()).collect();
+    let known = known.join(" ");
+    let word = &form[at];
+    let head = if known.is_empty() { word.head.clone() } else { format!("{known} {}", word.head) };
+    let may = pattern.may_match_from(&head)
+        || (word.head.is_empty() && !known.is_empty() && pattern.matches(&known));
+    may.then_some(at)
+}
+
+/// Which part of a command is known only when it runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Unknown {
+    CommandWord,
+    /// An argument (the command word is plain).
+    Word,
+    /// The script a shell or `eval` runs (`sh -c "$X"`, `curl ... | sh`).
+    Script,
+}
+
+/// What a deny or ask rule may catch in a `bash` call though it cannot be shown to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Doubt {
+    /// A command with a word known only when it runs.
+    Command { shown: String, word: String, which: Unknown },
+    /// A write whose target is known only when it runs.
+    Write { target: String },
+    /// A line that cannot be followed to its end.
+    Unparsed(Unparsed),
+}
+
+impl Doubt {
+    /// Why, naming the rule; `verb`: what the rule does (`denies`, `asks about`).
+    pub(crate) fn explain(&self, rule: &str, verb: &str) -> String {
+        match self {
+            Doubt::Command { shown, word, which: Unknown::Script } => format!(
+                "`{shown}` runs a script that may be what permission rule {rule} {verb}: \
+                 {word} is known only when it runs"
+            ),
+            Doubt::Command { shown, word, which } => {
+                let which = if *which == Unknown::CommandWord { "command word" } else { "word" };
+                format!(
+                    "`{shown}` may run what permission rule {rule} {verb}: its {which} `{word}` \
+                     is known only when it runs"
+                )
+            }
+            Doubt::Write { target } => format!(
+                "the write to `{target}` may be to a file permission rule {rule} {verb}: where \
+                 it points is known only when it runs"
+            ),
+            Doubt::Unparsed(why) => format!(
+                "the command may run what permission rule {rule} {verb}, and it cannot be \
+                 followed to its end: {why}"
+            ),
+        }
+    }
 }
 
 /// Whether an allow set lets every command of a held agent's `bash` call through (an agent
@@ -307,23 +430,6 @@ fn literal_prefix(pattern: &str) -> PathBuf {
         out.push(part);
     }
     out
-}
-
-/// `sh -c SCRIPT` and `eval ARGS`: the script's commands and writes join the line's.
-fn with_scripts(parsed: &mut Parsed, depth: usize) {
-    if depth >= MAX_SCRIPTS {
-        return;
-    }
-    let scripts: Vec<String> = parsed.commands.iter().filter_map(command::inner_script).collect();
-    for script in scripts {
-        let mut inner = shell::parse(&script);
-        with_scripts(&mut inner, depth + 1);
-        parsed.commands.extend(inner.commands);
-        parsed.writes.extend(inner.writes);
-        if let Some(why) = inner.unparsed {
-            parsed.unparsed.get_or_insert(why);
-        }
-    }
 }
 
 /// A command as an exact `Bash(...)` specifier: `\` and `*` escaped.

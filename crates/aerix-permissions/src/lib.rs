@@ -28,14 +28,15 @@ pub use load::{Loaded, Sources, load};
 pub use remember::store_path;
 pub use rule::Kind;
 
-use decide::{CallView, Dirs, MAX_ALWAYS, Part, held_allows};
+use decide::{CallView, Dirs, Doubt, MAX_ALWAYS, Part, held_allows};
 use path::Anchors;
 use rule::Rule;
 
 /// Who answers when a call needs asking about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Front {
-    /// `aerix -p`: no one. An ask rule denies; the mode's own asking lets the call through
+    /// `aerix -p`: no one. An ask rule denies, as does a deny or ask rule that may match what
+    /// a command leaves unknown until it runs; the mode's own asking lets the call through
     /// (`default`, `acceptEdits`) or denies it (`plan`, but for reads).
     Headless,
     /// The screen: the user is asked.
@@ -91,7 +92,14 @@ enum Outcome<'r> {
     Allow,
     Deny(String),
     AskRule(&'r Rule),
-    Ask { reason: String, always: Vec<String>, reads: bool },
+    /// A deny or ask rule may match what is known only when the command runs: refused
+    /// headless, asked on the screen (never "always": the next call may differ).
+    Doubt(String),
+    Ask {
+        reason: String,
+        always: Vec<String>,
+        reads: bool,
+    },
 }
 
 impl Permissions {
@@ -175,11 +183,20 @@ impl Permissions {
                 ));
             }
         }
+        let doubt = |rules: &[Rule], verb: &str| {
+            rules.iter().find_map(|r| view.doubt(r).map(|d: Doubt| d.explain(&r.text, verb)))
+        };
+        if let Some(why) = doubt(&self.deny, "denies") {
+            return self.answer(Outcome::Doubt(why));
+        }
         let remembered = self.remembered.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let allow: Vec<&Rule> = self.allow.iter().chain(remembered.iter()).collect();
         let outcome = match self.ask.iter().find(|r| view.caught_by(r)) {
             Some(rule) => Outcome::AskRule(rule),
-            None => self.baseline(&view, &allow),
+            None => match doubt(&self.ask, "asks about") {
+                Some(why) => Outcome::Doubt(why),
+                None => self.baseline(&view, &allow),
+            },
         };
         self.answer(outcome)
     }
@@ -218,9 +235,11 @@ impl Permissions {
                 return match mode {
                     Mode::DontAsk => dont_ask(),
                     _ => ask(
-                        "no permission rule allows this command, and it cannot be followed to its \
-                         end (an unclosed quote or substitution, or over 10,000 characters)"
-                            .to_owned(),
+                        format!(
+                            "no permission rule allows this command, and it cannot be followed \
+                             to its end: {}",
+                            view.unparsed().map(ToString::to_string).unwrap_or_default()
+                        ),
                         Vec::new(),
                     ),
                 };
@@ -303,6 +322,15 @@ impl Permissions {
                     reason: format!("permission rule {} asks before this call", rule.text),
                     always: Vec::new(),
                 },
+            },
+            Outcome::Doubt(why) => match (self.front, self.mode) {
+                (Front::Headless, _) => {
+                    Verdict::Deny(format!("denied: {why}; a headless run cannot ask"))
+                }
+                (Front::Screen, Mode::DontAsk) => {
+                    Verdict::Deny(format!("denied: {why}; mode dontAsk never asks"))
+                }
+                (Front::Screen, _) => Verdict::Ask { reason: why, always: Vec::new() },
             },
             Outcome::Ask { reason, always, reads } => match (self.front, self.mode) {
                 (Front::Screen, _) => Verdict::Ask { reason, always },

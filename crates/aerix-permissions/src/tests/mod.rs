@@ -7,6 +7,9 @@ use serde_json::{Value, json};
 
 use super::*;
 
+mod breaks;
+mod corpus;
+
 const CWD: &str = "/proj";
 
 fn anchors() -> Anchors {
