@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "a failed unwrap is a failed test")]
 
 mod agents;
+mod attacks;
 mod attempts;
 mod boundaries;
 mod cancel;

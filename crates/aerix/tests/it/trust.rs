@@ -182,7 +182,7 @@ fn the_screen_asks_listing_what_would_run_and_y_trusts_it() {
         format!("'{aerix}' 2>../screen.err; echo \"aerix exited $?\"; exec sleep 60")
     });
     let text = pane.wait_for("trust this project?", STARTUP);
-    assert!(text.contains("is not trusted. It would run:"), "{text}");
+    assert!(text.contains("is not trusted. It would run 1"), "{text}");
     assert!(text.contains("hook SessionStart: touch"), "{text}");
     pane.keys(&["n"]);
     let text = pane.wait_for("ready in", STARTUP);
@@ -218,9 +218,10 @@ fn a_plugin_the_repository_brings_loads_only_once_trusted() {
     let err = run(&world, &[]);
     assert!(!marker.exists(), "an untrusted project's plugin hook ran");
     let notes = trust_notes(&err);
-    assert_eq!(notes.len(), 2, "the plugin and its hook, one note each: {err}");
+    assert_eq!(notes.len(), 3, "the plugin, its hook and the setting, one note each: {err}");
     assert!(notes[0].contains("the plugin lint (.aerix/plugins/lint) is not loaded"), "{err}");
     assert!(notes[1].contains("of .aerix/plugins/lint/hooks/hooks.json is not run"), "{err}");
+    assert!(notes[2].contains("`plugins.enabled = [\"lint\"]` of .aerix/settings.toml"), "{err}");
 
     world.trust();
     let err = run(&world, &[]);
