@@ -129,6 +129,8 @@ struct Launch {
     program: OsString,
     args: Vec<OsString>,
     cwd: PathBuf,
+    /// Under `bwrap`, whose command runs in a session (and so a process group) of its own.
+    sandboxed: bool,
 }
 
 impl Launch {
@@ -136,13 +138,13 @@ impl Launch {
         let cwd = env.cwd.to_owned();
         let sh = ["sh", "-c", command].map(OsString::from);
         Ok(match env.sandbox {
-            None => Launch { program: "sh".into(), args: sh[1..].to_vec(), cwd },
+            None => Launch { program: "sh".into(), args: sh[1..].to_vec(), cwd, sandboxed: false },
             // The setting is on: without bwrap the command does not run at all.
             Some(sandbox) => {
                 let bwrap = Sandbox::bwrap().map_err(|e| ToolError::new(e.to_string()))?;
                 let mut args = sandbox.args(env.roots, &cwd);
                 args.extend(sh);
-                Launch { program: bwrap.into(), args, cwd }
+                Launch { program: bwrap.into(), args, cwd, sandboxed: true }
             }
         })
     }
@@ -177,10 +179,54 @@ fn signal_group(pgid: i32, signal: Signal) {
     let _ = killpg(Pid::from_raw(pgid), signal);
 }
 
+/// The process group of the sandboxed command below `bwrap` (`pid`): the first descendant in
+/// a session other than `bwrap`'s (`--new-session`). `None` before the sandbox is made, or
+/// where `/proc` lists no children.
+fn sandboxed_group(pid: i32) -> Option<i32> {
+    let session = |pid: i32| stat_fields(pid).map(|(_, session)| session);
+    let outer = session(pid)?;
+    let mut level = vec![pid];
+    // bwrap, its init (PID 1 inside), the command: the depth is bwrap's, with one to spare.
+    for _ in 0..3 {
+        let mut next = Vec::new();
+        for parent in level {
+            let path = format!("/proc/{parent}/task/{parent}/children");
+            let children = std::fs::read_to_string(path).unwrap_or_default();
+            for child in children.split_whitespace().filter_map(|c| c.parse::<i32>().ok()) {
+                match stat_fields(child) {
+                    Some((group, session)) if session != outer => return Some(group),
+                    Some(_) => next.push(child),
+                    None => {}
+                }
+            }
+        }
+        level = next;
+    }
+    None
+}
+
+/// A process's group and session (`/proc/PID/stat`, after the name in parentheses, which may
+/// hold anything: state, parent, group, session).
+fn stat_fields(pid: i32) -> Option<(i32, i32)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = &stat[stat.rfind(')')? + 1..];
+    let mut fields = after.split_whitespace().skip(2);
+    let group = fields.next()?.parse().ok()?;
+    let session = fields.next()?.parse().ok()?;
+    Some((group, session))
+}
+
 /// `TERM` to the group, then `KILL` after the grace period (or once any of `cancels` is
-/// hurried) if the shell is still there.
-fn terminate(child: &mut Child, pgid: i32, cancels: &[&Cancel]) -> Option<ExitStatus> {
-    signal_group(pgid, Signal::SIGTERM);
+/// hurried) if the shell is still there. In the sandbox the `TERM` goes to the command's own
+/// group (bwrap, which would end the sandbox at once, is not in it), else to bwrap's.
+fn terminate(
+    launch: &Launch,
+    child: &mut Child,
+    pgid: i32,
+    cancels: &[&Cancel],
+) -> Option<ExitStatus> {
+    let inner = if launch.sandboxed { sandboxed_group(pgid) } else { None };
+    signal_group(inner.unwrap_or(pgid), Signal::SIGTERM);
     let deadline = Instant::now() + KILL_GRACE;
     while Instant::now() < deadline && !cancels.iter().any(|c| c.is_hurried()) {
         if let Ok(Some(status)) = child.try_wait() {
@@ -208,11 +254,11 @@ fn execute(launch: &Launch, timeout: Duration, cancels: &[&Cancel]) -> Result<Fi
             Err(e) => return Err(ToolError::new(format!("waiting for the command: {e}"))),
         }
         if cancels.iter().any(|c| c.is_cancelled()) {
-            terminate(&mut child, pgid, cancels);
+            terminate(launch, &mut child, pgid, cancels);
             break Ending::Cancelled;
         }
         if started.elapsed() >= timeout {
-            terminate(&mut child, pgid, cancels);
+            terminate(launch, &mut child, pgid, cancels);
             break Ending::Timeout(timeout.as_secs());
         }
         std::thread::sleep(

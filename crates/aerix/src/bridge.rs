@@ -88,9 +88,23 @@ fn random_seed() -> u64 {
     low ^ (u64::from(std::process::id()) << 32)
 }
 
-/// `bash`'s sandbox, when `sandbox.enabled` is set.
+/// `bash`'s sandbox, when `sandbox.enabled` is set. The pool's socket directory and
+/// `$XDG_RUNTIME_DIR` are hidden inside: a command without network must not reach the pool (and
+/// through it a remote member's endpoint, with the user's key) nor the desktop's sockets.
 pub(crate) fn sandbox(settings: &Settings) -> Option<Sandbox> {
-    settings.sandbox.enabled.then_some(Sandbox { network: settings.sandbox.network })
+    let own = &settings.sandbox;
+    own.enabled.then(|| Sandbox {
+        network: own.network,
+        hidden: settings
+            .pool
+            .socket
+            .parent()
+            .map(Path::to_path_buf)
+            .into_iter()
+            .chain(aerix_config::Env::from_process().runtime_dir)
+            .collect(),
+        allow_unix_sockets: own.allow_unix_sockets.iter().map(PathBuf::from).collect(),
+    })
 }
 
 /// What the runtime reads of the settings.
@@ -183,6 +197,10 @@ impl aerix_core::Skills for SkillSet<'_> {
     fn load(&self, name: &str, args: &str) -> Result<String, String> {
         self.0.load(name, args).map_err(|e| e.to_string())
     }
+
+    fn file(&self, name: &str) -> Option<std::path::PathBuf> {
+        self.0.get(name).map(|skill| skill.file.clone())
+    }
 }
 
 #[cfg(test)]
@@ -201,5 +219,18 @@ mod tests {
         assert_eq!(options.tool_cap("read"), 123);
         assert_eq!(options.tool_cap("grep"), settings.context.tool_cap("grep"));
         assert_eq!(options.tool_cap("bash"), settings.context.tool_cap("bash"));
+    }
+
+    #[test]
+    fn the_sandbox_hides_the_pool_s_socket_directory_and_binds_the_sockets_allowed() {
+        use std::path::PathBuf;
+        let mut settings = aerix_config::defaults(&aerix_config::Env::for_tests("/nowhere"));
+        assert_eq!(super::sandbox(&settings), None);
+        settings.sandbox.enabled = true;
+        settings.pool.socket = PathBuf::from("/somewhere/caldrix/pool.sock");
+        settings.sandbox.allow_unix_sockets = vec!["/run/user/1/agent.sock".to_owned()];
+        let sandbox = super::sandbox(&settings).unwrap();
+        assert_eq!(sandbox.hidden[0], PathBuf::from("/somewhere/caldrix"));
+        assert_eq!(sandbox.allow_unix_sockets, [PathBuf::from("/run/user/1/agent.sock")]);
     }
 }

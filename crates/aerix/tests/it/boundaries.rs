@@ -78,13 +78,32 @@ fn the_file_tools_refuse_escapes_devices_and_fifos_at_once() {
     assert_eq!(result(&events, "c6"), "edited calc.sh at line 1");
 }
 
-/// A directory outside the tree and outside `/tmp` (the sandbox's `/tmp` is its own).
+/// A directory outside the tree and outside `/tmp`, wherever the checkout lies: one under the
+/// sandbox's fresh `/tmp` would be hidden rather than read-only (a write there fails with
+/// `Directory nonexistent`, not `Read-only file system`). The target's scratch directory when
+/// it lies outside `/tmp` (a checkout under `/tmp` puts it there), else `/var/tmp`, else `~`.
 fn outside_tmp(name: &str) -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("aerix-e2e-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    let tmp: Vec<PathBuf> = [PathBuf::from("/tmp"), std::env::temp_dir()]
+        .into_iter()
+        .map(|t| t.canonicalize().unwrap_or(t))
+        .collect();
+    let bases = [
+        Some(PathBuf::from(env!("CARGO_TARGET_TMPDIR"))),
+        Some(PathBuf::from("/var/tmp")),
+        std::env::var_os("HOME").map(PathBuf::from),
+    ];
+    for base in bases.into_iter().flatten() {
+        let Ok(base) = base.canonicalize() else { continue };
+        if tmp.iter().any(|t| base.starts_with(t)) {
+            continue;
+        }
+        let dir = base.join(format!("aerix-e2e-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        if std::fs::create_dir_all(&dir).is_ok() {
+            return dir;
+        }
+    }
+    panic!("no writable directory outside /tmp: the target's, /var/tmp and ~ all lie under it");
 }
 
 /// A scripted run of two commands: one writing outside the tree, one inside; their results.
@@ -115,6 +134,8 @@ fn two_writes(name: &str, sandbox: &str, outside: &std::path::Path) -> (World, S
 fn sandbox_enabled_runs_bash_under_bubblewrap_through_the_binary() {
     let outside = outside_tmp("sandbox");
     let (world, escaped, kept) = two_writes("sandbox-on", "[sandbox]\nenabled = true\n", &outside);
+    // The outcome first (nothing written, a failure), then why: read-only, not hidden.
+    assert!(!outside.join("escaped.txt").exists() && !escaped.ends_with("[exit 0]"), "{escaped}");
     assert!(
         escaped.contains("Read-only file system") && escaped.ends_with("[exit 2]"),
         "{escaped}"
@@ -127,6 +148,42 @@ fn sandbox_enabled_runs_bash_under_bubblewrap_through_the_binary() {
     let (_world, escaped, _) = two_writes("sandbox-off", "", &outside);
     assert_eq!(escaped, "[exit 0]");
     assert_eq!(std::fs::read_to_string(outside.join("escaped.txt")).unwrap(), "out\n");
+    std::fs::remove_dir_all(&outside).unwrap();
+}
+
+/// A scripted run of one command connecting to the pool's socket, which lies outside `/tmp` (in
+/// `$XDG_RUNTIME_DIR` on a desktop): its result.
+fn pool_connect(name: &str, sandbox: &str, outside: &std::path::Path) -> String {
+    let mut world = World::new(name, "", "");
+    world.socket = outside.join(name).join("pool.sock");
+    let connect = format!(
+        "python3 -c 'import socket; s = socket.socket(socket.AF_UNIX); s.connect(\"{}\"); \
+         print(\"connected\")'",
+        world.socket.display()
+    );
+    let replies = vec![
+        "answer".to_owned(),
+        calls("Connect.", vec![call("bash", json!({"command": connect}))]),
+        final_turn("Done.", "tried"),
+    ];
+    let model = world.script("replies", &replies, true);
+    world.write_settings(&model, sandbox);
+    let out = run_within(&world, 120);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    result(&world.events(), "c1")
+}
+
+/// The attack that made the pool send a remote member's request (the user's key with it) from
+/// a command without network: the pool's socket directory is empty inside the sandbox.
+#[test]
+fn sandbox_enabled_hides_the_pools_socket_through_the_binary() {
+    let outside = outside_tmp("pool");
+    let hidden = pool_connect("pool-sandboxed", "[sandbox]\nenabled = true\n", &outside);
+    assert!(!hidden.contains("connected") && !hidden.ends_with("[exit 0]"), "{hidden}");
+    assert!(hidden.contains("FileNotFoundError"), "{hidden}");
+    // The setting off: the same command reaches the pool.
+    let reached = pool_connect("pool-open", "", &outside);
+    assert_eq!(reached, "connected\n[exit 0]");
     std::fs::remove_dir_all(&outside).unwrap();
 }
 
