@@ -52,7 +52,16 @@ pub fn before(
     }
     let input = reply.updated_input.unwrap_or_else(|| input.clone());
     let refused = |text: String| Err(Refused { text, stop: None });
-    let asked = Asked { agent, agent_type, held, tool, input: &input };
+    // A skill hands the model a file: the `Read` rules judge that file as they judge `read`.
+    let checked = match (tool, input.get("name").and_then(Value::as_str)) {
+        ("skill", Some(name)) => rt.skills.file(name).map(|file| {
+            let mut checked = input.clone();
+            checked["file"] = Value::from(file.display().to_string());
+            checked
+        }),
+        _ => None,
+    };
+    let asked = Asked { agent, agent_type, held, tool, input: checked.as_ref().unwrap_or(&input) };
     match rt.permissions.check(&asked) {
         Permission::Deny(why) => return refused(format!("error: {why}")),
         Permission::Ask { reason, always } => {

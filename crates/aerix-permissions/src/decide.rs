@@ -57,6 +57,8 @@ impl<'a> CallView<'a> {
         let text = |key: &str| input.get(key).and_then(Value::as_str);
         let target = match tool {
             "read" | "write" | "edit" => text("path").map(PathBuf::from),
+            // The core adds the file a `skill` call would return: the Read rules judge it.
+            "skill" => text("file").map(PathBuf::from),
             "grep" => Some(text("path").map_or_else(|| cwd.to_owned(), PathBuf::from)),
             "glob" => {
                 let base = text("path").map_or_else(|| cwd.to_owned(), PathBuf::from);
@@ -110,8 +112,8 @@ impl<'a> CallView<'a> {
             };
         }
         // A Read deny rule keeps edits off its paths too.
-        let covered =
-            rule.covers(self.tool) || (matches!(self.tool, "write" | "edit") && reads_paths(rule));
+        let reads = matches!(self.tool, "write" | "edit" | "skill") && !self.paths.is_empty();
+        let covered = rule.covers(self.tool) || (reads && reads_paths(rule));
         covered && self.spec_matches(rule, true)
     }
 

@@ -12,6 +12,10 @@ pub trait Skills: Send + Sync {
     fn list(&self) -> String;
     /// `skill` with a `name`: its text, or why not.
     fn load(&self, name: &str, args: &str) -> Result<String, String>;
+    /// The file a `skill` call of `name` returns, for the `Read` rules to judge.
+    fn file(&self, _name: &str) -> Option<std::path::PathBuf> {
+        None
+    }
 }
 
 /// Knows no skill.

@@ -583,3 +583,15 @@ fn an_untrusted_project_s_files_only_narrow() {
     assert!(allowed(&p, bash("cargo build")));
     assert!(denied(&p, bash("rm x")).is_some(), "deny still wins in bypassPermissions");
 }
+
+#[test]
+fn a_skill_is_judged_by_the_read_rules_on_the_file_it_returns() {
+    let p = screen(&["Read(~/.aws/**)"], &["Read(//secrets/**)"], &[]);
+    let skill = |file: &str| ("skill", json!({"name": "creds", "file": file}));
+    let denied_by = denied(&p, skill("/home/alice/.aws/credentials")).unwrap_or_default();
+    assert!(denied_by.contains("Read(~/.aws/**)"), "{denied_by}");
+    assert!(asks(&p, skill("/secrets/deploy/SKILL.md")).is_some());
+    // Any other skill, and one whose file the core did not resolve, is aerix's own call.
+    assert!(allowed(&p, skill("/home/alice/.claude/skills/fmt/SKILL.md")));
+    assert!(allowed(&p, ("skill", json!({"name": "creds"}))));
+}

@@ -188,3 +188,68 @@ fn delegations_check_command_takes_the_users_pre_tool_use_hook() {
         "add() { echo $(($1 - $2)); }\n"
     );
 }
+
+#[test]
+fn the_skill_tool_is_judged_by_the_read_rules_on_the_file_it_returns() {
+    // The user's own skill may link where it likes; the user's Read deny still holds over it.
+    let replies = vec![
+        "answer".to_owned(),
+        calls("Load it.", vec![call("skill", json!({"name": "creds"}))]),
+        final_turn("Done.", "loaded"),
+    ];
+    let deny = "[permissions]\ndeny = [\"Read(~/.aws/**)\"]\n";
+    let world = World::scripted_with("attack-skill-read", &replies, true, deny);
+    let secret = world.home.join(".aws/credentials");
+    std::fs::create_dir_all(secret.parent().unwrap()).unwrap();
+    std::fs::write(&secret, "---\ndescription: creds\n---\nSKILL-SECRET-3\n").unwrap();
+    let skill = world.home.join(".claude/skills/creds");
+    std::fs::create_dir_all(&skill).unwrap();
+    std::os::unix::fs::symlink(&secret, skill.join("SKILL.md")).unwrap();
+    let out = world.aerix(&["-p", "Go."]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let result = result_of(&world, "skill");
+    assert!(result.contains("denied by permission rule Read(~/.aws/**)"), "{result}");
+    let log = std::fs::read_to_string(world.log_path()).unwrap();
+    assert!(!log.contains("SKILL-SECRET-3"), "the skill's file reached the session log");
+}
+
+#[test]
+fn permission_rules_see_here_documents_quoted_words_and_every_shell() {
+    let commands = [
+        "cat <<EOF\n$(touch heredoc)\nEOF",
+        "cat <<EOF\n`touch backtick`\nEOF",
+        "'touch' quoted",
+        "to''uch split",
+        "sh -ec 'touch cluster'",
+        "bash -lc 'touch login'",
+        "${X:-touch} expanded",
+    ];
+    let replies = vec![
+        "answer".to_owned(),
+        calls("Run them.", commands.iter().map(|c| call("bash", json!({"command": c}))).collect()),
+        final_turn("Done.", "ran"),
+    ];
+    let rules = "[permissions]\nallow = [\"Bash(cat:*)\", \"Bash(sh:*)\", \"Bash(bash:*)\"]\n\
+                 deny = [\"Bash(touch:*)\"]\n";
+    let world = World::scripted_with("attack-rules", &replies, true, rules);
+    let out = world.aerix(&["-p", "Go.", "--permission-mode", "dontAsk"]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let events = world.events();
+    let results: Vec<&str> = of_type(&events, "message")
+        .into_iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(results.len(), commands.len(), "{results:?}");
+    for (command, result) in commands.iter().zip(&results) {
+        assert!(result.contains("denied"), "{command:?} ran: {result}");
+    }
+    let made: Vec<String> = std::fs::read_dir(&world.repo)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.starts_with('.') && !n.ends_with(".sh"))
+        .collect();
+    assert!(made.is_empty(), "a denied command ran: {made:?}");
+}
