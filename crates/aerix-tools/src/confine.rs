@@ -2,10 +2,14 @@
 //! symbolic link, one component at a time) and must then lie inside a root: the working tree
 //! and the directories the caller adds may be read and changed; aerix's own (the session's
 //! spool, where a capped result is kept whole) may only be read. Anything else is refused,
-//! naming the path and what would allow it.
+//! naming the path and what would allow it. A repository's git directory is outside too,
+//! wherever it lies: a `.git` under a root (any case, a directory or a `gitdir:` file, and all
+//! below it) and the directory a root's `.git` link or file names. What it holds is what
+//! aerix's own git reads (`.git/config`, `.git/hooks`), so no file tool reads or writes it.
 
 use std::collections::HashMap;
 use std::ffi::OsString;
+use std::io::Read;
 use std::path::{Component, Path, PathBuf};
 
 use crate::ToolError;
@@ -82,6 +86,9 @@ impl Roots {
 
     /// Whether a resolved path may be read or written; `Err` says why not.
     fn allows(&self, resolved: &Path, access: Access) -> Result<(), Outside> {
+        if let Some(dir) = self.git_dir_holding(resolved) {
+            return Err(Outside::Git(dir));
+        }
         let read_only = self.read_only.iter().find(|r| resolved.starts_with(r));
         match (access, read_only) {
             // aerix's own files are not the agent's to change, even inside the tree.
@@ -90,6 +97,28 @@ impl Roots {
             _ if self.writable.iter().any(|r| resolved.starts_with(r)) => Ok(()),
             _ => Err(Outside::Roots),
         }
+    }
+
+    /// The git directory `resolved` is or is in, when it lies under a root: its first `.git`
+    /// component below the root (compared without case: a case-insensitive file system opens
+    /// `.GIT` as `.git`), else the directory a root's `.git` link or `gitdir:` file names.
+    fn git_dir_holding(&self, resolved: &Path) -> Option<PathBuf> {
+        for root in self.writable.iter().chain(&self.read_only) {
+            let Ok(below) = resolved.strip_prefix(root) else { continue };
+            let mut dir = root.clone();
+            for part in below.components() {
+                dir.push(part);
+                if part.as_os_str().eq_ignore_ascii_case(".git") {
+                    return Some(dir);
+                }
+            }
+            if let Some(named) = named_git_dir(root)
+                && resolved.starts_with(&named)
+            {
+                return Some(named);
+            }
+        }
+        None
     }
 
     fn refusal(&self, path: &str, joined: &Path, resolved: &Path, why: Outside) -> ToolError {
@@ -101,6 +130,20 @@ impl Roots {
             format!("{path} resolves to {}, which is", resolved.display())
         };
         match why {
+            Outside::Git(dir) => {
+                let name = dir.file_name().unwrap_or_default();
+                let place = match (name.eq_ignore_ascii_case(".git"), resolved == dir) {
+                    (true, true) => format!("git's own {}", name.to_string_lossy()),
+                    (true, false) => format!("inside {}", name.to_string_lossy()),
+                    (false, true) => format!("{} (the repository's git directory)", dir.display()),
+                    (false, false) => {
+                        format!("inside {} (the repository's git directory)", dir.display())
+                    }
+                };
+                ToolError::new(format!(
+                    "refused: {what} {place}, which the file tools do not touch"
+                ))
+            }
             Outside::ReadOnly(root) => ToolError::new(format!(
                 "refused: {what} in {}, which the tools may read but not change",
                 root.display()
@@ -121,22 +164,27 @@ impl Roots {
     }
 
     /// The files of a listing (`glob`, `grep`, `repo_map`) that may be shown: regular files
-    /// (a link's target counted) that resolve inside a root. A listing may go through a link:
-    /// git lists what its index holds, even where a directory became a link since.
+    /// (a link's target counted) that resolve inside a root, none in a git directory. A
+    /// listing may go through a link: git lists what its index holds, even where a directory
+    /// became a link since.
     pub(crate) fn listed(&self, paths: Vec<PathBuf>) -> Vec<PathBuf> {
-        let mut dirs: HashMap<PathBuf, bool> = HashMap::new();
+        // Each directory resolved once, `None` where it may not be read.
+        let mut dirs: HashMap<PathBuf, Option<PathBuf>> = HashMap::new();
         paths
             .into_iter()
             .filter(|path| {
-                let Some(parent) = path.parent() else { return false };
-                let parent_ok = *dirs.entry(parent.to_owned()).or_insert_with(|| {
-                    resolve(parent).is_ok_and(|r| self.allows(&r, Access::Read).is_ok())
-                });
-                if !parent_ok {
+                let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
                     return false;
-                }
+                };
+                let parent = dirs.entry(parent.to_owned()).or_insert_with(|| {
+                    resolve(parent).ok().filter(|r| self.allows(r, Access::Read).is_ok())
+                });
+                let Some(parent) = parent else { return false };
                 match std::fs::symlink_metadata(path) {
-                    Ok(meta) if meta.is_file() => true,
+                    // A `.git` file (a worktree's or a submodule's `gitdir:`) is git's too.
+                    Ok(meta) if meta.is_file() => {
+                        self.allows(&parent.join(name), Access::Read).is_ok()
+                    }
                     Ok(meta) if meta.file_type().is_symlink() => resolve(path).is_ok_and(|r| {
                         self.allows(&r, Access::Read).is_ok()
                             && std::fs::symlink_metadata(&r).is_ok_and(|m| m.is_file())
@@ -152,6 +200,30 @@ impl Roots {
 enum Outside {
     Roots,
     ReadOnly(PathBuf),
+    /// Inside (or being) this git directory.
+    Git(PathBuf),
+}
+
+/// The largest `.git` file read for the directory it names (git writes one line).
+const GITDIR_FILE_BYTES: u64 = 4096;
+
+/// The git directory `root`'s `.git` names when it is not a directory: a link's target, or a
+/// `gitdir:` file's path (relative to `root`), resolved. `None` for a directory or nothing.
+fn named_git_dir(root: &Path) -> Option<PathBuf> {
+    let dot_git = root.join(".git");
+    let meta = std::fs::symlink_metadata(&dot_git).ok()?;
+    if meta.file_type().is_symlink() {
+        return resolve(&dot_git).ok();
+    }
+    if !meta.is_file() || meta.len() > GITDIR_FILE_BYTES {
+        return None;
+    }
+    // Opened as the tools open a file: a FIFO swapped in meanwhile cannot hang the call.
+    let (file, _) = crate::open::regular(&dot_git, ".git").ok()?;
+    let mut text = String::new();
+    file.take(GITDIR_FILE_BYTES).read_to_string(&mut text).ok()?;
+    let named = text.lines().next()?.strip_prefix("gitdir:")?.trim();
+    resolve(&root.join(named)).ok()
 }
 
 /// A root as given, resolved (it need not exist yet: the spool is made on first use).
@@ -283,6 +355,35 @@ mod tests {
         std::os::unix::fs::symlink("/etc", dir.join("tree/etc")).unwrap();
         let refused = roots.check(&cwd, "etc/passwd", Access::Read).unwrap_err().0;
         assert!(refused.starts_with("refused: etc/passwd resolves to /etc/passwd, which is"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A `.git` under any root, added and read-only ones too, is outside; a `.git` above a
+    /// root is not looked at (the root is where the tools' paths start).
+    #[test]
+    fn a_git_directory_under_any_root_is_outside() {
+        let dir = scratch("git");
+        std::fs::create_dir_all(dir.join("tree/.git")).unwrap();
+        std::fs::create_dir_all(dir.join("extra/.git/x")).unwrap();
+        let spool = dir.join("spool");
+        let roots =
+            Roots::new(&dir.join("tree")).with_dir(&dir.join("extra")).with_read_only(&spool);
+        let cwd = dir.join("tree");
+        for (path, access) in [
+            (".git/config", Access::Read),
+            ("../extra/.git/x/y", Access::Write),
+            ("../spool/sub/.Git/HEAD", Access::Read),
+        ] {
+            let refused = roots.check(&cwd, path, access).unwrap_err().0;
+            let place = if path.contains(".Git") { ".Git" } else { ".git" };
+            assert_eq!(
+                refused,
+                format!("refused: {path} is inside {place}, which the file tools do not touch")
+            );
+        }
+        assert!(roots.check(&cwd, "../extra/a.git/b", Access::Write).is_ok());
+        let inner = Roots::new(&dir.join("extra/.git/x"));
+        assert!(inner.check(&dir.join("extra/.git/x"), "y", Access::Write).is_ok());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

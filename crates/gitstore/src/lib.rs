@@ -1,4 +1,6 @@
 //! The one door to git. Every call has a time bound; a call that passes it is killed and named.
+//! Every call runs nothing a configuration names (a hook, an fsmonitor, a filter or diff driver,
+//! a signing program, an editor, ...): `neutral.rs`, applied where this crate starts git.
 //!
 //! This crate runs the `git` command where exact porcelain semantics matter in the user's
 //! repository (`git diff`, `git ls-files`, a snapshot written through a temporary index, linked
@@ -7,6 +9,7 @@
 
 pub mod bare;
 mod checkpoint;
+mod neutral;
 mod worktree;
 
 pub use checkpoint::{CHECKPOINT_CAP, CHECKPOINT_PREFIX, Checkpoint, RestoreError};
@@ -15,10 +18,12 @@ pub use worktree::WORKTREE_TIMEOUT;
 use std::ffi::OsStr;
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
 use wait_timeout::ChildExt;
+
+use neutral::{LIST, Neutral};
 
 /// The bound of every git call on a user's repository (the spec's "git calls for the diff").
 pub const GIT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -81,20 +86,32 @@ impl Repo {
 
     /// Runs `git ARGS` within `timeout` and returns its exit status, stdout and stderr, for
     /// the commands whose non-zero exit is an answer (`merge-file`'s count of conflicts).
+    /// Every git this crate starts starts here: first the listing of the configured keys, then
+    /// the call with each executing one turned off (`neutral.rs`).
     fn output(
         &self,
         args: &[&str],
         env: &[(&str, &OsStr)],
         timeout: Duration,
     ) -> Result<(ExitStatus, Vec<u8>, Vec<u8>), GitError> {
-        let mut child = Command::new("git")
-            .args(args)
-            .envs(env.iter().copied())
-            .current_dir(&self.dir)
-            // Never wait on a pager, an editor or a credential prompt.
-            .env("GIT_TERMINAL_PROMPT", "0")
-            .env("GIT_PAGER", "cat")
-            .env("GIT_OPTIONAL_LOCKS", "0")
+        // Read at each call: the configuration may have changed since the last.
+        let (status, listed, stderr) = self.spawn(&Neutral::listing(), &LIST, env, timeout)?;
+        if !status.success() {
+            return Err(self.failed(&LIST, status, &stderr));
+        }
+        self.spawn(&Neutral::for_listing(&listed), args, env, timeout)
+    }
+
+    /// `git ARGS` run with `neutral`, within `timeout` (killed past it).
+    fn spawn(
+        &self,
+        neutral: &Neutral,
+        args: &[&str],
+        env: &[(&str, &OsStr)],
+        timeout: Duration,
+    ) -> Result<(ExitStatus, Vec<u8>, Vec<u8>), GitError> {
+        let mut child = neutral
+            .command(&self.dir, args, env)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -280,7 +297,8 @@ impl Repo {
             }
             self.text_env(&["write-tree"], env)
         })?;
-        let mut args = vec!["diff", "--no-color", "--no-ext-diff"];
+        // The repository's diff drivers are off already; these make the diff not ask for them.
+        let mut args = vec!["diff", "--no-color", "--no-ext-diff", "--no-textconv"];
         if numstat {
             args.push("--numstat");
         }

@@ -13,13 +13,11 @@ pub const WORKTREE_TIMEOUT: Duration = Duration::from_secs(120);
 
 impl Repo {
     /// A detached worktree of `commit` at `path` (which must not exist or be empty). The
-    /// repository's hooks do not run for it (`post-checkout` is the project's code, and the
-    /// caller's own hook events are its business).
+    /// repository's hooks do not run for it, as for every call (`post-checkout` is the
+    /// project's code, and the caller's own hook events are its business).
     pub fn worktree_add(&self, path: &Path, commit: &str) -> Result<(), GitError> {
         let path = path_arg(path);
-        let args = ["-c", "core.hooksPath=/dev/null", "worktree", "add", "--detach", "--quiet"];
-        let mut args = args.to_vec();
-        args.extend([path.as_str(), commit]);
+        let args = ["worktree", "add", "--detach", "--quiet", path.as_str(), commit];
         self.run(&args, WORKTREE_TIMEOUT).map(drop)
     }
 

@@ -155,3 +155,116 @@ fn links_inside_the_tree_added_directories_and_read_only_roots_work() {
     }
     assert_eq!(std::fs::read_to_string(&spooled).unwrap(), "the whole result\n");
 }
+
+/// The refusal of every file tool at `path`, each naming `place` (what follows the path).
+fn refused_as_git(s: &Scratch, path: &str, place: &str) {
+    let calls: [(&str, Value); 5] = [
+        ("read", json!({"path": path})),
+        ("write", json!({"path": path, "content": "[core]\n\tfsmonitor = /tmp/planted\n"})),
+        ("edit", json!({"path": path, "old": "bare", "new": "fsmonitor = /tmp/planted\n\tbare"})),
+        ("glob", json!({"pattern": "*", "path": path})),
+        ("grep", json!({"pattern": "bare", "path": path})),
+    ];
+    for (tool, input) in calls {
+        let error = s.refused(tool, input.clone());
+        assert_eq!(
+            error,
+            format!("refused: {path} {place}, which the file tools do not touch"),
+            "{tool} {input}"
+        );
+    }
+}
+
+/// `.git` is outside the tree for every file tool: `.git/config` (what aerix's own git reads),
+/// a hook, `.git` itself, a path reaching it through `..`, a link, another case or a nested
+/// repository; nothing in it is changed or created.
+#[test]
+fn a_git_directory_is_refused_by_every_file_tool() {
+    let s = Scratch::new("git-dir", true);
+    let config = s.read(".git/config");
+    refused_as_git(&s, ".git/config", "is inside .git");
+    refused_as_git(&s, ".git", "is git's own .git");
+    refused_as_git(&s, "sub/../.git/config", "is inside .git");
+    refused_as_git(&s, ".git/hooks/pre-commit", "is inside .git");
+    let absolute = s.path().join(".git/config").display().to_string();
+    refused_as_git(&s, &absolute, "is inside .git");
+    refused_as_git(&s, ".GIT/config", "is inside .GIT");
+    refused_as_git(&s, "vendor/lib/.git/config", "is inside .git");
+    symlink(".git/config", s.path().join("cfg")).unwrap();
+    symlink(".git", s.path().join("g")).unwrap();
+    let target = s.path().join(".git/config").display().to_string();
+    refused_as_git(&s, "cfg", &format!("resolves to {target}, which is inside .git"));
+    refused_as_git(&s, "g/config", &format!("resolves to {target}, which is inside .git"));
+    assert_eq!(s.read(".git/config"), config, ".git/config changed");
+    assert!(!s.path().join(".git/hooks/pre-commit").exists());
+    assert!(!s.path().join(".GIT").exists() && !s.path().join("vendor").exists());
+    // Names that only begin with `.git` are files like any other.
+    s.ok("write", json!({"path": ".gitignore", "content": "target\n"}));
+    s.ok("write", json!({"path": ".github/workflows/ci.yml", "content": "on: push\n"}));
+    s.ok("edit", json!({"path": ".gitignore", "old": "target", "new": "build"}));
+    assert!(s.ok("read", json!({"path": "a.git/../.gitignore"})).contains("build"));
+}
+
+/// Outside a repository, `.git` cannot be made: a `write` there would turn the tree into one
+/// whose configuration aerix's git then reads.
+#[test]
+fn a_git_directory_cannot_be_created_outside_a_repository() {
+    let s = Scratch::new("git-create", false);
+    let error = s.refused("write", json!({"path": ".git/config", "content": "[core]\n"}));
+    assert_eq!(error, "refused: .git/config is inside .git, which the file tools do not touch");
+    let error = s.refused("write", json!({"path": ".git", "content": "gitdir: elsewhere\n"}));
+    assert_eq!(error, "refused: .git is git's own .git, which the file tools do not touch");
+    assert!(!s.path().join(".git").exists());
+}
+
+/// A `.git` file (`gitdir: DIR`, as a worktree or a submodule has) or a `.git` link: the
+/// directory it names is refused too, though its own name is not `.git`.
+#[test]
+fn the_git_directory_a_git_file_or_link_names_is_refused() {
+    let s = Scratch::new("git-file", false);
+    s.write("store/config", "[core]\n\tbare = false\n");
+    s.write(".git", "gitdir: store\n");
+    let store = s.path().join("store").display().to_string();
+    let place = format!("is inside {store} (the repository's git directory)");
+    refused_as_git(&s, "store/config", &place);
+    refused_as_git(&s, ".git", "is git's own .git");
+    let s = Scratch::new("git-link", false);
+    s.write("store/config", "[core]\n\tbare = false\n");
+    symlink("store", s.path().join(".git")).unwrap();
+    let store = s.path().join("store").display().to_string();
+    refused_as_git(
+        &s,
+        "store/config",
+        &format!("is inside {store} (the repository's git directory)"),
+    );
+    assert_eq!(s.read("store/config"), "[core]\n\tbare = false\n");
+}
+
+/// `glob`, `grep` and `repo_map` never list a file of a git directory, nor a link into one,
+/// whether git lists the files or a walk does.
+#[test]
+fn listings_never_show_a_git_directory() {
+    for git in [true, false] {
+        let s = Scratch::new("git-listing", git);
+        s.write("inside.txt", "bare needle\n");
+        s.write("vendor/.git/config", "[core]\n\tbare = needle\n");
+        s.write("vendor/.git/HEAD", "ref: refs/heads/main\n");
+        if !git {
+            s.write(".git/config", "[core]\n\tbare = needle\n");
+            // A `gitdir:` file, as a submodule's: git would not list it, a walk does.
+            s.write("sub/.git", "gitdir: ../.git/modules/sub bare\n");
+        }
+        symlink(".git/config", s.path().join("cfg")).unwrap();
+        if git {
+            let t = gitstore::GIT_TIMEOUT;
+            let repo = gitstore::Repo::at(s.path());
+            repo.run(&["add", "inside.txt", "cfg"], t).unwrap();
+            repo.run(&["commit", "-qm", "a link into .git"], t).unwrap();
+        }
+        assert_eq!(s.ok("glob", json!({"pattern": "*"})), "inside.txt", "git: {git}");
+        let grep = s.ok("grep", json!({"pattern": "bare|HEAD|refs"}));
+        assert_eq!(grep, "inside.txt:1:bare needle", "git: {git}");
+        let map = s.ok("repo_map", json!({})).to_lowercase();
+        assert!(!map.contains("config") && !map.contains("cfg"), "git: {git}: {map}");
+    }
+}
