@@ -1,5 +1,8 @@
 //! The HTTP server: MCP over streamable HTTP at `/mcp`, the hook endpoint at `/hooks/<event>`,
-//! `/health`; bearer-token authentication and a Host check in front of all of it.
+//! `/health`; bearer-token authentication, a Host check and the browser checks (`browser`: no
+//! page elsewhere, hooks only as JSON) in front of all of it.
+
+mod browser;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -75,6 +78,9 @@ pub fn router(memory: Arc<Memory>, loopback: bool) -> Router {
         .layer(axum::middleware::from_fn_with_state(state.clone(), authenticate))
         .route("/health", get(|| async { "ok" }))
         .layer(axum::middleware::from_fn_with_state(state.clone(), check_host))
+        // Outermost, so a page elsewhere is refused before anything else answers it (a 401 or
+        // a 404 would tell it what is here), in every mode.
+        .layer(axum::middleware::from_fn(check_site))
         .with_state(state)
 }
 
@@ -160,6 +166,18 @@ async fn check_host(State(state): State<AppState>, request: Request, next: Next)
     next.run(request).await
 }
 
+/// Refuses a request a browser sent from a page that is not on a loopback origin
+/// (`browser::check_site`).
+async fn check_site(request: Request, next: Next) -> Response {
+    match browser::check_site(request.headers()) {
+        Ok(()) => next.run(request).await,
+        Err(refusal) => {
+            tracing::warn!(path = %request.uri().path(), %refusal, "refused a browser's request");
+            refusal.into_response()
+        }
+    }
+}
+
 fn bearer(headers: &HeaderMap) -> Option<&str> {
     headers.get(header::AUTHORIZATION)?.to_str().ok()?.strip_prefix("Bearer ").map(str::trim)
 }
@@ -183,6 +201,20 @@ async fn hook(
     State(state): State<AppState>,
     Path(event): Path<String>,
     axum::Extension(caller): axum::Extension<Caller>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    // Before the body is read: a page can send `text/plain` anywhere without asking, JSON not.
+    if let Err(refusal) = browser::check_json(&headers) {
+        return refusal.into_response();
+    }
+    hook_event(state, event, caller, body).await.into_response()
+}
+
+async fn hook_event(
+    state: AppState,
+    event: String,
+    caller: Caller,
     body: axum::body::Bytes,
 ) -> Result<Json<serde_json::Value>, MemoryError> {
     let kind = HookKind::parse(&event)

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests fail loudly")]
 
 mod auth;
+mod browser;
 mod crash;
 mod handoffs;
 mod hooks;
