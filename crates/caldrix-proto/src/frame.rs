@@ -109,7 +109,12 @@ pub fn decode<T: DeserializeOwned>(payload: &[u8], format: FrameFormat) -> Resul
                 )));
             }
             cbor_shape(&value, Place::Message).map_err(malformed)?;
-            ciborium::from_reader(payload).map_err(|e| malformed(cbor_error(e)))
+            // ciborium reads a name (a `type`, a key) only through its scratch buffer, 4 KiB
+            // by default: a longer unknown `type` got a decoder message instead of being
+            // quoted. A buffer as long as the payload holds any of its strings.
+            let mut scratch = vec![0u8; payload.len().max(CBOR_SCRATCH_BYTES)];
+            ciborium::de::from_reader_with_buffer(payload, &mut scratch)
+                .map_err(|e| malformed(cbor_error(e)))
         }
         FrameFormat::Json => {
             // serde_json refuses trailing characters itself.
@@ -120,6 +125,9 @@ pub fn decode<T: DeserializeOwned>(payload: &[u8], format: FrameFormat) -> Resul
         }
     }
 }
+
+/// ciborium's own scratch size, the least a CBOR decode is given.
+const CBOR_SCRATCH_BYTES: usize = 4096;
 
 /// The keys whose value is an array in some message (`segments`, `edits`, OneOf `options`,
 /// and the replies' lists); every other key holds a map or a single value.

@@ -176,6 +176,35 @@ fn unknown_keys_are_refused_inside_a_none_constraint_too() {
     assert_eq!(&frame[4..], br#"{"kind":"none"}"#);
 }
 
+/// An unknown kind is quoted whatever its length, in CBOR as in JSON (a CBOR name past
+/// ciborium's 4 KiB scratch buffer was a decoder message: "expected str or bytes").
+#[test]
+fn an_unknown_kind_past_4_kib_is_quoted_as_a_short_one_is() {
+    for len in [10, 4096, 4097, 100_000] {
+        let kind = format!("coffee{}", "x".repeat(len));
+        let value = ciborium::Value::Map(vec![(
+            ciborium::Value::Text("type".into()),
+            ciborium::Value::Text(kind.clone()),
+        )]);
+        let err = decode::<Request>(&cbor(&value), FrameFormat::Cbor).unwrap_err().to_string();
+        assert!(err.contains(&format!("unknown variant `{kind}`")), "{len}: {}", head(&err));
+        let json = serde_json::to_vec(&serde_json::json!({ "type": kind })).unwrap();
+        let err = decode::<Request>(&json, FrameFormat::Json).unwrap_err().to_string();
+        assert!(err.contains(&format!("unknown variant `{kind}`")), "{len}: {}", head(&err));
+        // A long unknown key is named too.
+        let value = ciborium::Value::Map(vec![
+            (ciborium::Value::Text("type".into()), ciborium::Value::Text("status".into())),
+            (ciborium::Value::Text(kind.clone()), ciborium::Value::Integer(1.into())),
+        ]);
+        let err = decode::<Request>(&cbor(&value), FrameFormat::Cbor).unwrap_err().to_string();
+        assert!(err.contains(&format!("unknown field `{kind}`")), "{len}: {}", head(&err));
+    }
+}
+
+fn head(text: &str) -> String {
+    text.chars().take(200).collect()
+}
+
 /// Every decode error is a sentence for a person: no Rust debug text from the CBOR library.
 #[test]
 fn cbor_errors_read_as_sentences() {

@@ -222,6 +222,17 @@ pub(crate) fn the_documented_rules_hold(socket: &Path, frames: FrameFormat) {
     }
     raw.still_serves();
 
+    // An unknown kind is quoted however long it is (past CBOR's 4 KiB scratch buffer too).
+    let long_kind = format!("coffee{}", "x".repeat(5000));
+    let reply = raw.request(&json!({"type": long_kind}));
+    assert_error(&reply, "bad_request", "unknown variant `coffeexxx");
+    raw.still_serves();
+
+    // `status.version` is the daemon's version, a string (hello's is the protocol's number).
+    let status = raw.request(&json!({"type": "status"}));
+    let version = status["version"].as_str().unwrap_or_else(|| panic!("{status}"));
+    assert!(version.split('.').count() == 3, "{version}");
+
     // Error messages: one line, at most 1,000 bytes with their escapes.
     let long = format!("coffee\n{}", "\u{1}".repeat(3000));
     let reply = raw.request(&json!({"type": long}));
