@@ -389,10 +389,7 @@ fn engine_thread(
         })
     };
     let session = match setup() {
-        Ok(s) => {
-            let _ = ready.send(Ok(()));
-            s
-        }
+        Ok(s) => s,
         Err(e) => {
             let _ = ready.send(Err(e));
             return;
@@ -415,7 +412,10 @@ fn engine_thread(
             };
         }
     };
+    // Before the load is answered: a `status` right after `member_load`'s `ok` shows the
+    // member's figures (its `bytes_per_row`, its budget), not an empty store's zeros.
     publish(&engine.store);
+    let _ = ready.send(Ok(()));
     schedule::serve(&mut engine, config, &jobs, queue, replies, &publish);
 }
 

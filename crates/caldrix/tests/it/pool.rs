@@ -431,6 +431,10 @@ fn two_members_resident_and_one_queue_per_member() {
         let flags =
             caldrix_proto::ServingFlags { ctx: Some(1024), threads: Some(2), ..Default::default() };
         client.load_member("second", gemma.to_str().unwrap(), flags.clone()).await.unwrap();
+        // The member's figures are published before its load is answered.
+        let status = client.status().await.unwrap();
+        let second = status.members.iter().find(|m| m.info.alias == "second").unwrap();
+        assert!(second.store.bytes_per_row > 0 && second.store.budget_bytes > 0, "{second:?}");
         let err = client.load_member("second", gemma.to_str().unwrap(), flags).await.unwrap_err();
         assert_eq!(err.kind(), Some(ErrorKind::LoadRefused), "{err}");
         let members = client.members().await.unwrap();
