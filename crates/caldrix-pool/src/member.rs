@@ -2,7 +2,7 @@
 //! at once in queue order (`schedule.rs`), with its prefix store.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
@@ -135,6 +135,50 @@ impl Finished {
     }
 }
 
+/// A job's entry in its member's queue (`queue_depth`), given up exactly once: taken by the
+/// member when it dequeues the job, or withdrawn by its connection first (the client left, or
+/// `stop`'s grace passed with the job still queued). So a job nobody waits for holds neither a
+/// queue entry nor its connection's place while the generation ahead of it runs, and the
+/// member drops it unrun when it reaches it.
+#[derive(Debug, Clone)]
+pub struct QueuePlace {
+    state: Arc<AtomicU8>,
+    depth: Arc<AtomicU32>,
+}
+
+const QUEUED: u8 = 0;
+const TAKEN: u8 = 1;
+const WITHDRAWN: u8 = 2;
+
+impl QueuePlace {
+    /// A new entry, counted in `depth` until it is taken or withdrawn.
+    pub(crate) fn new(depth: &Arc<AtomicU32>) -> QueuePlace {
+        depth.fetch_add(1, Ordering::SeqCst);
+        QueuePlace { state: Arc::new(AtomicU8::new(QUEUED)), depth: Arc::clone(depth) }
+    }
+
+    /// The member's side: true when the job is its to run, false when its connection
+    /// withdrew it (nobody waits for it: it is dropped unrun, no reply and no row spent).
+    pub(crate) fn take(&self) -> bool {
+        self.leave(TAKEN)
+    }
+
+    /// The connection's side: true when the job was still queued and is now out of the queue
+    /// (the member will drop it unrun); false once the member has taken it.
+    pub(crate) fn withdraw(&self) -> bool {
+        self.leave(WITHDRAWN)
+    }
+
+    fn leave(&self, to: u8) -> bool {
+        let left =
+            self.state.compare_exchange(QUEUED, to, Ordering::SeqCst, Ordering::SeqCst).is_ok();
+        if left {
+            self.depth.fetch_sub(1, Ordering::SeqCst);
+        }
+        left
+    }
+}
+
 pub struct Job {
     pub prompt: Vec<Token>,
     /// The conversation itself, for a remote member whose engine renders it (its `prompt` is
@@ -144,6 +188,8 @@ pub struct Job {
     pub keep: Keep,
     pub events: UnboundedSender<MemberEvent>,
     pub cancel: Arc<AtomicBool>,
+    /// Its entry in the queue (`Member::place`).
+    pub place: QueuePlace,
 }
 
 /// The handle the server keeps: the model for tokenizing and rendering off the engine thread
@@ -221,11 +267,11 @@ impl Member {
         let alias = config.alias.clone();
         let reference = config.reference.clone();
         let thread = {
-            let (model, queue, figures) = (model.clone(), queue.clone(), figures.clone());
+            let (model, figures) = (model.clone(), figures.clone());
             let rows = Rows { window, bytes_per_row };
             std::thread::Builder::new()
                 .name(format!("member-{}", config.alias))
-                .spawn(move || engine_thread(&model, &config, rows, rx, &queue, &figures, ready_tx))
+                .spawn(move || engine_thread(&model, &config, rows, rx, &figures, ready_tx))
                 .map_err(|e| {
                     PoolError::new(ErrorKind::LoadRefused, format!("cannot start a thread: {e}"))
                 })?
@@ -257,7 +303,7 @@ impl Member {
     /// no memory of the pool's: its footprint is 0.
     pub fn start_remote(config: MemberConfig, spec: &RemoteSpec) -> Result<Member, PoolError> {
         let queue = Arc::new(AtomicU32::new(0));
-        let started = remote::start(&config.alias, spec, Arc::clone(&queue))?;
+        let started = remote::start(&config.alias, spec)?;
         let window = config.window.unwrap_or(started.window);
         Ok(Member {
             alias: config.alias,
@@ -275,13 +321,18 @@ impl Member {
     }
 
     pub fn queue_depth(&self) -> u32 {
-        self.queue.load(Ordering::Relaxed)
+        self.queue.load(Ordering::SeqCst)
+    }
+
+    /// A new entry in this member's queue, for the job about to be submitted.
+    pub(crate) fn place(&self) -> QueuePlace {
+        QueuePlace::new(&self.queue)
     }
 
     /// Queues a generation; its events arrive on `job.events`. Fails when the engine thread
     /// has stopped.
     pub fn submit(&self, job: Job) -> Result<(), EngineError> {
-        self.queue.fetch_add(1, Ordering::Relaxed);
+        let place = job.place.clone();
         let sent = match &self.backend {
             Backend::Local { jobs, .. } => jobs.send(job).is_ok(),
             Backend::Remote(handle) => handle.submit(job),
@@ -289,7 +340,7 @@ impl Member {
         if sent {
             return Ok(());
         }
-        self.queue.fetch_sub(1, Ordering::Relaxed);
+        place.withdraw();
         Err(EngineError::BadParams(format!("member `{}` has stopped", self.alias)))
     }
 }
@@ -357,7 +408,6 @@ fn engine_thread(
     config: &MemberConfig,
     rows: Rows,
     jobs: mpsc::Receiver<Job>,
-    queue: &AtomicU32,
     figures: &Mutex<StoreStatus>,
     ready: mpsc::Sender<Result<(), EngineError>>,
 ) {
@@ -366,7 +416,7 @@ fn engine_thread(
     if let Some(script) = &config.script {
         if script.kind == ScriptKind::Scripted {
             let _ = ready.send(Ok(()));
-            return scripted_thread(model, &script.replies, jobs, queue);
+            return scripted_thread(model, &script.replies, jobs);
         }
         replies = Some(script.replies.iter());
     }
@@ -416,20 +466,18 @@ fn engine_thread(
     // member's figures (its `bytes_per_row`, its budget), not an empty store's zeros.
     publish(&engine.store);
     let _ = ready.send(Ok(()));
-    schedule::serve(&mut engine, config, &jobs, queue, replies, &publish);
+    schedule::serve(&mut engine, config, &jobs, replies, &publish);
 }
 
 /// A scripted member's loop: each job takes the next reply, checked against its constraint by
 /// the engine; no KV rows are computed, so `recomputed_from` is 0.
-fn scripted_thread(
-    model: &Model,
-    replies: &[String],
-    jobs: mpsc::Receiver<Job>,
-    queue: &AtomicU32,
-) {
+fn scripted_thread(model: &Model, replies: &[String], jobs: mpsc::Receiver<Job>) {
     let mut next = 0usize;
     for job in jobs {
-        queue.fetch_sub(1, Ordering::Relaxed);
+        // Withdrawn by its connection (the client left): nobody waits, no reply is spent.
+        if !job.place.take() {
+            continue;
+        }
         let result = match replies.get(next) {
             None => Err(EngineError::ScriptExhausted(next)),
             Some(reply) => {

@@ -8,7 +8,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use caldrix_engine::{
@@ -147,11 +147,7 @@ pub(crate) struct Started {
 /// Loads the tokenizer, probes the engine (unreachable, 401, a model it does not serve are
 /// refused by name) and checks that it tokenizes as the tokenizer does, or takes the engine's
 /// own template and tokenizer, or has the engine render; then serves jobs.
-pub(crate) fn start(
-    alias: &str,
-    spec: &RemoteSpec,
-    queue: Arc<AtomicU32>,
-) -> Result<Started, PoolError> {
+pub(crate) fn start(alias: &str, spec: &RemoteSpec) -> Result<Started, PoolError> {
     let refused = |m: String| PoolError::new(ErrorKind::LoadRefused, m);
     let endpoint = Endpoint {
         base_url: spec.base_url.clone(),
@@ -192,7 +188,10 @@ pub(crate) fn start(
                     }
                 };
                 while let Some(job) = rx.recv().await {
-                    queue.fetch_sub(1, Ordering::Relaxed);
+                    // Withdrawn by its connection (the client left): nobody waits for it.
+                    if !job.place.take() {
+                        continue;
+                    }
                     tokio::spawn(generate(remote.clone(), vocab.clone(), job));
                 }
             });

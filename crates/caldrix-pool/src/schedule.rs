@@ -4,7 +4,7 @@
 //! would be, then every running one advances in one `step` (one decode), and each that
 //! finishes is stored and answered. With `max_batch` 1 this is the spec's single-stream loop.
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::time::Instant;
 
@@ -39,7 +39,6 @@ pub(crate) fn serve(
     engine: &mut Engine<'_>,
     config: &MemberConfig,
     jobs: &mpsc::Receiver<Job>,
-    queue: &AtomicU32,
     mut replies: Option<std::slice::Iter<'_, String>>,
     publish: &dyn Fn(&Store),
 ) {
@@ -72,7 +71,11 @@ pub(crate) fn serve(
                     }
                 }
             };
-            queue.fetch_sub(1, Ordering::Relaxed);
+            if !job.place.take() {
+                // Withdrawn by its connection (its client left, or `stop`'s grace passed while
+                // it waited): nobody waits for it, and a replay member's reply stays unspent.
+                continue;
+            }
             if job.cancel.load(Ordering::Relaxed) {
                 // Cancelled while queued (a `stop`): answered at once, nothing computed, so its
                 // connection has its `done` before the daemon exits.

@@ -314,7 +314,16 @@ impl Connection {
         let prompt_tokens = prompt.len();
         let keep = if g.append_as.is_some() { Keep::PromptAndOutput } else { Keep::Prompt };
         let cancel_job = Arc::clone(&cancel);
-        let job = Job { prompt, chat, params: job_params, keep, events: tx, cancel: cancel_job };
+        let place = member.place();
+        let job = Job {
+            prompt,
+            chat,
+            params: job_params,
+            keep,
+            events: tx,
+            cancel: cancel_job,
+            place: place.clone(),
+        };
         if member.submit(job).is_err() {
             let e = PoolError::new(ErrorKind::Engine, "the member's engine thread has stopped");
             return self.send_error(&e).await;
@@ -384,6 +393,12 @@ impl Connection {
                         // The client left: stop the generation, let its rows be stored.
                         Ok(Incoming::Closed) | Err(_) => {
                             cancel.store(true, Ordering::Relaxed);
+                            // Still queued: out of the queue now, and this connection's place
+                            // freed with it, not once the generation ahead ends (the member
+                            // drops the job unrun).
+                            if place.withdraw() {
+                                return Ok(());
+                            }
                             client_gone = true;
                         }
                     }
@@ -394,6 +409,11 @@ impl Connection {
                 () = grace_ended(&mut grace) => {
                     if client_gone {
                         return Ok(());
+                    }
+                    // Still queued (the member busy with a long step): it computed nothing,
+                    // and its `done` says so, as the member's own would.
+                    if place.withdraw() {
+                        return self.send(&Reply::Done(streamed.unstarted())).await;
                     }
                     return self.send(&Reply::Done(streamed.cancelled())).await;
                 }
@@ -433,6 +453,24 @@ impl Streamed {
         self.first.get_or_insert_with(Instant::now);
         self.text.push_str(text);
         self.deltas += 1;
+    }
+
+    /// The `done` of a generation cancelled while queued, the member's own figures for one
+    /// (`schedule.rs`): nothing computed, `recomputed_from` 0, no time spent.
+    fn unstarted(self) -> Done {
+        Done {
+            usage: Usage {
+                prompt_tokens: self.prompt_tokens as u32,
+                completion_tokens: 0,
+                recomputed_from: Some(0),
+                prefill_ms: 0.0,
+                decode_ms: 0.0,
+            },
+            stop: proto::StopReason::Cancelled,
+            one_of: None,
+            logprobs: None,
+            text: String::new(),
+        }
     }
 
     /// The text sent so far; the member reported no usage, so `completion_tokens` is the

@@ -127,11 +127,7 @@ fn served(name: &str) -> Served {
         served
     });
 
-    let stream = std::os::unix::net::UnixStream::connect(&socket).unwrap();
-    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let mut client = Client { stream, buf: Vec::new() };
-    client.send(&Request::Hello { version: PROTOCOL_VERSION, client: "test".into() });
-    assert!(matches!(client.recv(), Some(Reply::Hello { .. })));
+    let mut client = connect(&dir);
     let segment = proto::Segment {
         id: "u".into(),
         role: proto::Role::User,
@@ -143,6 +139,26 @@ fn served(name: &str) -> Served {
         panic!("no context")
     };
     Served { pool, jobs, serving, client, context, total_tokens, dir }
+}
+
+/// A client past its hello on the socket in `dir`.
+fn connect(dir: &std::path::Path) -> Client {
+    let stream = std::os::unix::net::UnixStream::connect(dir.join("pool.sock")).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut client = Client { stream, buf: Vec::new() };
+    client.send(&Request::Hello { version: PROTOCOL_VERSION, client: "test".into() });
+    assert!(matches!(client.recv(), Some(Reply::Hello { .. })));
+    client
+}
+
+/// Waits (at most 5 s) until `done` holds.
+#[track_caller]
+fn eventually(what: &str, done: impl Fn() -> bool) {
+    let started = Instant::now();
+    while !done() {
+        assert!(started.elapsed() < Duration::from_secs(5), "{what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }
 
 fn generate(context: u64) -> Request {
@@ -196,6 +212,7 @@ fn a_generation_its_member_has_not_ended_by_the_grace_s_end_gets_its_cancelled_d
     let Served { pool, jobs, serving, mut client, context, total_tokens, dir } = served("grace");
     client.send(&generate(context));
     let job = jobs.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert!(job.place.take(), "the member runs it");
     job.events.send(MemberEvent::Delta("Once upon".into())).unwrap();
     assert_eq!(client.recv(), Some(Reply::Delta { text: "Once upon".into() }));
 
@@ -233,4 +250,95 @@ fn stop_cancels_every_registered_generation_and_later_ones_start_cancelled() {
     assert_eq!(pool.running.lock().unwrap().len(), 1, "a finished generation deregisters");
     let late = pool.register_generation();
     assert!(late.cancel.load(Ordering::SeqCst));
+}
+
+/// A generation whose client leaves while it is still queued (behind one its member runs)
+/// leaves the queue at once: its `queue_depth` entry, its registration and its connection's
+/// place are freed then, not when the generation ahead ends, and the member drops it unrun.
+/// One the member already runs is cancelled and waited for, as before.
+#[test]
+fn a_queued_generation_whose_client_left_frees_its_place_at_once() {
+    let Served { pool, jobs, serving, client: mut running, context, dir, .. } = served("left");
+    let member = pool.member("main").unwrap();
+    running.send(&generate(context));
+    let ahead = jobs.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert!(ahead.place.take(), "the member runs the first");
+    let mut queued = connect(&dir);
+    queued.send(&generate(context));
+    let behind = jobs.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert_eq!((member.queue_depth(), pool.active.load(Ordering::SeqCst)), (1, 2));
+
+    drop(queued);
+    eventually("the queued generation's place is freed", || {
+        member.queue_depth() == 0 && pool.active.load(Ordering::SeqCst) == 1
+    });
+    assert_eq!(pool.generations(), 1, "only the running one is registered");
+    assert!(!behind.place.take(), "withdrawn: the member drops it unrun");
+    assert!(behind.events.send(MemberEvent::Delta("x".into())).is_err(), "nobody listens");
+
+    // The running one is cancelled when its client leaves, and keeps its place until its
+    // member ends it (its rows are stored).
+    drop(running);
+    eventually("the running generation is cancelled", || ahead.cancel.load(Ordering::SeqCst));
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(pool.active.load(Ordering::SeqCst), 1, "waits for its member's done");
+    let finished = crate::member::Finished::local(
+        caldrix_engine::Generation {
+            text: String::new(),
+            tokens: Vec::new(),
+            stop: caldrix_engine::StopReason::Cancelled,
+            logprobs: None,
+            one_of: None,
+            prompt_tokens: 3,
+            reused_tokens: 0,
+            timings: caldrix_engine::Timings::default(),
+        },
+        0,
+    );
+    ahead.events.send(MemberEvent::Done(Ok(finished))).unwrap();
+    eventually("the running one's place is freed", || pool.active.load(Ordering::SeqCst) == 0);
+
+    pool.stop();
+    assert!(serving.join().unwrap().is_ok());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `stop` while the member is stuck in a long step (a prefill's batch): the generation it
+/// runs gets its connection's `done` at the grace's end, and the one still queued behind it
+/// the `done` of a generation that computed nothing, as the member's own would be
+/// (`recomputed_from` 0, no time), not the connection's fallback with its waiting time.
+#[test]
+fn a_generation_still_queued_when_stop_s_grace_passes_gets_the_queued_done() {
+    let Served { pool, jobs, serving, client: mut running, context, total_tokens, dir } =
+        served("queued-stop");
+    let member = pool.member("main").unwrap();
+    running.send(&generate(context));
+    let ahead = jobs.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert!(ahead.place.take());
+    let mut queued = connect(&dir);
+    queued.send(&generate(context));
+    let behind = jobs.recv_timeout(Duration::from_secs(10)).unwrap();
+    // Time queued, which the fallback would have reported as its prefill.
+    std::thread::sleep(Duration::from_millis(300));
+
+    let stopped = Instant::now();
+    pool.stop();
+    for (name, client) in [("running", &mut running), ("queued", &mut queued)] {
+        let Some(Reply::Done(done)) = client.recv() else { panic!("{name}: no done") };
+        assert_eq!(done.stop, proto::StopReason::Cancelled, "{name}");
+        assert_eq!(done.usage.prompt_tokens, total_tokens, "{name}");
+        assert_eq!((done.text.as_str(), done.usage.completion_tokens), ("", 0), "{name}");
+        if name == "queued" {
+            assert_eq!(done.usage.recomputed_from, Some(0), "computed nothing");
+            assert_eq!((done.usage.prefill_ms, done.usage.decode_ms), (0.0, 0.0));
+        } else {
+            assert_eq!(done.usage.recomputed_from, None, "the member reported none");
+        }
+        assert!(client.recv().is_none(), "{name}: the close follows, no second done");
+    }
+    assert!(stopped.elapsed() >= STOP_GRACE);
+    assert!(serving.join().unwrap().is_ok());
+    assert!(!behind.place.take(), "the connection answered it; the member drops it");
+    assert_eq!(member.queue_depth(), 0);
+    std::fs::remove_dir_all(&dir).unwrap();
 }

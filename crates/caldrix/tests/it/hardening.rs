@@ -453,6 +453,13 @@ fn stop_cancels_every_generation_and_the_daemon_exits_within_2_s() {
             };
             assert_eq!(done.stop, StopReason::Cancelled, "{name}");
             assert!(done.usage.completion_tokens < 300, "{name}");
+            if name == "queued" {
+                // Still queued: nothing computed, as the page says (by its member, or by its
+                // connection at the grace's end when the member was inside a long step).
+                assert_eq!(done.usage.recomputed_from, Some(0), "{done:?}");
+                assert_eq!((done.usage.prefill_ms, done.usage.decode_ms), (0.0, 0.0));
+                assert_eq!(done.usage.completion_tokens, 0);
+            }
             let closed = client.recv(Duration::from_secs(5)).await;
             assert!(matches!(closed, Err(ClientError::Closed)), "{name}: {closed:?}");
         }
@@ -465,6 +472,60 @@ fn stop_cancels_every_generation_and_the_daemon_exits_within_2_s() {
         };
         assert!(status.success());
         assert!(!daemon.socket.exists(), "the socket is removed");
+    });
+}
+
+/// A generation queued behind a long one whose client closes its connection leaves the queue
+/// at once: `queue_depth` drops and its connection's place is free for a new client while the
+/// generation ahead still runs (it held both until that one ended: seconds, refusing new
+/// clients at the limit meanwhile).
+#[test]
+fn a_queued_generation_whose_client_left_frees_its_place_at_once() {
+    let daemon = Daemon::start("left", FrameFormat::Cbor, &["--max-connections", "3"], None);
+    runtime().block_on(async {
+        let mut streaming = daemon.client(FrameFormat::Cbor).await;
+        // Counting goes on for as long as it is let (a story may end in a few hundred tokens).
+        let count = vec![seg("u", Role::User, "Count from 1 to 5000, one number per line.")];
+        let c = streaming.create_context("main", count).await.unwrap();
+        streaming.send(&Request::Generate(generate(c.context, 1500, None))).await.unwrap();
+        loop {
+            match streaming.recv(Duration::from_secs(60)).await.unwrap() {
+                Reply::Delta { .. } => break,
+                Reply::Progress { .. } => {}
+                other => panic!("{other:?}"),
+            }
+        }
+        let mut watcher = daemon.client(FrameFormat::Cbor).await;
+        let mut queued = daemon.client(FrameFormat::Cbor).await;
+        queued.send(&Request::Generate(generate(c.context, 8, None))).await.unwrap();
+        let waited = Instant::now();
+        while watcher.members().await.unwrap()[0].queue_depth == 0 {
+            assert!(waited.elapsed() < Duration::from_secs(30), "the generation never queued");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        drop(queued);
+        let left = Instant::now();
+        loop {
+            let status = watcher.status().await.unwrap();
+            if status.members[0].info.queue_depth == 0 && status.connections == 2 {
+                break;
+            }
+            assert!(left.elapsed() < Duration::from_secs(2), "still held: {status:?}");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        // The third place is free at once: no retry.
+        let mut next = Client::connect(&daemon.socket, FrameFormat::Cbor, "next").await.unwrap();
+        next.status().await.unwrap();
+        // And the generation ahead was still running all along.
+        streaming.send(&Request::Cancel {}).await.unwrap();
+        let done = loop {
+            match streaming.recv(Duration::from_secs(60)).await.unwrap() {
+                Reply::Done(done) => break done,
+                Reply::Delta { .. } | Reply::Progress { .. } => {}
+                other => panic!("{other:?}"),
+            }
+        };
+        assert_eq!(done.stop, StopReason::Cancelled, "{done:?}");
     });
 }
 
