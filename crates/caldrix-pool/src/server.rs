@@ -360,6 +360,7 @@ impl Connection {
                                     return self.send_error(&e).await;
                                 }
                             }
+                            let scored = generation.one_of.is_some();
                             let done = Done {
                                 usage: Usage {
                                     prompt_tokens: generation.prompt_tokens as u32,
@@ -373,7 +374,13 @@ impl Connection {
                                     chosen: s.chosen as u32,
                                     logprobs: s.logprobs,
                                 }),
-                                logprobs: generation.logprobs.map(|lps| lps.into_iter().map(token_logprob).collect()),
+                                // A OneOf answers with its options' scores only, on every
+                                // kind of member (a model member computes no token rows for
+                                // it; a scripted or remote one would have sent some).
+                                logprobs: generation
+                                    .logprobs
+                                    .filter(|_| !scored)
+                                    .map(|lps| lps.into_iter().map(token_logprob).collect()),
                                 text: generation.text,
                             };
                             return self.send(&Reply::Done(done)).await;

@@ -294,6 +294,19 @@ pub(crate) fn the_documented_rules_hold(socket: &Path, frames: FrameFormat) {
             .all(|r| r["top"].as_array().unwrap().len() == 2)
     );
 
+    // A OneOf with `logprobs`: the options' scores, in option order, and no token rows.
+    let options = json!({"kind": "one_of", "options": ["yes", "no", "maybe"]});
+    raw.send_value(&generate(json!({"constraint": options, "logprobs": 3, "max_new_tokens": 4})));
+    let done = raw.finish();
+    assert_eq!(done["type"], "done", "{done}");
+    assert!(done.get("logprobs").is_none(), "{done}");
+    assert_eq!(done["stop"], "complete", "{done}");
+    let scores = done["one_of"]["logprobs"].as_array().unwrap_or_else(|| panic!("{done}"));
+    assert_eq!(scores.len(), 3, "{done}");
+    assert!(scores.iter().all(|s| s.as_f64().unwrap() <= 0.0), "{done}");
+    let chosen = done["one_of"]["chosen"].as_u64().unwrap() as usize;
+    assert_eq!(done["text"], ["yes", "no", "maybe"][chosen], "{done}");
+
     // `footprint_bytes`: the model file's size plus one context budget (`--context-budget`).
     let members = raw.request(&json!({"type": "member_list"}));
     let main = members["members"].as_array().unwrap().iter().find(|m| m["alias"] == "main");

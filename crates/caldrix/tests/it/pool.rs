@@ -520,8 +520,11 @@ fn a_scripted_member_replays_checked_replies_through_the_protocol() {
 
         let mut route = generate(c.context, 8, None);
         route.constraint = Constraint::OneOf { options: vec!["answer".into(), "edit".into()] };
+        // A OneOf answers with its options' scores only, `logprobs` asked or not.
+        route.logprobs = Some(2);
         let done = client.generate(route, |_| {}).await.unwrap();
         assert_eq!(done.text, "edit");
+        assert_eq!(done.logprobs, None, "{done:?}");
         assert_eq!(done.one_of.unwrap().chosen, 1);
 
         let err = client.generate(json.clone(), |_| {}).await.unwrap_err();
