@@ -253,3 +253,41 @@ fn permission_rules_see_here_documents_quoted_words_and_every_shell() {
         .collect();
     assert!(made.is_empty(), "a denied command ran: {made:?}");
 }
+
+#[test]
+fn a_repositorys_git_config_runs_nothing_and_the_file_tools_do_not_write_it() {
+    let replies = vec![
+        "answer".to_owned(),
+        calls(
+            "Configure git.",
+            vec![call(
+                "write",
+                json!({"path": ".git/config", "content": "[core]\n\tfsmonitor = touch written\n"}),
+            )],
+        ),
+        final_turn("Done.", "configured"),
+    ];
+    let world = World::scripted("attack-git-config", &replies, true);
+    // As a repository arrives in an archive or a copied tree: its own `.git/config` runs
+    // programs for git commands that read the tree (the snapshot, the diff, checkpoints).
+    let marker = world.home.join("fsmonitor-ran");
+    let program = world.home.join("bin/monitor");
+    std::fs::create_dir_all(program.parent().unwrap()).unwrap();
+    std::fs::write(&program, format!("#!/bin/sh\ntouch {}\n", marker.display())).unwrap();
+    let mut mode = std::fs::metadata(&program).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut mode, 0o755);
+    std::fs::set_permissions(&program, mode).unwrap();
+    world.git(&["config", "core.fsmonitor", program.to_str().unwrap()]);
+    world.write("new.txt", "a change for the snapshot to see\n");
+    let out = world.aerix(&["-p", "Go."]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(!marker.exists(), "aerix's own git ran the repository's core.fsmonitor");
+    let result = result_of(&world, "write");
+    assert!(result.contains("refused") && result.contains(".git"), "{result}");
+    let config = std::fs::read_to_string(world.repo.join(".git/config")).unwrap();
+    assert!(!config.contains("touch written"), "{config}");
+    // Plain git, as the user would run it, does run it: the attack is real here.
+    world.git(&["status", "--short"]);
+    assert!(marker.exists(), "core.fsmonitor did not run under plain git");
+}
