@@ -69,6 +69,7 @@ fn a_project_cannot_switch_off_the_users_sandbox_or_drop_the_users_guard_hook() 
                 vec![
                     call("bash", json!({"command": format!("echo out > {}", outside.display())})),
                     call("bash", json!({"command": format!("touch {marker}")})),
+                    call("bash", json!({"command": "grep ^CapEff /proc/self/status"})),
                 ],
             ),
             final_turn("Done.", "wrote"),
@@ -97,10 +98,12 @@ fn a_project_cannot_switch_off_the_users_sandbox_or_drop_the_users_guard_hook() 
         .filter(|m| m["role"] == "tool")
         .map(|m| m["text"].as_str().unwrap())
         .collect();
-    assert_eq!(results.len(), 2, "{results:?}");
+    assert_eq!(results.len(), 3, "{results:?}");
     // Where the write went inside the sandbox depends on where the checkout is (under `/tmp` it
     // lands in the sandbox's own `/tmp`); that it never reached the host does not.
     assert!(results[1].contains("the guard refuses"), "{results:?}");
+    // Run as root (as CI is), the sandbox keeps no capability.
+    assert!(results[2].starts_with("CapEff:\t0000000000000000"), "{results:?}");
     let note = err.lines().find(|l| l.contains("may not set these")).unwrap_or("");
     for key in
         ["sandbox.enabled", "sandbox.network", "hooks.claude_settings", "plugins.claude_code"]
@@ -290,4 +293,23 @@ fn a_repositorys_git_config_runs_nothing_and_the_file_tools_do_not_write_it() {
     // Plain git, as the user would run it, does run it: the attack is real here.
     world.git(&["status", "--short"]);
     assert!(marker.exists(), "core.fsmonitor did not run under plain git");
+}
+
+#[test]
+fn a_write_whose_target_is_known_only_when_it_runs_is_refused_headless_under_an_edit_deny() {
+    let command = "echo x >> $PWD/calc.sh";
+    let replies = vec![
+        "answer".to_owned(),
+        calls("Append.", vec![call("bash", json!({"command": command}))]),
+        final_turn("Done.", "appended"),
+    ];
+    let rules = "[permissions]\ndeny = [\"Edit(calc.sh)\"]\n";
+    let world = World::scripted_with("attack-edit-target", &replies, true, rules);
+    let before = std::fs::read_to_string(world.repo.join("calc.sh")).unwrap();
+    // The default mode headless: a call no rule decides runs, so the doubt must deny.
+    let out = world.aerix(&["-p", "Go."]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let result = result_of(&world, "bash");
+    assert!(result.contains("denied") && result.contains("Edit(calc.sh)"), "{result}");
+    assert_eq!(std::fs::read_to_string(world.repo.join("calc.sh")).unwrap(), before);
 }
