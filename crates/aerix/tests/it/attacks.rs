@@ -17,6 +17,13 @@ fn script_at(path: &Path, replies: &[String]) -> String {
     format!("script:{}@{}", path.display(), smollm2().display())
 }
 
+/// Every call's result text, in order.
+fn tool_results(world: &World) -> Vec<String> {
+    let events = world.events();
+    let results = of_type(&events, "message").into_iter().filter(|m| m["role"] == "tool");
+    results.map(|m| m["text"].as_str().unwrap().to_owned()).collect()
+}
+
 /// The result text of the only call of `tool`.
 fn result_of(world: &World, tool: &str) -> String {
     let events = world.events();
@@ -92,12 +99,7 @@ fn a_project_cannot_switch_off_the_users_sandbox_or_drop_the_users_guard_hook() 
     assert_eq!(out.status.code(), Some(0), "{err}");
     assert!(!outside.exists(), "the project switched the user's sandbox off: {err}");
     assert!(!world.repo.join(marker).exists(), "the project dropped the user's guard hook");
-    let events = world.events();
-    let results: Vec<&str> = of_type(&events, "message")
-        .into_iter()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| m["text"].as_str().unwrap())
-        .collect();
+    let results = tool_results(&world);
     assert_eq!(results.len(), 3, "{results:?}");
     // Where the write went inside the sandbox depends on where the checkout is (under `/tmp` it
     // lands in the sandbox's own `/tmp`); that it never reached the host does not.
@@ -239,12 +241,7 @@ fn permission_rules_see_here_documents_quoted_words_and_every_shell() {
     let out = world.aerix(&["-p", "Go.", "--permission-mode", "dontAsk"]);
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(0), "{err}");
-    let events = world.events();
-    let results: Vec<&str> = of_type(&events, "message")
-        .into_iter()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| m["text"].as_str().unwrap())
-        .collect();
+    let results = tool_results(&world);
     assert_eq!(results.len(), commands.len(), "{results:?}");
     for (command, result) in commands.iter().zip(&results) {
         assert!(result.contains("denied"), "{command:?} ran: {result}");
