@@ -24,11 +24,21 @@ pub struct Passed {
     pub context: Option<String>,
 }
 
-/// A call the gate refused: its result text, and a hook's reason to end the agent.
+/// A call the gate refused: why, whether a hook (`refused:`) or the rules and the user
+/// (`error:`) said so, and a hook's reason to end the agent.
 #[derive(Clone, Debug)]
 pub struct Refused {
-    pub text: String,
+    pub why: String,
+    pub by_hook: bool,
     pub stop: Option<String>,
+}
+
+impl Refused {
+    /// The refused call's result, as the model reads it.
+    pub fn text(&self) -> String {
+        let prefix = if self.by_hook { "refused" } else { "error" };
+        format!("{prefix}: {}", self.why)
+    }
 }
 
 /// `PreToolUse` for a call, then the permission rules on the input it left, and the user's
@@ -45,13 +55,13 @@ pub fn before(
     let reply = rt.hooks.fire(HookFire::PreToolUse { agent, agent_type, call, tool, input });
     if let Some(reason) = reply.stop {
         let stop = Some(format!("a PreToolUse hook ended the agent: {reason}"));
-        return Err(Refused { text: format!("refused: {reason}"), stop });
+        return Err(Refused { why: reason, by_hook: true, stop });
     }
     if let Some(reason) = reply.block {
-        return Err(Refused { text: format!("refused: {reason}"), stop: None });
+        return Err(Refused { why: reason, by_hook: true, stop: None });
     }
     let input = reply.updated_input.unwrap_or_else(|| input.clone());
-    let refused = |text: String| Err(Refused { text, stop: None });
+    let refused = |why: String, by_hook: bool| Err(Refused { why, by_hook, stop: None });
     // A skill hands the model a file: the `Read` rules judge that file as they judge `read`.
     let checked = match (tool, input.get("name").and_then(Value::as_str)) {
         ("skill", Some(name)) => rt.skills.file(name).map(|file| {
@@ -63,7 +73,7 @@ pub fn before(
     };
     let asked = Asked { agent, agent_type, held, tool, input: checked.as_ref().unwrap_or(&input) };
     match rt.permissions.check(&asked) {
-        Permission::Deny(why) => return refused(format!("error: {why}")),
+        Permission::Deny(why) => return refused(why, false),
         Permission::Ask { reason, always } => {
             let reason = match &reply.ask {
                 Some(hook) => format!("{reason}; a PreToolUse hook asks too: {hook}"),
@@ -72,14 +82,14 @@ pub fn before(
             match rt.ask_gate.ask_permission(agent, tool, &input, &reason, always) {
                 AskAnswer::Once => {}
                 AskAnswer::Always => rt.permissions.remember(&asked),
-                AskAnswer::Deny(why) => return refused(format!("error: {why}")),
+                AskAnswer::Deny(why) => return refused(why, false),
             }
         }
         Permission::Allow => {
             if let Some(reason) = &reply.ask
                 && let Err(why) = rt.ask_gate.ask(agent, tool, &input, reason)
             {
-                return refused(format!("refused: {why}"));
+                return refused(why, true);
             }
         }
     }

@@ -361,10 +361,11 @@ impl Agent {
                 Ok(passed.context)
             }
             Err(refused) => {
+                let text = refused.text();
                 if let Some(stop) = refused.stop {
                     self.hook_stop.get_or_insert(stop);
                 }
-                Err(refused.text)
+                Err(text)
             }
         }
     }

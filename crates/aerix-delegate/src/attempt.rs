@@ -383,8 +383,7 @@ fn command_check(
     let input = match gate::before(rt, who, &call, "bash", &json!({"command": command})) {
         Ok(passed) => passed.input,
         Err(refused) => {
-            let why = refused.text.trim_start_matches("refused: ").trim_start_matches("error: ");
-            return Ok(Err(format!("the check `{command}` was refused: {why}")));
+            return Ok(Err(format!("the check `{command}` was refused: {}", refused.why)));
         }
     };
     // A hook may rewrite the command, as it may a model's.
