@@ -141,12 +141,13 @@ impl File<'_> {
             Class::Model => Class::Gated,
             other => other,
         };
+        // Withheld until trust, or refused for good (the user's own, a protection's weaker value).
         let withheld = match class {
             Class::Inert => return true,
             Class::Gated if self.admit == Admit::Trusted => return true,
             Class::Narrows(stricter) if *value == stricter => return true,
             Class::Gated => true,
-            Class::Narrows(_) | Class::User | Class::Model => false,
+            _ => false,
         };
         let setting = ProjectSetting {
             key: key.to_owned(),
