@@ -281,6 +281,7 @@ mod tests {
                 usage,
                 one_of: None,
                 logprobs: None,
+                tool_calls: Vec::new(),
             };
             Box::pin(async { Ok(done) })
         }

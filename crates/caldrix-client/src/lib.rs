@@ -202,7 +202,8 @@ impl Client {
         member: &str,
         segments: Vec<Segment>,
     ) -> Result<Counts, ClientError> {
-        self.counts(&Request::ContextCreate { member: member.into(), segments }).await
+        self.counts(&Request::ContextCreate { member: member.into(), segments, tools: Vec::new() })
+            .await
     }
 
     pub async fn edit_context(

@@ -17,6 +17,29 @@ pub enum Constraint {
     Json(Value),
     /// Exactly one of these strings, each scored.
     OneOf(Vec<String>),
+    /// Text in the language of this llguidance grammar (its Lark syntax, `%json` schemas
+    /// inline): the pool's tool calls.
+    Grammar(String),
+}
+
+/// The matcher of a constraint that has one (a schema or a grammar).
+pub(crate) fn matcher_of(model: &Model, c: &Constraint) -> Result<Option<Matcher>, EngineError> {
+    match c {
+        Constraint::Json(schema) => json_matcher(model, schema).map(Some),
+        Constraint::Grammar(lark) => grammar_matcher(model, lark).map(Some),
+        Constraint::None | Constraint::OneOf(_) => Ok(None),
+    }
+}
+
+/// Compiles a grammar in llguidance's Lark syntax into a matcher over the model's vocabulary.
+pub(crate) fn grammar_matcher(model: &Model, lark: &str) -> Result<Matcher, EngineError> {
+    matcher(model, TopLevelGrammar::from_lark(lark.to_owned()))
+}
+
+/// Whether `schema` compiles as a JSON constraint for this model (a tool's arguments, checked
+/// on its own so a refusal can name the tool).
+pub fn check_schema(model: &Model, schema: &Value) -> Result<(), EngineError> {
+    json_matcher(model, schema).map(|_| ())
 }
 
 /// Compiles a JSON schema into a matcher over the model's vocabulary.
@@ -41,9 +64,13 @@ pub(crate) fn json_matcher(model: &Model, schema: &Value) -> Result<Matcher, Eng
             )));
         }
     }
+    matcher(model, TopLevelGrammar::from_json_schema(Value::Object(map)))
+}
+
+fn matcher(model: &Model, grammar: TopLevelGrammar) -> Result<Matcher, EngineError> {
     let factory = model.parser_factory()?;
     let parser = factory
-        .create_parser(TopLevelGrammar::from_json_schema(Value::Object(map)))
+        .create_parser(grammar)
         .map_err(|e| EngineError::BadSchema(one_line(&format!("{e:#}"))))?;
     let matcher = Matcher::new(Ok(parser));
     if let Some(err) = matcher.get_error() {

@@ -17,7 +17,7 @@ mod sampling;
 mod session;
 mod template;
 
-pub use constraint::Constraint;
+pub use constraint::{Constraint, check_schema};
 pub use embed::{EmbedParams, Embedder};
 pub use error::EngineError;
 pub use generate::{GenerateParams, Generation, OneOfScores, StopReason, Timings, TokenLogprob};
@@ -28,4 +28,6 @@ pub use replay::SCRIPTED_OTHER_OPTION_LOGPROB;
 pub use running::Running;
 pub use sampling::{RepeatPenalty, Sampling};
 pub use session::{Event, Seq, Session, Snapshot};
-pub use template::{ChatTemplate, GenerationPrompt, Message, TemplateError, join_runs};
+pub use template::{
+    ChatTemplate, GenerationPrompt, Message, MessageToolCall, TemplateError, join_runs,
+};

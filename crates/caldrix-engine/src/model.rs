@@ -288,6 +288,11 @@ impl Model {
         (0..self.vocab_size() as u32).map(|id| self.token_bytes(Token(id))).collect()
     }
 
+    /// The model's chat template, when it has a usable one.
+    pub fn chat_template(&self) -> Result<&ChatTemplate, EngineError> {
+        self.template.as_ref().map_err(|e| TemplateError::Unusable(e.clone()).into())
+    }
+
     /// Renders messages through the model's own chat template.
     pub fn render(
         &self,

@@ -32,8 +32,10 @@ impl Model {
         let mut stop = StopReason::EndOfTurn;
         match &params.constraint {
             Constraint::None => {}
-            Constraint::Json(schema) => {
-                let mut matcher = constraint::json_matcher(self, schema)?;
+            Constraint::Json(_) | Constraint::Grammar(_) => {
+                let Some(mut matcher) = constraint::matcher_of(self, &params.constraint)? else {
+                    return Err(refused("the constraint has no grammar".into()));
+                };
                 for t in &tokens {
                     matcher.consume_token(t.0).map_err(|e| refused(format!("{e:#}")))?;
                 }

@@ -276,11 +276,8 @@ impl Session<'_> {
         params: &GenerateParams,
     ) -> Result<Running, EngineError> {
         params.check()?;
-        let matcher = match &params.constraint {
-            Constraint::Json(schema) => Some(constraint::json_matcher(self.model, schema)?),
-            // OneOf's options were checked by `check`.
-            Constraint::OneOf(_) | Constraint::None => None,
-        };
+        // OneOf's options were checked by `check`; it has no matcher.
+        let matcher = constraint::matcher_of(self.model, &params.constraint)?;
         if prompt.len() >= self.n_ctx as usize {
             return Err(EngineError::PromptTooLong { prompt: prompt.len(), window: self.n_ctx });
         }

@@ -5,16 +5,27 @@ use minijinja::value::{Kwargs, Value};
 use minijinja::{Environment, Error as JinjaError, ErrorKind};
 
 /// One chat message. `role` is whatever the template understands (`system`, `user`,
-/// `assistant`, ...).
+/// `assistant`, `tool`, ...).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Message {
     pub role: String,
     pub content: String,
+    /// An assistant message's tool calls, for a template that renders them itself
+    /// ([`ChatTemplate::takes_tools`]).
+    pub tool_calls: Vec<MessageToolCall>,
+}
+
+/// A call as chat templates read it (`message.tool_calls[i].function`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MessageToolCall {
+    pub name: String,
+    /// The arguments object.
+    pub arguments: serde_json::Value,
 }
 
 impl Message {
     pub fn new(role: impl Into<String>, content: impl Into<String>) -> Message {
-        Message { role: role.into(), content: content.into() }
+        Message { role: role.into(), content: content.into(), tool_calls: Vec::new() }
     }
 }
 
@@ -77,6 +88,10 @@ pub struct ChatTemplate {
     /// them as one: consecutive messages of a role are rendered as one, joined by a blank line.
     /// Clients such as aerix keep instructions and the request in segments of their own.
     joins_runs: bool,
+    /// The template reads a `tools` variable: it renders the tools offered (and, by the
+    /// convention of Hugging Face's templates, calls and their results) as the model was
+    /// trained.
+    takes_tools: bool,
 }
 
 impl std::fmt::Debug for ChatTemplate {
@@ -109,14 +124,25 @@ impl ChatTemplate {
         env.add_function("strftime_now", strftime_now);
         env.add_filter("tojson", tojson);
         env.add_template_owned("chat", source).map_err(TemplateError::Compile)?;
-        let mut template = ChatTemplate { env, bos_token, eos_token, joins_runs: false };
+        let takes_tools = env
+            .get_template("chat")
+            .map_err(TemplateError::Compile)?
+            .undeclared_variables(false)
+            .contains("tools");
+        let mut template =
+            ChatTemplate { env, bos_token, eos_token, joins_runs: false, takes_tools };
         let run = [Message::new("user", "a"), Message::new("user", "b")];
         template.joins_runs =
             matches!(
-                template.render_as_is(&run, GenerationPrompt::Add),
+                template.render_as_is(&run, &[], GenerationPrompt::Add),
                 Err(TemplateError::Refused(_))
-            ) && template.render_as_is(&join_runs(&run), GenerationPrompt::Add).is_ok();
+            ) && template.render_as_is(&join_runs(&run), &[], GenerationPrompt::Add).is_ok();
         Ok(template)
+    }
+
+    /// Whether the template renders tools itself (it reads a `tools` variable).
+    pub fn takes_tools(&self) -> bool {
+        self.takes_tools
     }
 
     /// Renders `messages` (consecutive messages of one role as one, for a template that
@@ -126,25 +152,37 @@ impl ChatTemplate {
         messages: &[Message],
         prompt: GenerationPrompt,
     ) -> Result<String, TemplateError> {
+        self.render_with_tools(messages, &[], prompt)
+    }
+
+    /// [`ChatTemplate::render`] with the tools offered, as templates read them: each
+    /// `{"type": "function", "function": {"name", "description", "parameters"}}`. Left out of
+    /// the template's variables when there are none (templates test `if tools`).
+    pub fn render_with_tools(
+        &self,
+        messages: &[Message],
+        tools: &[serde_json::Value],
+        prompt: GenerationPrompt,
+    ) -> Result<String, TemplateError> {
         if self.joins_runs && messages.windows(2).any(|w| w[0].role == w[1].role) {
-            return self.render_as_is(&join_runs(messages), prompt);
+            return self.render_as_is(&join_runs(messages), tools, prompt);
         }
-        self.render_as_is(messages, prompt)
+        self.render_as_is(messages, tools, prompt)
     }
 
     fn render_as_is(
         &self,
         messages: &[Message],
+        tools: &[serde_json::Value],
         prompt: GenerationPrompt,
     ) -> Result<String, TemplateError> {
         let template = self.env.get_template("chat").map_err(TemplateError::Render)?;
-        let messages: Vec<Value> = messages
-            .iter()
-            .map(|m| minijinja::context! { role => m.role.clone(), content => m.content.clone() })
-            .collect();
+        let messages: Vec<Value> = messages.iter().map(message_value).collect();
+        let tools = (!tools.is_empty()).then(|| Value::from(minijinja::value::Serde(tools)));
         template
             .render(minijinja::context! {
                 messages => messages,
+                tools => tools,
                 add_generation_prompt => prompt == GenerationPrompt::Add,
                 bos_token => self.bos_token.clone(),
                 eos_token => self.eos_token.clone(),
@@ -162,12 +200,37 @@ impl ChatTemplate {
     }
 }
 
-/// Consecutive messages of one role as one, their contents joined by a blank line.
+/// A message as templates read it: `tool_calls` only when it has some.
+fn message_value(m: &Message) -> Value {
+    if m.tool_calls.is_empty() {
+        return minijinja::context! { role => m.role.clone(), content => m.content.clone() };
+    }
+    let calls: Vec<serde_json::Value> = m
+        .tool_calls
+        .iter()
+        .map(|c| {
+            serde_json::json!({
+                "type": "function",
+                "function": { "name": c.name, "arguments": c.arguments },
+            })
+        })
+        .collect();
+    minijinja::context! {
+        role => m.role.clone(),
+        content => m.content.clone(),
+        tool_calls => Value::from(minijinja::value::Serde(&calls)),
+    }
+}
+
+/// Consecutive messages of one role as one, their contents joined by a blank line (a message
+/// with tool calls is kept apart).
 pub fn join_runs(messages: &[Message]) -> Vec<Message> {
     let mut joined: Vec<Message> = Vec::with_capacity(messages.len());
     for m in messages {
         match joined.last_mut() {
-            Some(last) if last.role == m.role => {
+            Some(last)
+                if last.role == m.role && last.tool_calls.is_empty() && m.tool_calls.is_empty() =>
+            {
                 last.content.push_str("\n\n");
                 last.content.push_str(&m.content);
             }

@@ -9,6 +9,7 @@ use crate::vocab::{RemoteVocab, Vocab};
 use caldrix_proto::{ContextId, Edit, ErrorKind, Segment, SegmentCount};
 
 use crate::PoolError;
+use crate::tools::Tools;
 
 /// The most text one context's segments may hold (64 MiB): far past any window, so only a
 /// runaway client meets it, and the daemon's memory stays bounded by contexts, not edits.
@@ -18,6 +19,8 @@ pub const MAX_CONTEXT_BYTES: usize = 64 << 20;
 pub struct Context {
     pub member: String,
     pub segments: Vec<Segment>,
+    /// The tools it offers (`context_create`), rendered with every prefix.
+    pub(crate) tools: Tools,
     /// Renders and tokens of the segments counted so far (edits truncate it).
     counted: Counted,
 }
@@ -37,23 +40,38 @@ struct Counted {
 }
 
 impl Context {
+    #[cfg(test)]
     pub fn new(member: String) -> Context {
-        Context { member, segments: Vec::new(), counted: Counted::default() }
+        Context::with_tools(member, Tools::default())
     }
 
-    fn messages(segments: &[Segment]) -> Vec<Message> {
-        segments.iter().map(|s| Message::new(s.role.as_str(), s.text.as_str())).collect()
+    pub(crate) fn with_tools(member: String, tools: Tools) -> Context {
+        Context { member, segments: Vec::new(), tools, counted: Counted::default() }
+    }
+
+    /// The messages of `segments` (a prefix of this context's) as the template renders them.
+    fn messages(&self, segments: &[Segment], vocab: &Vocab) -> Vec<Message> {
+        self.tools.messages(segments, vocab.takes_tools())
+    }
+
+    fn render(
+        &self,
+        segments: &[Segment],
+        vocab: &Vocab,
+        prompt: GenerationPrompt,
+    ) -> Result<String, PoolError> {
+        vocab.render(&self.messages(segments, vocab), self.tools.for_template(), prompt)
     }
 
     /// Counts the segments not counted yet. A remote engine's tokenizer counts each render
     /// whole (one request; the incremental path would take three).
     fn count(&mut self, vocab: &Vocab) -> Result<(), PoolError> {
-        let messages = Self::messages(&self.segments);
         if let Some(engine) = vocab.engine_renders() {
+            let messages = self.messages(&self.segments, vocab);
             return self.count_rendered_by(engine, &messages);
         }
-        for i in self.counted.ends.len()..messages.len() {
-            let text = vocab.render(&messages[..=i], GenerationPrompt::Omit)?;
+        for i in self.counted.ends.len()..self.segments.len() {
+            let text = self.render(&self.segments[..=i], vocab, GenerationPrompt::Omit)?;
             let chained = self.counted.ends.last().is_none_or(|(end, _)| end.is_some());
             let delta = text.strip_prefix(self.counted.text.as_str());
             match (delta, vocab.local()) {
@@ -114,9 +132,10 @@ impl Context {
     pub(crate) fn prompt(&mut self, vocab: &Vocab) -> Result<Vec<Token>, PoolError> {
         self.count(vocab)?;
         if let Some(engine) = vocab.engine_renders() {
-            return engine.chat_tokens(&Self::messages(&self.segments), GenerationPrompt::Add);
+            let messages = self.messages(&self.segments, vocab);
+            return engine.chat_tokens(&messages, GenerationPrompt::Add);
         }
-        let text = vocab.render(&Self::messages(&self.segments), GenerationPrompt::Add)?;
+        let text = self.render(&self.segments, vocab, GenerationPrompt::Add)?;
         let chained = self.counted.ends.last().is_none_or(|(end, _)| end.is_some());
         match (text.strip_prefix(self.counted.text.as_str()), vocab.local()) {
             (Some(delta), Some(model))

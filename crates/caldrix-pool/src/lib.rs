@@ -7,6 +7,7 @@ mod remote;
 mod schedule;
 mod server;
 mod store;
+mod tools;
 mod vocab;
 
 use std::collections::BTreeMap;

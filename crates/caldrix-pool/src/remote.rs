@@ -332,7 +332,7 @@ async fn served_template(
     }));
     // The template must render the shape every context has, before any client finds out.
     let messages = [Message::new("system", "s"), Message::new("user", "u")];
-    vocab.render(&messages, GenerationPrompt::Add).map_err(|e| {
+    vocab.render(&messages, &[], GenerationPrompt::Add).map_err(|e| {
         refused(format!("{reference} cannot serve aerix's contexts: {}", e.message))
     })?;
     Ok(vocab)
@@ -380,7 +380,7 @@ fn probe_text(vocab: &Vocab) -> String {
         Message::new("system", "You check tokenizers."),
         Message::new("user", "Hello, world! 1234 caf\u{e9} na\u{ef}ve \u{2014}  tabs\tand\nlines"),
     ];
-    vocab.render(&messages, GenerationPrompt::Add).unwrap_or_else(|_| {
+    vocab.render(&messages, &[], GenerationPrompt::Add).unwrap_or_else(|_| {
         "Hello, world! 1234 caf\u{e9} na\u{ef}ve \u{2014}  tabs\tand\nlines".to_owned()
     })
 }
@@ -424,6 +424,15 @@ async fn run(remote: &Remote, vocab: &Vocab, job: &Job) -> Result<Finished, Pool
             caldrix_remote::Constraint::Json(&schema)
         }
         Constraint::OneOf(options) => caldrix_remote::Constraint::Choice(options),
+        Constraint::Grammar(_) => {
+            return Err(PoolError::new(
+                ErrorKind::BadConstraint,
+                format!(
+                    "{} is a remote member: it cannot take the tools constraint",
+                    remote_url(remote)
+                ),
+            ));
+        }
     };
     let one_of = matches!(params.constraint, Constraint::OneOf(_));
     // Each token's logprob needs at least one alternative asked for on some engines; a OneOf

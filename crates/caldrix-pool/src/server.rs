@@ -380,6 +380,16 @@ impl Connection {
                                     .logprobs
                                     .filter(|_| !scored)
                                     .map(|lps| lps.into_iter().map(token_logprob).collect()),
+                                // The grammar admits calls only in their text form, so
+                                // a reply that opens one parses (one cut short by
+                                // max_new_tokens is no call: its `stop` says so).
+                                tool_calls: match g.constraint {
+                                    proto::Constraint::Tools { .. } => {
+                                        proto::parse_tool_calls(&generation.text)
+                                            .unwrap_or_default()
+                                    }
+                                    _ => Vec::new(),
+                                },
                                 text: generation.text,
                             };
                             return self.send(&Reply::Done(done)).await;
@@ -475,6 +485,7 @@ impl Streamed {
             stop: proto::StopReason::Cancelled,
             one_of: None,
             logprobs: None,
+            tool_calls: Vec::new(),
             text: String::new(),
         }
     }
@@ -497,6 +508,7 @@ impl Streamed {
             stop: proto::StopReason::Cancelled,
             one_of: None,
             logprobs: None,
+            tool_calls: Vec::new(),
             text: self.text,
         }
     }
@@ -570,8 +582,9 @@ fn prepare(pool: &Pool, g: &proto::Generate) -> Result<Prepared, PoolError> {
     let name = pool.contexts.lock().map_err(poisoned)?.get(g.context)?.member.clone();
     let member = pool.member(&name)?;
     let vocab = &member.vocab;
-    let (prompt, chat) =
-        on_context(pool, g.context, vocab, |c| Ok((c.prompt(vocab)?, vocab.chat(&c.segments))))?;
+    let (prompt, chat, tools) = on_context(pool, g.context, vocab, |c| {
+        Ok((c.prompt(vocab)?, vocab.chat(&c.segments), c.tools.clone()))
+    })?;
     if prompt.len() >= member.window as usize {
         return Err(PoolError::new(
             ErrorKind::TooLong,
@@ -606,6 +619,15 @@ fn prepare(pool: &Pool, g: &proto::Generate) -> Result<Prepared, PoolError> {
             })?)
         }
         proto::Constraint::OneOf { options } => Constraint::OneOf(options.clone()),
+        proto::Constraint::Tools { .. } if !member.json_constraint => {
+            return Err(PoolError::new(
+                ErrorKind::BadConstraint,
+                format!("member `{}` does not take the tools constraint", member.alias),
+            ));
+        }
+        proto::Constraint::Tools { choice, parallel } => {
+            Constraint::Grammar(tools.grammar(choice, *parallel)?)
+        }
         _ => {
             return Err(PoolError::new(
                 ErrorKind::BadConstraint,

@@ -92,17 +92,35 @@ impl Vocab {
         }
     }
 
+    /// Whether the template renders tools itself (see `tools.rs`).
+    pub(crate) fn takes_tools(&self) -> bool {
+        match self {
+            Vocab::Local(model) => model.chat_template().is_ok_and(|t| t.takes_tools()),
+            Vocab::Remote(r) => match &r.render {
+                RemoteRender::Pool { template, .. } => template.takes_tools(),
+                RemoteRender::Engine { .. } => false,
+            },
+        }
+    }
+
+    /// `messages` through the chat template; `tools` as templates read them, for one that
+    /// takes them (others get none: the messages describe them).
     pub(crate) fn render(
         &self,
         messages: &[Message],
+        tools: &[serde_json::Value],
         prompt: GenerationPrompt,
     ) -> Result<String, PoolError> {
+        let tools = if self.takes_tools() { tools } else { &[] };
         match self {
-            Vocab::Local(model) => model.render(messages, prompt).map_err(crate::context::engine),
+            Vocab::Local(model) => model
+                .chat_template()
+                .and_then(|t| Ok(t.render_with_tools(messages, tools, prompt)?))
+                .map_err(crate::context::engine),
             // Mapped as a local template's errors are (a refusal is the request's).
             Vocab::Remote(r) => match &r.render {
                 RemoteRender::Pool { template, .. } => {
-                    template.render(messages, prompt).map_err(|e| {
+                    template.render_with_tools(messages, tools, prompt).map_err(|e| {
                         let e = crate::engine_error(e.into());
                         PoolError::new(
                             e.kind,

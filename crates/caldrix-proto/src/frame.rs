@@ -129,9 +129,10 @@ pub fn decode<T: DeserializeOwned>(payload: &[u8], format: FrameFormat) -> Resul
 /// ciborium's own scratch size, the least a CBOR decode is given.
 const CBOR_SCRATCH_BYTES: usize = 4096;
 
-/// The keys whose value is an array in some message (`segments`, `edits`, OneOf `options`,
-/// and the replies' lists); every other key holds a map or a single value.
-const LIST_KEYS: [&str; 6] = ["segments", "edits", "options", "members", "logprobs", "top"];
+/// The keys whose value is an array in some message (`segments`, `edits`, OneOf `options`, a
+/// context's `tools`, and the replies' lists); every other key holds a map or a single value.
+const LIST_KEYS: [&str; 8] =
+    ["segments", "edits", "options", "tools", "members", "logprobs", "top", "tool_calls"];
 
 /// Where a value stands in a message.
 #[derive(Clone, Copy)]

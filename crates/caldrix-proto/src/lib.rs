@@ -6,9 +6,11 @@
 
 mod frame;
 mod message;
+mod tools;
 
 pub use frame::{FrameError, FrameFormat, MAX_FRAME_BYTES, decode, encode, split_frame};
 pub use message::*;
+pub use tools::*;
 
 /// The protocol version this crate speaks; the handshake refuses any other.
 pub const PROTOCOL_VERSION: u32 = 2;

@@ -3,6 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::tools::{Tool, ToolCall, ToolChoice};
+
 /// A context's id, unique for the daemon's life.
 pub type ContextId = u64;
 
@@ -31,6 +33,10 @@ pub enum Request {
     ContextCreate {
         member: String,
         segments: Vec<Segment>,
+        /// The tools the context offers: rendered through the chat template (its `tools`
+        /// variable, or the pool's documented form) and callable under the `tools` constraint.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        tools: Vec<Tool>,
     },
     ContextEdit {
         context: ContextId,
@@ -73,6 +79,8 @@ pub enum Role {
     System,
     User,
     Assistant,
+    /// A tool's result, answering the calls of the assistant segment before it.
+    Tool,
 }
 
 impl Role {
@@ -81,6 +89,7 @@ impl Role {
             Role::System => "system",
             Role::User => "user",
             Role::Assistant => "assistant",
+            Role::Tool => "tool",
         }
     }
 }
@@ -200,6 +209,12 @@ pub enum Constraint {
     OneOf {
         options: Vec<String>,
     },
+    /// A plain answer or calls of the context's tools (as `choice` admits), each call's
+    /// arguments valid against its tool's schema; several calls in one reply when `parallel`.
+    Tools {
+        choice: ToolChoice,
+        parallel: bool,
+    },
 }
 
 /// `Constraint` on the wire: `none` as a struct variant, because serde ignores extra keys
@@ -210,6 +225,7 @@ enum ConstraintRepr {
     None {},
     Json { schema: String },
     OneOf { options: Vec<String> },
+    Tools { choice: ToolChoice, parallel: bool },
 }
 
 impl From<ConstraintRepr> for Constraint {
@@ -218,6 +234,7 @@ impl From<ConstraintRepr> for Constraint {
             ConstraintRepr::None {} => Constraint::None,
             ConstraintRepr::Json { schema } => Constraint::Json { schema },
             ConstraintRepr::OneOf { options } => Constraint::OneOf { options },
+            ConstraintRepr::Tools { choice, parallel } => Constraint::Tools { choice, parallel },
         }
     }
 }
@@ -228,6 +245,7 @@ impl From<Constraint> for ConstraintRepr {
             Constraint::None => ConstraintRepr::None {},
             Constraint::Json { schema } => ConstraintRepr::Json { schema },
             Constraint::OneOf { options } => ConstraintRepr::OneOf { options },
+            Constraint::Tools { choice, parallel } => ConstraintRepr::Tools { choice, parallel },
         }
     }
 }
@@ -373,6 +391,10 @@ pub struct Done {
     pub one_of: Option<OneOfScores>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub logprobs: Option<Vec<TokenLogprob>>,
+    /// Under the `tools` constraint, the calls the reply made (`text` holds them in their text
+    /// form); empty for a plain answer and without the constraint.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
 }
 
 /// Why a generation ended. Open on the wire like [`Constraint`].

@@ -112,7 +112,7 @@ impl Member {
             prefill_ms: 0.0,
             decode_ms: 0.0,
         };
-        Ok(Done { text, stop, usage, one_of: None, logprobs: None })
+        Ok(Done { text, stop, usage, one_of: None, logprobs: None, tool_calls: vec![] })
     }
 
     /// The ids of a context's segments, in order.

@@ -7,6 +7,7 @@ use std::sync::atomic::Ordering;
 use caldrix_proto::{self as proto, ErrorKind, MemberStatus, PoolStatus, Reply, Request};
 
 use crate::context::Context;
+use crate::tools::Tools;
 use crate::vocab::Vocab;
 use crate::{MemberConfig, Pool, PoolError, poisoned};
 
@@ -88,9 +89,18 @@ pub(super) fn control(pool: &Pool, request: Request) -> Result<Reply, PoolError>
         Request::MemberUnload { alias } => pool.unload(&alias).map(|()| Reply::Ok),
         Request::MemberList {} => Ok(Reply::Members { members: pool.member_infos()? }),
         // A new context is counted before it gets an id: one the template refuses is never made.
-        Request::ContextCreate { member, segments } => {
+        Request::ContextCreate { member, segments, tools } => {
             let vocab = &pool.member(&member)?.vocab;
-            let mut context = Context::new(member);
+            if !tools.is_empty() && vocab.engine_renders().is_some() {
+                return Err(PoolError::new(
+                    ErrorKind::BadRequest,
+                    format!(
+                        "member `{member}` is remote and its engine renders: it offers no tools"
+                    ),
+                ));
+            }
+            let tools = Tools::check(tools, vocab.local())?;
+            let mut context = Context::with_tools(member, tools);
             let edits: Vec<_> =
                 segments.into_iter().map(|segment| proto::Edit::Append { segment }).collect();
             context.apply(&edits)?;

@@ -134,7 +134,11 @@ fn served(name: &str) -> Served {
         text: "Tell a story.".into(),
         pinned: false,
     };
-    client.send(&Request::ContextCreate { member: "main".into(), segments: vec![segment] });
+    client.send(&Request::ContextCreate {
+        member: "main".into(),
+        segments: vec![segment],
+        tools: vec![],
+    });
     let Some(Reply::Context { context, total_tokens, .. }) = client.recv() else {
         panic!("no context")
     };

@@ -22,6 +22,7 @@ proptest! {
         let request = Request::ContextCreate {
             member: "main".into(),
             segments: vec![Segment { id: "s".into(), role: Role::User, text: "héllo".into(), pinned: false }],
+            tools: vec![],
         };
         for format in [FrameFormat::Cbor, FrameFormat::Json] {
             let mut frame = encode(&request, format).unwrap();

@@ -43,7 +43,11 @@ fn sample_requests() -> Vec<Request> {
             },
         },
         Request::MemberList {},
-        Request::ContextCreate { member: "main".into(), segments: vec![segment.clone()] },
+        Request::ContextCreate {
+            member: "main".into(),
+            segments: vec![segment.clone()],
+            tools: vec![],
+        },
         Request::ContextEdit {
             context: 7,
             edits: vec![
@@ -293,6 +297,7 @@ fn replies_round_trip_and_top_is_always_sent() {
             decode_ms: 2.0,
         },
         one_of: Some(OneOfScores { chosen: 0, logprobs: vec![-0.1, -3.0] }),
+        tool_calls: vec![],
         logprobs: Some(vec![
             row(vec![]),
             row(vec![TopLogprob { token: 6, text: "yo".into(), logprob: -1.0 }]),

@@ -10,6 +10,7 @@ mod hardening;
 mod pool;
 mod remote;
 mod replay;
+mod tools;
 
 use std::process::{Command, Output};
 
