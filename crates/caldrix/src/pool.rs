@@ -20,6 +20,10 @@ const USAGE: &str = "usage:
                [--context-budget BYTES] --load MODEL [--alias NAME] [--ctx N] [--threads N]
                [--batch N] [--gpu-layers N] [--max-batch N [--fit-max-batch]]
                [--fast-forward] [--draft] [--load MODEL ...]
+               [--http ADDR [--api-key-env VAR] [--http-clamp-max-tokens]]
+  --http: the OpenAI- and Anthropic-compatible HTTP front (off by default); a bare port
+          listens on 127.0.0.1; --api-key-env before the first --load names the variable
+          whose value every HTTP request must carry as `Authorization: Bearer` or `x-api-key`
   a remote member: --load openai:URL#MODEL [--tokenizer MODEL] [--api-key-env VAR]
                    [--render pool|engine]
   caldrix pool stop [--socket PATH]
@@ -32,6 +36,16 @@ struct ServeArgs {
     idle_timeout: u64,
     context_budget: Option<u64>,
     members: Vec<MemberConfig>,
+    http: Option<HttpArgs>,
+}
+
+/// `--http ADDR` and what goes with it.
+#[derive(Default)]
+struct HttpArgs {
+    addr: String,
+    /// The variable named by a pool-level `--api-key-env`.
+    key_env: Option<String>,
+    clamp_max_tokens: bool,
 }
 
 pub fn run(args: &[String]) -> anyhow::Result<()> {
@@ -141,7 +155,9 @@ fn parse_serve(args: &[String]) -> anyhow::Result<ServeArgs> {
         idle_timeout: 1800,
         context_budget: None,
         members: Vec::new(),
+        http: None,
     };
+    let mut http = HttpArgs::default();
     // Per member: the reference and the remote settings, resolved once all are read.
     type Source = (String, Option<String>, Option<String>, Option<Render>);
     let mut sources: Vec<Source> = Vec::new();
@@ -160,6 +176,14 @@ fn parse_serve(args: &[String]) -> anyhow::Result<ServeArgs> {
             ("--max-connections", _) => out.max_connections = number(arg, it.next())?,
             ("--idle-timeout", _) => out.idle_timeout = number(arg, it.next())?,
             ("--context-budget", _) => out.context_budget = Some(bytes(arg, it.next())?),
+            ("--http", _) => {
+                http.addr = it.next().context("--http needs an address or a port")?.clone()
+            }
+            ("--http-clamp-max-tokens", _) => http.clamp_max_tokens = true,
+            ("--api-key-env", None) => {
+                http.key_env =
+                    Some(it.next().context("--api-key-env needs a variable's name")?.clone())
+            }
             ("--load", _) => {
                 let reference = it.next().context("--load needs a model")?;
                 sources.push((reference.clone(), None, None, None));
@@ -200,8 +224,7 @@ fn parse_serve(args: &[String]) -> anyhow::Result<ServeArgs> {
             }
             (
                 "--alias" | "--ctx" | "--threads" | "--batch" | "--gpu-layers" | "--max-batch"
-                | "--fit-max-batch" | "--fast-forward" | "--draft" | "--api-key-env"
-                | "--tokenizer" | "--render",
+                | "--fit-max-batch" | "--fast-forward" | "--draft" | "--tokenizer" | "--render",
                 None,
             ) => {
                 bail!("{arg} is a serving flag of a member: put it after that member's --load")
@@ -211,6 +234,15 @@ fn parse_serve(args: &[String]) -> anyhow::Result<ServeArgs> {
     }
     if out.max_connections == 0 {
         bail!("--max-connections must be at least 1");
+    }
+    if http.addr.is_empty() {
+        if http.key_env.is_some() || http.clamp_max_tokens {
+            bail!(
+                "--api-key-env before the first --load and --http-clamp-max-tokens go with --http"
+            );
+        }
+    } else {
+        out.http = Some(http);
     }
     for (member, (reference, key, tokenizer, render)) in out.members.iter_mut().zip(sources) {
         let settings = caldrix_pool::RemoteSettings {
@@ -244,11 +276,35 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         let alias = member.alias.clone();
         pool.load(member).with_context(|| format!("cannot load member `{alias}`"))?;
     }
+    let http = match &args.http {
+        Some(h) => Some(http_config(h, &args.socket, args.frames)?),
+        None => None,
+    };
     let runtime = runtime()?;
     let served = runtime.block_on(async {
+        let front = match (&args.http, http) {
+            (Some(h), Some(config)) => Some((bind_http(&h.addr).await?, config)),
+            _ => None,
+        };
         let listener = bind(&args.socket).await?;
         tracing::info!(socket = %args.socket.display(), "serving");
+        // The HTTP front is a client of the socket, so it starts once the socket is bound and
+        // stops with the pool.
+        let (stop_http, stopped) = tokio::sync::oneshot::channel::<()>();
+        let front = front.map(|(listener, config)| {
+            tokio::spawn(caldrix_http::serve(listener, config, async move {
+                let _ = stopped.await;
+            }))
+        });
         let served = pool.serve(listener).await;
+        let _ = stop_http.send(());
+        if let Some(front) = front {
+            // Open requests end with the pool's connections; a stuck one is not waited for.
+            match tokio::time::timeout(Duration::from_millis(500), front).await {
+                Ok(Ok(Err(e))) => tracing::warn!(error = %e, "the HTTP front failed"),
+                Ok(_) | Err(_) => {}
+            }
+        }
         let _ = std::fs::remove_file(&args.socket);
         served.context("the pool's accept loop failed")
     });
@@ -273,6 +329,39 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
 /// How long the daemon may take to exit once `serve` has returned (which it does within 1 s
 /// of a `stop`): the runtime's shutdown and the engine threads' joins together.
 const EXIT_AFTER_SERVE: Duration = Duration::from_millis(900);
+
+/// The HTTP front's settings: the key is read from its variable now, so a missing one stops the
+/// start instead of serving unguarded.
+fn http_config(
+    h: &HttpArgs,
+    socket: &Path,
+    frames: FrameFormat,
+) -> anyhow::Result<caldrix_http::HttpConfig> {
+    let mut config = caldrix_http::HttpConfig::new(socket.to_path_buf(), frames);
+    config.clamp_max_tokens = h.clamp_max_tokens;
+    if let Some(var) = &h.key_env {
+        let key = std::env::var(var).ok().filter(|k| !k.is_empty());
+        config.api_key =
+            Some(key.with_context(|| format!("--api-key-env {var}: the variable is not set"))?);
+    }
+    Ok(config)
+}
+
+/// `--http ADDR`: a bare port listens on loopback; `HOST:PORT` where the user names it (a
+/// non-loopback address is said in the log, since the front then answers the network).
+async fn bind_http(addr: &str) -> anyhow::Result<tokio::net::TcpListener> {
+    let addr = if addr.parse::<u16>().is_ok() { format!("127.0.0.1:{addr}") } else { addr.into() };
+    let listener = tokio::net::TcpListener::bind(&addr)
+        .await
+        .with_context(|| format!("--http: cannot listen on {addr}"))?;
+    let local = listener.local_addr()?;
+    if !local.ip().is_loopback() {
+        tracing::warn!(%local, "the HTTP front listens beyond this machine");
+    }
+    // Tests and scripts that pass port 0 read the port from here.
+    eprintln!("caldrix: HTTP on http://{local}");
+    Ok(listener)
+}
 
 /// Binds the socket (mode 0600, in the directory `serve` checked before loading); a file left
 /// by a dead daemon is replaced, a live daemon is refused.

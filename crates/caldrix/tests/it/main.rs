@@ -7,6 +7,7 @@ mod documented;
 mod fuzz;
 mod fuzz_cases;
 mod hardening;
+mod http;
 mod pool;
 mod remote;
 mod replay;
