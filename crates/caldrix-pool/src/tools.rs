@@ -259,6 +259,7 @@ fn type_of(v: &Value) -> &'static str {
 fn call_schema(name: &str, arguments: &Value) -> Value {
     // A schema with no `type` takes any value; the call's arguments are an object.
     let mut arguments = arguments.clone();
+    bound_integers(&mut arguments);
     if let Value::Object(map) = &mut arguments
         && !map.contains_key("type")
     {
@@ -271,6 +272,40 @@ fn call_schema(name: &str, arguments: &Value) -> Value {
         "additionalProperties": false,
         "x-guidance": { "whitespace_flexible": false },
     })
+}
+
+/// JSON's safe integers (±(2^53 − 1)): what every client, JavaScript's included, reads exactly.
+const SAFE_INTEGER: i64 = (1 << 53) - 1;
+
+/// Bounds every integer the schema leaves unbounded to the safe range: without a bound the
+/// grammar admits any number of digits, and a small model sampled hot writes digits until the
+/// tokens run out, so the call never closes (seen on SmolLM2: 2 seeds of 20).
+fn bound_integers(schema: &mut Value) {
+    match schema {
+        Value::Object(map) => {
+            let integer = match map.get("type") {
+                Some(Value::String(t)) => t == "integer",
+                Some(Value::Array(ts)) => ts.iter().any(|t| t == "integer"),
+                _ => false,
+            };
+            if integer {
+                if !map.contains_key("maximum") && !map.contains_key("exclusiveMaximum") {
+                    map.insert("maximum".into(), json!(SAFE_INTEGER));
+                }
+                if !map.contains_key("minimum") && !map.contains_key("exclusiveMinimum") {
+                    map.insert("minimum".into(), json!(-SAFE_INTEGER));
+                }
+            }
+            for (key, value) in map.iter_mut() {
+                // Values, not schemas: left as written.
+                if !matches!(key.as_str(), "const" | "enum" | "default" | "examples") {
+                    bound_integers(value);
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(bound_integers),
+        _ => {}
+    }
 }
 
 #[cfg(test)]
@@ -287,6 +322,26 @@ mod tests {
 
     const READ: &str =
         r#"{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}"#;
+
+    #[test]
+    fn unbounded_integers_get_the_safe_range_and_values_stay_as_written() {
+        let mut schema = json!({"type": "object", "properties": {
+            "n": {"type": "integer"},
+            "m": {"type": ["integer", "null"], "minimum": 1},
+            "k": {"type": "integer", "exclusiveMaximum": 10},
+            "c": {"const": {"type": "integer"}},
+            "items": {"type": "array", "items": {"anyOf": [{"type": "integer"}]}},
+        }});
+        bound_integers(&mut schema);
+        let p = &schema["properties"];
+        assert_eq!(p["n"]["maximum"], json!(SAFE_INTEGER));
+        assert_eq!(p["n"]["minimum"], json!(-SAFE_INTEGER));
+        assert_eq!(p["m"]["minimum"], json!(1));
+        assert_eq!(p["m"]["maximum"], json!(SAFE_INTEGER));
+        assert!(p["k"].get("maximum").is_none());
+        assert_eq!(p["c"]["const"], json!({"type": "integer"}));
+        assert_eq!(p["items"]["items"]["anyOf"][0]["maximum"], json!(SAFE_INTEGER));
+    }
 
     #[test]
     fn bad_tools_are_refused_by_name() {

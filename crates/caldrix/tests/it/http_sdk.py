@@ -9,6 +9,7 @@ schemas are validated there). An SDK exception where none is expected fails the 
 import json
 import os
 import sys
+import time
 
 import anthropic
 import openai
@@ -150,12 +151,12 @@ ANT_TOOLS = [{"name": "bash", "description": "Runs a shell command.", "input_sch
 def messages():
     r = ANT.messages.create(model=MODEL, max_tokens=256, system="You are a coding agent.",
                             messages=[{"role": "user", "content": "List the files here."}],
-                            tools=ANT_TOOLS, tool_choice={"type": "any"}, temperature=1.0)
+                            tools=ANT_TOOLS, tool_choice={"type": "any"})
     blocks = [b.model_dump() for b in r.content]
     out("messages", stop=r.stop_reason, blocks=blocks)
     with ANT.messages.stream(model=MODEL, max_tokens=256, system="You are a coding agent.",
                              messages=[{"role": "user", "content": "List the files here."}],
-                             tools=ANT_TOOLS, tool_choice={"type": "any"}, temperature=1.0) as s:
+                             tools=ANT_TOOLS, tool_choice={"type": "any"}) as s:
         types = sorted({e.type for e in s})
         final = s.get_final_message()
     out("messages_stream", stop=final.stop_reason, events=types,
@@ -223,8 +224,16 @@ def bad():
         out("connections", status=e.status_code, body=e.body, held=len(held))
     for s in held:
         s.close()
-    # And the pool serves on.
-    r = OAI.chat.completions.create(model=MODEL, messages=user, max_tokens=2)
+    # And the pool serves on, once the closed streams' cancellations have freed their slots.
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            r = OAI.chat.completions.create(model=MODEL, messages=user, max_tokens=2)
+            break
+        except openai.RateLimitError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
     out("after", finish=r.choices[0].finish_reason)
 
 
