@@ -128,6 +128,7 @@ fn app(config: HttpConfig, loopback: bool) -> Router {
         .layer(axum::middleware::from_fn_with_state(state.clone(), authenticate))
         .route("/health", get(|| async { "ok" }))
         .layer(axum::middleware::from_fn_with_state(state.clone(), check_origin))
+        .layer(axum::middleware::from_fn(log_request))
         .with_state(state)
 }
 
@@ -139,6 +140,17 @@ fn api_of(path: &str, headers: &HeaderMap) -> Api {
     } else {
         Api::OpenAi
     }
+}
+
+/// One line per request at `info` (`CALDRIX_LOG=info`): what a user pointing an agent at the
+/// pool looks at first. The time is until the head of the reply (a stream's first byte).
+async fn log_request(request: Request, next: Next) -> Response {
+    let (method, path) = (request.method().clone(), request.uri().path().to_owned());
+    let started = std::time::Instant::now();
+    let response = next.run(request).await;
+    let ms = started.elapsed().as_millis();
+    tracing::info!(%method, %path, status = response.status().as_u16(), ms, "http");
+    response
 }
 
 /// Equal in time independent of where they differ.
