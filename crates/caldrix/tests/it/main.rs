@@ -2,6 +2,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "a failed unwrap is a failed test")]
 
+mod agent;
 mod batch;
 mod documented;
 mod fuzz;
