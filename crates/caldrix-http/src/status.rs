@@ -125,7 +125,7 @@ pub fn render(status: &PoolStatus) -> String {
              <dt>reference</dt><dd>{reference}</dd>\n\
              <dt>lane</dt><dd>{lane}{remote}</dd>\n\
              <dt>window</dt><dd>{window} tokens</dd>\n\
-             <dt>queued</dt><dd>{queue} <small>(waiting for the member; the pool's status does not count the ones running)</small></dd>\n\
+             <dt>generations</dt><dd>{running} running, {queue} queued</dd>\n\
              <dt>contexts</dt><dd>{contexts}</dd>\n\
              <dt>prefix store</dt><dd>{used} of {budget}, {rows} rows in {entries} entries</dd>\n\
              <dt>hits</dt><dd>{hits} hit(s), {misses} miss(es), {rate}</dd>\n\
@@ -140,6 +140,7 @@ pub fn render(status: &PoolStatus) -> String {
                 .map_or(String::new(), |r| format!(" (remote: {})", escape(&r.url))),
             window = i.context_window,
             queue = i.queue_depth,
+            running = m.running.map_or_else(|| "-".to_owned(), |n| n.to_string()),
             contexts = m.contexts,
             used = bytes(store.bytes),
             budget = bytes(store.budget_bytes),
@@ -191,6 +192,7 @@ mod tests {
             members: vec![MemberStatus {
                 info: info("smol&\"co\""),
                 contexts: 4,
+                running: Some(1),
                 store: StoreStatus {
                     budget_bytes: 64 << 20,
                     bytes: 1 << 20,
@@ -211,7 +213,7 @@ mod tests {
         for shown in [
             "gpu",
             "2048 tokens",
-            "<dd>3 <small>",
+            "1 running, 3 queued",
             "1.0 MiB of 64.0 MiB",
             "3 hit(s), 1 miss(es), 75%",
         ] {

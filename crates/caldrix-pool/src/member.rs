@@ -135,6 +135,15 @@ impl Finished {
     }
 }
 
+/// A generation counted in its member's `in_flight`, until dropped.
+pub(crate) struct InFlight(Arc<AtomicU32>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 /// A job's entry in its member's queue (`queue_depth`), given up exactly once: taken by the
 /// member when it dequeues the job, or withdrawn by its connection first (the client left, or
 /// `stop`'s grace passed with the job still queued). So a job nobody waits for holds neither a
@@ -210,6 +219,8 @@ pub struct Member {
     pub remote: Option<RemoteInfo>,
     backend: Backend,
     queue: Arc<AtomicU32>,
+    /// Generations submitted and not yet answered: queued (`queue`) or running.
+    in_flight: Arc<AtomicU32>,
     /// The prefix store's figures, refreshed after every job (a remote member keeps none:
     /// all 0).
     pub figures: Arc<Mutex<StoreStatus>>,
@@ -294,6 +305,7 @@ impl Member {
             remote: None,
             backend: Backend::Local { jobs, thread: Some(thread) },
             queue,
+            in_flight: Arc::default(),
             figures,
         })
     }
@@ -316,12 +328,24 @@ impl Member {
             remote: Some(started.info),
             backend: Backend::Remote(started.handle),
             queue,
+            in_flight: Arc::default(),
             figures: Arc::new(Mutex::new(no_store())),
         })
     }
 
     pub fn queue_depth(&self) -> u32 {
         self.queue.load(Ordering::SeqCst)
+    }
+
+    /// Generations the member runs now: those in flight that have left the queue.
+    pub fn running(&self) -> u32 {
+        self.in_flight.load(Ordering::SeqCst).saturating_sub(self.queue_depth())
+    }
+
+    /// Counts a generation in flight until the guard drops (when its connection has its end).
+    pub(crate) fn in_flight(&self) -> InFlight {
+        self.in_flight.fetch_add(1, Ordering::SeqCst);
+        InFlight(Arc::clone(&self.in_flight))
     }
 
     /// A new entry in this member's queue, for the job about to be submitted.
@@ -362,6 +386,7 @@ impl Member {
             remote: None,
             backend: Backend::Local { jobs, thread: None },
             queue: Arc::new(AtomicU32::new(0)),
+            in_flight: Arc::default(),
             figures: Arc::new(Mutex::new(no_store())),
         };
         (member, rx)

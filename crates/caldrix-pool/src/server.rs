@@ -313,6 +313,7 @@ impl Connection {
         let prompt_tokens = prompt.len();
         let keep = if g.append_as.is_some() { Keep::PromptAndOutput } else { Keep::Prompt };
         let cancel_job = Arc::clone(&cancel);
+        let _in_flight = member.in_flight();
         let place = member.place();
         let job = Job {
             prompt,

@@ -458,6 +458,10 @@ pub struct MemberStatus {
     pub info: MemberInfo,
     pub contexts: u32,
     pub store: StoreStatus,
+    /// Generations the member runs now (not those queued: `info.queue_depth`). Absent from an
+    /// older pool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub running: Option<u32>,
 }
 
 /// A member's prefix store.

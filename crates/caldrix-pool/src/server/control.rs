@@ -183,7 +183,12 @@ fn status(pool: &Pool) -> Result<Reply, PoolError> {
     for info in infos {
         let member = pool.member(&info.alias)?;
         let store = member.figures.lock().map_err(poisoned)?.clone();
-        members.push(MemberStatus { contexts: contexts.count_on(&info.alias), info, store });
+        members.push(MemberStatus {
+            contexts: contexts.count_on(&info.alias),
+            running: Some(member.running()),
+            info,
+            store,
+        });
     }
     Ok(Reply::Status(PoolStatus {
         version: env!("CARGO_PKG_VERSION").to_owned(),

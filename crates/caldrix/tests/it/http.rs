@@ -271,3 +271,50 @@ fn a_client_that_disconnects_mid_stream_frees_the_member_within_a_second() {
     child.stdin.take().unwrap().write_all(b"").unwrap();
     assert!(child.wait().unwrap().success());
 }
+
+/// Headless Chromium (Debian's) with nothing of the user's: a fresh profile, no network beyond
+/// the page, no sandbox (the tests may run as root).
+fn chromium(profile: &std::path::Path) -> Command {
+    let mut command = Command::new("chromium");
+    command.args([
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--window-size=412,900",
+    ]);
+    command.arg(format!("--user-data-dir={}", profile.display()));
+    command
+}
+
+#[test]
+fn the_status_page_renders_in_a_browser_at_a_phone_s_width() {
+    let pool = HttpPool::start("page", &[]);
+    let profile = tempfile::tempdir().unwrap();
+    let url = format!("{}/", pool.url);
+    // What the browser rendered: the member, its lane and window, the generations, the store.
+    let dom = chromium(profile.path()).arg("--dump-dom").arg(&url).output().unwrap();
+    assert!(dom.status.success(), "{}", String::from_utf8_lossy(&dom.stderr));
+    let dom = String::from_utf8_lossy(&dom.stdout);
+    for shown in ["<h2>main</h2>", "SmolLM2", "cpu", "4096 tokens", "0 running, 0 queued", "hit(s)"]
+    {
+        assert!(dom.contains(shown), "`{shown}` not in {dom}");
+    }
+    // The screenshot stays for a person to look at (a phone's 412 px).
+    let shot = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("caldrix-status-page.png");
+    let _ = std::fs::remove_file(&shot);
+    let mut screenshot = chromium(profile.path());
+    screenshot.arg(format!("--screenshot={}", shot.display())).arg(&url);
+    let out = screenshot.output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let png = std::fs::read(&shot).unwrap();
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+    let (width, height) = (&png[16..20], &png[20..24]);
+    assert_eq!(u32::from_be_bytes(width.try_into().unwrap()), 412);
+    assert_eq!(u32::from_be_bytes(height.try_into().unwrap()), 900);
+    eprintln!("the status page's screenshot: {}", shot.display());
+}
