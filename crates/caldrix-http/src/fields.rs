@@ -222,6 +222,59 @@ pub const CONTENT: &[(Endpoint, &str, Decision, &str)] = &[
     (Messages, "cache_control", I, "on any block: the prefix store caches by tokens"),
 ];
 
+impl Endpoint {
+    pub fn route(self) -> &'static str {
+        match self {
+            Chat => "POST /v1/chat/completions",
+            Completions => "POST /v1/completions",
+            Responses => "POST /v1/responses",
+            Messages => "POST /v1/messages",
+        }
+    }
+}
+
+impl Decision {
+    fn word(self) -> &'static str {
+        match self {
+            Decision::Honoured => "honoured",
+            Decision::Ignored => "ignored",
+            Decision::Refused => "refused",
+            Decision::RefusedUnless(_) => "refused unless its default",
+        }
+    }
+}
+
+/// The tables of `docs/http.md` (between its `fields` markers), written from `FIELDS`,
+/// `TOOL_TYPES` and `CONTENT` so the page says what the code does.
+pub fn markdown() -> String {
+    let mut out = String::new();
+    for endpoint in [Chat, Completions, Responses, Messages] {
+        out.push_str(&format!(
+            "\n#### `{}`\n\n| field | | what becomes of it |\n|---|---|---|\n",
+            endpoint.route()
+        ));
+        for field in FIELDS.iter().filter(|f| f.endpoint == endpoint) {
+            out.push_str(&format!(
+                "| `{}` | {} | {} |\n",
+                field.name,
+                field.decision.word(),
+                field.note
+            ));
+        }
+        let others: Vec<_> = TOOL_TYPES
+            .iter()
+            .map(|t| ("tool type", t))
+            .chain(CONTENT.iter().map(|c| ("content", c)))
+            .filter(|(_, (e, ..))| *e == endpoint)
+            .collect();
+        for (kind, (_, name, decision, note)) in others {
+            out.push_str(&format!("| {kind} `{name}` | {} | {note} |\n", decision.word()));
+        }
+    }
+    out.push_str("\nAny other field is ignored (logged at debug): agents send vendor extensions and fields newer than this table.\n");
+    out
+}
+
 /// Refuses the fields `FIELDS` refuses for `endpoint`, naming the first one.
 pub fn check(endpoint: Endpoint, body: &Map<String, Value>) -> Result<(), ApiError> {
     for field in FIELDS.iter().filter(|f| f.endpoint == endpoint) {

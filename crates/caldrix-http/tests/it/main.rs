@@ -487,3 +487,19 @@ fn a_client_that_leaves_mid_stream_frees_the_member() {
     );
     assert_eq!(status, 200, "{r}");
 }
+
+/// `docs/http.md`'s tables are `fields::markdown()` (`UPDATE_DOCS=1` rewrites them).
+#[test]
+fn the_docs_list_every_field_as_the_code_decides_it() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/http.md");
+    let page = std::fs::read_to_string(path).unwrap();
+    let (start, end) = ("<!-- fields:start -->\n", "<!-- fields:end -->");
+    let (before, rest) = page.split_once(start).expect("docs/http.md has a fields:start marker");
+    let (tables, after) = rest.split_once(end).expect("docs/http.md has a fields:end marker");
+    let want = caldrix_http::fields::markdown();
+    if std::env::var_os("UPDATE_DOCS").is_some() {
+        std::fs::write(path, format!("{before}{start}{want}{end}{after}")).unwrap();
+        return;
+    }
+    assert_eq!(tables, want, "docs/http.md's field tables are stale: UPDATE_DOCS=1 rewrites them");
+}
