@@ -300,9 +300,9 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         let _ = stop_http.send(());
         if let Some(front) = front {
             // Open requests end with the pool's connections; a stuck one is not waited for.
-            match tokio::time::timeout(Duration::from_millis(500), front).await {
-                Ok(Ok(Err(e))) => tracing::warn!(error = %e, "the HTTP front failed"),
-                Ok(_) | Err(_) => {}
+            let ended = tokio::time::timeout(Duration::from_millis(500), front).await;
+            if let Ok(Ok(Err(e))) = ended {
+                tracing::warn!(error = %e, "the HTTP front failed");
             }
         }
         let _ = std::fs::remove_file(&args.socket);
