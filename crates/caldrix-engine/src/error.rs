@@ -23,6 +23,8 @@ pub enum EngineError {
         "llama.cpp could not load {path} (architecture `{architecture}`); the file may be damaged"
     )]
     LoadFailed { path: PathBuf, architecture: String },
+    #[error("{layers} layers were asked for on a GPU, but {why}")]
+    NoGpu { layers: u32, why: String },
     #[error("a context window of {requested} tokens is larger than the model's {trained}")]
     ContextTooLarge { requested: u32, trained: u32 },
     #[error("invalid serving flag: {0}")]

@@ -4,6 +4,7 @@
 //! The only crate of the workspace that touches llama.cpp.
 
 mod constraint;
+pub mod device;
 mod draft;
 mod embed;
 mod error;

@@ -42,7 +42,8 @@ pub enum Special {
 /// Flags that apply to the loaded weights.
 #[derive(Debug, Clone, Default)]
 pub struct ModelParams {
-    /// Layers to offload to a GPU; ignored by a build without a GPU backend.
+    /// Layers to offload to a GPU. Above 0 on a build or machine with no usable GPU device,
+    /// the load is refused (`EngineError::NoGpu`), never run on the CPU and called a GPU's.
     pub gpu_layers: u32,
     /// The vocabulary and chat template only, no weights (a remote member's tokenizer): the
     /// model renders, tokenizes and detokenizes, and opens no session.
@@ -100,6 +101,7 @@ pub struct Model {
     bos: Option<Token>,
     vocab_only: bool,
     constraints: OnceLock<Result<Arc<ParserFactory>, String>>,
+    placement: crate::device::Placement,
 }
 
 impl std::fmt::Debug for Model {
@@ -158,6 +160,17 @@ impl Model {
                 architecture,
             });
         }
+        // A GPU asked for and none usable is the load's error, before the weights are read.
+        let device = if params.gpu_layers > 0 && !params.vocab_only {
+            let found = crate::device::gpu_devices().into_iter().next();
+            let found = found.ok_or_else(|| EngineError::NoGpu {
+                layers: params.gpu_layers,
+                why: crate::device::no_gpu_reason(),
+            })?;
+            Some(found)
+        } else {
+            None
+        };
         let llama_params = LlamaModelParams::default()
             .with_n_gpu_layers(params.gpu_layers)
             .with_vocab_only(params.vocab_only);
@@ -183,7 +196,18 @@ impl Model {
             };
             (bos, template)
         };
-        tracing::info!(path = %path.display(), %architecture, "model loaded");
+        let total_layers = inner.n_layer().saturating_add(1);
+        let layers = if device.is_some() { params.gpu_layers.min(total_layers) } else { 0 };
+        let placement = crate::device::Placement { device, layers, total_layers };
+        match &placement.device {
+            Some(d) => tracing::info!(
+                path = %path.display(), %architecture, device = %d.description,
+                layers = placement.layers, of = total_layers, "model loaded, layers on a GPU"
+            ),
+            None => {
+                tracing::info!(path = %path.display(), %architecture, "model loaded on the CPU")
+            }
+        }
         let mut model = Model {
             path: path.to_owned(),
             architecture,
@@ -192,10 +216,16 @@ impl Model {
             bos,
             vocab_only: params.vocab_only,
             constraints: OnceLock::new(),
+            placement,
             inner,
         };
         model.eog = model.find_end_of_turn();
         Ok(model)
+    }
+
+    /// Where the load put the layers.
+    pub fn placement(&self) -> &crate::device::Placement {
+        &self.placement
     }
 
     pub fn path(&self) -> &Path {

@@ -323,6 +323,7 @@ mod tests {
             threads: None,
             max_batch: None,
             remote: None,
+            gpu: None,
         }
     }
 

@@ -181,6 +181,7 @@ mod tests {
             threads: None,
             max_batch: None,
             remote: None,
+            gpu: None,
         }
     }
 

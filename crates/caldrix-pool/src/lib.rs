@@ -148,7 +148,6 @@ impl Pool {
         let resident: u64 =
             self.members.lock().map_err(poisoned)?.values().map(|m| m.footprint_bytes).sum();
         let alias = member.alias.clone();
-        let lane = if member.gpu_layers.unwrap_or(0) > 0 { Lane::Gpu } else { Lane::Cpu };
         // The number the engine gives llama.cpp; a scripted member opens no session.
         let scripted = member.script.as_ref().is_some_and(|s| s.kind == ScriptKind::Scripted);
         let threads =
@@ -175,7 +174,13 @@ impl Pool {
                 "the windows of more generations would pass the memory limit"
             );
         }
-        tracing::info!(%alias, "member loaded");
+        // The lane is where the layers went, not what the flag asked for.
+        let lane = if loaded.placement.as_ref().is_some_and(|p| p.on_gpu()) {
+            Lane::Gpu
+        } else {
+            Lane::Cpu
+        };
+        tracing::info!(%alias, lane = lane.name(), "member loaded");
         self.lanes.lock().map_err(poisoned)?.insert(alias.clone(), (lane, threads));
         self.members.lock().map_err(poisoned)?.insert(alias, Arc::new(loaded));
         Ok(())
@@ -221,6 +226,7 @@ impl Pool {
                 max_batch: m.max_batch,
                 queue_depth: m.queue_depth(),
                 remote: m.remote.clone(),
+                gpu: m.placement.as_ref().and_then(gpu_info),
             })
             .collect())
     }
@@ -275,6 +281,19 @@ impl Drop for Running {
             running.remove(&self.key);
         }
     }
+}
+
+/// A member's GPU, when some of its layers are on one.
+fn gpu_info(p: &caldrix_engine::device::Placement) -> Option<caldrix_proto::GpuInfo> {
+    let d = p.device.as_ref().filter(|_| p.on_gpu())?;
+    Some(caldrix_proto::GpuInfo {
+        device: d.name.clone(),
+        description: d.description.clone(),
+        total_bytes: d.total_bytes,
+        free_bytes: d.free_bytes,
+        layers: p.layers,
+        total_layers: p.total_layers,
+    })
 }
 
 /// The error reply for an engine refusal or failure: what the caller can fix is a request

@@ -217,6 +217,8 @@ pub struct Member {
     pub max_batch: Option<u32>,
     /// A remote member's engine.
     pub remote: Option<RemoteInfo>,
+    /// Where the load put a local member's layers (a remote member's: none here).
+    pub placement: Option<caldrix_engine::device::Placement>,
     backend: Backend,
     queue: Arc<AtomicU32>,
     /// Generations submitted and not yet answered: queued (`queue`) or running.
@@ -298,6 +300,7 @@ impl Member {
             alias,
             reference,
             json_constraint,
+            placement: Some(model.placement().clone()),
             vocab: Vocab::Local(model),
             window,
             footprint_bytes,
@@ -326,6 +329,7 @@ impl Member {
             footprint_bytes: 0,
             max_batch: None,
             remote: Some(started.info),
+            placement: None,
             backend: Backend::Remote(started.handle),
             queue,
             in_flight: Arc::default(),
@@ -384,6 +388,7 @@ impl Member {
             footprint_bytes: 0,
             max_batch: Some(1),
             remote: None,
+            placement: None,
             backend: Backend::Local { jobs, thread: None },
             queue: Arc::new(AtomicU32::new(0)),
             in_flight: Arc::default(),

@@ -338,6 +338,25 @@ pub struct MemberInfo {
     /// A remote member's engine; absent for a local member.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remote: Option<RemoteInfo>,
+    /// Where its layers went when some are on a GPU (`lane` is then `gpu`); absent on the CPU
+    /// and from an older pool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<GpuInfo>,
+}
+
+/// The device a member's offloaded layers live on, as the load found it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GpuInfo {
+    /// ggml's name (`Vulkan0`, `CUDA0`).
+    pub device: String,
+    /// The driver's name for it.
+    pub description: String,
+    pub total_bytes: u64,
+    /// Free when the member loaded, before its layers were placed.
+    pub free_bytes: u64,
+    /// Layers offloaded, of `total_layers` (the model's layers and its output layer).
+    pub layers: u32,
+    pub total_layers: u32,
 }
 
 /// Where a remote member's generations run. It keeps no prefix store (the engine caches

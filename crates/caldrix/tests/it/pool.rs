@@ -658,3 +658,41 @@ fn cached_counts_equal_fresh_counts_through_every_kind_of_edit() {
         });
     }
 }
+
+/// On the CPU-only build (the default), layers asked for on a GPU are a load error naming what
+/// is missing, over the socket and on the command line; and a member on the CPU is never
+/// reported as on a GPU (issue 46: the lane is where the layers went, not the flag).
+#[cfg(not(any(feature = "vulkan", feature = "cuda", feature = "metal", feature = "rocm")))]
+#[test]
+fn a_gpu_request_on_the_cpu_build_is_a_load_error_naming_the_missing_backend() {
+    let daemon = Daemon::start("no-gpu", FrameFormat::Cbor, &[], None);
+    runtime().block_on(async {
+        let mut client = daemon.client(FrameFormat::Cbor).await;
+        let flags = caldrix_proto::ServingFlags { gpu_layers: Some(8), ..Default::default() };
+        let model = smollm2().display().to_string();
+        let err = client.load_member("gpu", &model, flags).await.unwrap_err();
+        assert_eq!(err.kind(), Some(ErrorKind::LoadRefused), "{err}");
+        assert!(err.to_string().contains("8 layers were asked for on a GPU"), "{err}");
+        assert!(err.to_string().contains("built for the CPU only"), "{err}");
+        let members = client.members().await.unwrap();
+        assert_eq!(members.len(), 1, "nothing was loaded: {members:?}");
+        assert_eq!(
+            (members[0].lane, members[0].gpu.clone()),
+            (Some(caldrix_proto::Lane::Cpu), None)
+        );
+    });
+    let out = crate::caldrix(&[
+        "run",
+        &smollm2().display().to_string(),
+        "--gpu-layers",
+        "4",
+        "--prompt",
+        "hi",
+    ]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("4 layers were asked for on a GPU") && stderr.contains("--features vulkan"),
+        "{stderr}"
+    );
+}
