@@ -24,6 +24,7 @@ fn launched() -> Screen {
         model: "SmolLM2-135M-Instruct-Q4_1".into(),
         lane: Some("cpu".into()),
         threads: Some(2),
+        device: None,
         decision: None,
         socket: "/run/user/1000/caldrix/pool.sock".into(),
     });
@@ -172,6 +173,19 @@ fn startup_with_warning_and_error_rows() {
         Note { level: Level::Info, text: "skills: 2 loaded from ~/.claude/skills".into() },
     ];
     check("startup", &screen, now);
+}
+
+#[test]
+fn startup_on_a_gpu_names_the_device_and_the_layers() {
+    let now = Instant::now();
+    let mut screen = launched();
+    screen.launch.lane = Some("gpu 31/31 layers".into());
+    if let Some(pool) = &mut screen.startup.pool {
+        pool.lane = Some("gpu 31/31 layers".into());
+        pool.threads = None;
+        pool.device = Some("Vulkan0 NVIDIA GeForce RTX 4090, 171 MiB of 24564 MiB".into());
+    }
+    check("startup_gpu", &screen, now);
 }
 
 #[test]

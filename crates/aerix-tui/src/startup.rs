@@ -8,7 +8,7 @@ use std::time::Duration;
 pub struct Launch {
     /// The main member's model, as settings name it.
     pub model: String,
-    /// Its lane (`cpu`, `gpu`), when the pool says.
+    /// Its lane (`cpu`, or `gpu` with the layers offloaded), when the pool says.
     pub lane: Option<String>,
     /// Its context window, in tokens.
     pub window: u32,
@@ -39,6 +39,8 @@ pub struct PoolRow {
     pub lane: Option<String>,
     /// The CPU lane's thread count, when the pool knows it.
     pub threads: Option<u32>,
+    /// The GPU lane's device and what the member holds there.
+    pub device: Option<String>,
     pub decision: Option<String>,
     pub socket: String,
 }

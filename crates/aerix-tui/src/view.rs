@@ -146,6 +146,9 @@ fn startup_lines(screen: &Screen) -> Vec<Line<'static>> {
                 None => lane.clone(),
             });
         }
+        if let Some(device) = &pool.device {
+            parts.push(device.clone());
+        }
         if let Some(decision) = &pool.decision {
             parts.push(format!("decision {decision}"));
         }

@@ -25,6 +25,30 @@ pub struct Bound {
     pub lane: Option<Lane>,
     pub threads: Option<u32>,
     pub max_batch: Option<u32>,
+    /// The device its layers went to, when the lane is `gpu`.
+    pub gpu: Option<caldrix_proto::GpuInfo>,
+}
+
+impl Bound {
+    /// The lane for a person: `cpu`, or `gpu` with the layers offloaded (`gpu 31/31 layers`).
+    pub fn lane_text(&self) -> Option<String> {
+        Some(match (self.lane?, &self.gpu) {
+            (Lane::Gpu, Some(g)) => format!("gpu {}/{} layers", g.layers, g.total_layers),
+            (lane, _) => lane.name().to_owned(),
+        })
+    }
+
+    /// The device and what the member holds there, when its lane is `gpu`.
+    pub fn device_text(&self) -> Option<String> {
+        let g = self.gpu.as_ref().filter(|_| self.lane == Some(Lane::Gpu))?;
+        Some(format!(
+            "{} {}, {} MiB of {} MiB",
+            g.device,
+            g.description,
+            g.member_bytes >> 20,
+            g.total_bytes >> 20
+        ))
+    }
 }
 
 /// What a member is loaded with beyond its own settings: for the main member, aerix's defaults
@@ -305,6 +329,7 @@ fn find(members: &[MemberInfo], member: &Member) -> Option<Bound> {
         lane: m.lane,
         threads: m.threads,
         max_batch: m.max_batch,
+        gpu: m.gpu.clone(),
     })
 }
 
@@ -380,11 +405,41 @@ mod tests {
             lane: None,
             threads: None,
             max_batch,
+            gpu: None,
         };
         let note = default.note(&bound(Some(2))).unwrap();
         assert!(note.contains("decodes 2 of `main`'s generations together, not 4"), "{note}");
         assert_eq!(default.note(&bound(Some(4))), None);
         assert_eq!(default.note(&bound(None)), None, "an older pool says nothing");
         assert_eq!(Batching::Set(4).note(&bound(Some(1))), None);
+    }
+
+    /// The lane as the screen shows it: the layers on the GPU lane, the device beside it, and
+    /// nothing of a device for a member on the CPU.
+    #[test]
+    fn the_lane_shows_where_the_layers_went() {
+        let bound = || Bound {
+            alias: "main".into(),
+            window: 8192,
+            json: true,
+            lane: None,
+            threads: None,
+            max_batch: None,
+            gpu: None,
+        };
+        let gpu = caldrix_proto::GpuInfo {
+            device: "Vulkan0".into(),
+            description: "llvmpipe".into(),
+            total_bytes: 4 << 30,
+            free_bytes: 3 << 30,
+            layers: 31,
+            total_layers: 31,
+            member_bytes: 171 << 20,
+        };
+        let on_gpu = Bound { lane: Some(Lane::Gpu), gpu: Some(gpu.clone()), ..bound() };
+        assert_eq!(on_gpu.lane_text().as_deref(), Some("gpu 31/31 layers"));
+        assert_eq!(on_gpu.device_text().as_deref(), Some("Vulkan0 llvmpipe, 171 MiB of 4096 MiB"));
+        let on_cpu = Bound { lane: Some(Lane::Cpu), gpu: Some(gpu), ..bound() };
+        assert_eq!((on_cpu.lane_text().as_deref(), on_cpu.device_text()), (Some("cpu"), None));
     }
 }

@@ -23,8 +23,9 @@ pub enum EngineError {
         "llama.cpp could not load {path} (architecture `{architecture}`); the file may be damaged"
     )]
     LoadFailed { path: PathBuf, architecture: String },
-    #[error("{layers} layers were asked for on a GPU, but {why}")]
-    NoGpu { layers: u32, why: String },
+    /// Layers asked for that no usable device can take (boxed: its figures are many).
+    #[error(transparent)]
+    Place(Box<crate::device::PlaceError>),
     #[error("a context window of {requested} tokens is larger than the model's {trained}")]
     ContextTooLarge { requested: u32, trained: u32 },
     #[error("invalid serving flag: {0}")]
@@ -65,4 +66,10 @@ pub enum EngineError {
     ScriptRefused { reply: String, why: String },
     #[error("the script has no reply left ({0} were replayed)")]
     ScriptExhausted(usize),
+}
+
+impl From<crate::device::PlaceError> for EngineError {
+    fn from(e: crate::device::PlaceError) -> Self {
+        EngineError::Place(Box::new(e))
+    }
 }

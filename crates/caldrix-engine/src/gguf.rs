@@ -18,6 +18,39 @@ pub struct GgufHeader {
     /// tensor's own size is not counted, so this is a lower bound).
     pub min_file_len: u64,
     pub file_len: u64,
+    /// What the placement of layers on a device needs (`crate::device`).
+    pub shape: Shape,
+}
+
+/// The sizes a placement counts: each repeating layer's tensors, the output layer's, and the
+/// attention's dimensions that size a KV row.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Shape {
+    /// `<arch>.block_count`.
+    pub block_count: Option<u64>,
+    /// Bytes of each layer's tensors (`blk.N.*`), by N, judged from the tensors' offsets.
+    pub layer_bytes: Vec<u64>,
+    /// Bytes of the output layer (`output.weight` and `output_norm.weight`; with tied
+    /// embeddings the token embedding, which llama.cpp copies to the device for it).
+    pub output_bytes: u64,
+    pub embedding_length: Option<u64>,
+    pub head_count: Option<u64>,
+    /// The most of any layer when the model gives one per layer.
+    pub head_count_kv: Option<u64>,
+    pub key_length: Option<u64>,
+    pub value_length: Option<u64>,
+}
+
+impl Shape {
+    /// Bytes of one row of a layer's KV cache (keys and values in f16, llama.cpp's default),
+    /// when the header names the attention's dimensions.
+    pub fn kv_row_bytes_per_layer(&self) -> Option<u64> {
+        let heads = self.head_count?.max(1);
+        let kv_heads = self.head_count_kv.unwrap_or(heads);
+        let head_dim = self.embedding_length? / heads;
+        let (k, v) = (self.key_length.unwrap_or(head_dim), self.value_length.unwrap_or(head_dim));
+        Some(kv_heads.saturating_mul(k.saturating_add(v)).saturating_mul(2))
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -233,9 +266,11 @@ pub fn read_header(path: &Path) -> Result<GgufHeader, GgufError> {
         tensor_count,
         min_file_len: 0,
         file_len,
+        shape: Shape::default(),
     };
     let mut alignment = 32u64;
-    let mut context_lengths = Vec::new();
+    // Keys of the form `<arch>.<name>`, kept until the architecture is known (it may come later).
+    let mut by_arch = Vec::new();
     for _ in 0..kv_count {
         let key = r.string()?;
         let ty = r.u32()?;
@@ -243,20 +278,27 @@ pub fn read_header(path: &Path) -> Result<GgufHeader, GgufError> {
             ("general.architecture", TYPE_STRING) => header.architecture = Some(r.string()?),
             ("tokenizer.chat_template", TYPE_STRING) => header.chat_template = Some(r.string()?),
             ("general.alignment", _) => alignment = r.integer(ty)?.max(1),
-            (k, _) if k.ends_with(".context_length") => {
-                let value = r.integer(ty)?;
-                context_lengths.push((k.trim_end_matches(".context_length").to_owned(), value));
+            (k, _) if SHAPE_KEYS.iter().any(|name| k.ends_with(name)) => {
+                let value = r.integer_or_most(ty)?;
+                by_arch.push((k.to_owned(), value));
             }
             _ => r.skip_value(ty)?,
         }
     }
-    header.context_length = context_lengths
-        .into_iter()
-        .find(|(arch, _)| Some(arch) == header.architecture.as_ref())
-        .map(|(_, v)| v);
-    let mut max_offset = 0u64;
+    let arch = header.architecture.clone().unwrap_or_default();
+    let value = |name: &str| {
+        by_arch.iter().find(|(k, _)| k.strip_prefix(arch.as_str()) == Some(name)).map(|(_, v)| *v)
+    };
+    header.context_length = value(".context_length");
+    header.shape.block_count = value(".block_count");
+    header.shape.embedding_length = value(".embedding_length");
+    header.shape.head_count = value(".attention.head_count");
+    header.shape.head_count_kv = value(".attention.head_count_kv");
+    header.shape.key_length = value(".attention.key_length");
+    header.shape.value_length = value(".attention.value_length");
+    let mut tensors = Vec::with_capacity(tensor_count.min(1 << 16) as usize);
     for _ in 0..tensor_count {
-        let _name = r.string()?;
+        let name = r.string()?;
         let n_dims = r.u32()?;
         if n_dims > 8 {
             return Err(GgufError::Malformed(format!("a tensor with {n_dims} dimensions")));
@@ -265,13 +307,66 @@ pub fn read_header(path: &Path) -> Result<GgufHeader, GgufError> {
             r.u64()?;
         }
         let _ty = r.u32()?;
-        max_offset = max_offset.max(r.u64()?);
+        tensors.push((r.u64()?, name));
     }
+    let max_offset = tensors.iter().map(|(offset, _)| *offset).max().unwrap_or(0);
     let pos = r.inner.stream_position()?;
     let data_start = pos.div_ceil(alignment) * alignment;
     header.min_file_len =
         if tensor_count == 0 { pos } else { data_start.saturating_add(max_offset) };
+    let data_len = file_len.saturating_sub(data_start);
+    header.shape.measure_tensors(&mut tensors, data_len);
     Ok(header)
+}
+
+/// The `<arch>.` keys a placement reads.
+const SHAPE_KEYS: &[&str] = &[
+    ".context_length",
+    ".block_count",
+    ".embedding_length",
+    ".attention.head_count",
+    ".attention.head_count_kv",
+    ".attention.key_length",
+    ".attention.value_length",
+];
+
+impl Shape {
+    /// Sizes each tensor by the next one's offset (the last by the data's end) and sums them
+    /// by layer.
+    fn measure_tensors(&mut self, tensors: &mut [(u64, String)], data_len: u64) {
+        tensors.sort();
+        let mut token_embd = 0;
+        let mut output_weight = false;
+        for (i, (offset, name)) in tensors.iter().enumerate() {
+            let end = tensors.get(i + 1).map_or(data_len, |(next, _)| *next);
+            let bytes = end.saturating_sub(*offset);
+            let layer = name
+                .strip_prefix("blk.")
+                .and_then(|rest| rest.split('.').next())
+                .and_then(|n| n.parse::<usize>().ok());
+            match (layer, name.as_str()) {
+                // Bounded by the header's count of tensors, so a hostile N cannot grow it past.
+                (Some(n), _) if n < tensors.len() => {
+                    if self.layer_bytes.len() <= n {
+                        self.layer_bytes.resize(n + 1, 0);
+                    }
+                    self.layer_bytes[n] = self.layer_bytes[n].saturating_add(bytes);
+                }
+                (_, "output.weight") => {
+                    output_weight = true;
+                    self.output_bytes = self.output_bytes.saturating_add(bytes);
+                }
+                (_, "output_norm.weight") => {
+                    self.output_bytes = self.output_bytes.saturating_add(bytes)
+                }
+                (_, "token_embd.weight") => token_embd = bytes,
+                _ => {}
+            }
+        }
+        if !output_weight {
+            self.output_bytes = self.output_bytes.saturating_add(token_embd);
+        }
+    }
 }
 
 struct Reader {
@@ -330,6 +425,23 @@ impl Reader {
                 )));
             }
         })
+    }
+    /// An integer, or the largest of an array of them (a per-layer value such as
+    /// `head_count_kv` in models whose layers differ).
+    fn integer_or_most(&mut self, ty: u32) -> Result<u64, GgufError> {
+        if ty != TYPE_ARRAY {
+            return self.integer(ty);
+        }
+        let item = self.u32()?;
+        let count = self.u64()?;
+        if count > MAX_COUNT {
+            return Err(GgufError::Malformed(format!("an array of {count} items")));
+        }
+        let mut most = 0;
+        for _ in 0..count {
+            most = most.max(self.integer(item)?);
+        }
+        Ok(most)
     }
     fn scalar_size(ty: u32) -> Option<u64> {
         match ty {

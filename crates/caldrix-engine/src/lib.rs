@@ -23,7 +23,8 @@ pub use embed::{EmbedParams, Embedder};
 pub use error::EngineError;
 pub use generate::{GenerateParams, Generation, OneOfScores, StopReason, Timings, TokenLogprob};
 pub use model::{
-    Model, ModelParams, SCRATCH_SEQUENCES, SessionParams, Special, Token, default_threads,
+    DEFAULT_WINDOW, Model, ModelParams, SCRATCH_SEQUENCES, SessionParams, Special, Token,
+    default_threads,
 };
 pub use replay::SCRIPTED_OTHER_OPTION_LOGPROB;
 pub use running::Running;

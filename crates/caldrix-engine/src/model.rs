@@ -42,13 +42,43 @@ pub enum Special {
 /// Flags that apply to the loaded weights.
 #[derive(Debug, Clone, Default)]
 pub struct ModelParams {
-    /// Layers to offload to a GPU. Above 0 on a build or machine with no usable GPU device,
-    /// the load is refused (`EngineError::NoGpu`), never run on the CPU and called a GPU's.
-    pub gpu_layers: u32,
+    /// Layers to offload to a GPU: `None` offloads as many as fit the device's free memory
+    /// (none without a usable device); `Some(n)` on a build or machine with no usable device,
+    /// or more than the device can hold, is refused (`EngineError::Place`), never run on the
+    /// CPU and called a GPU's.
+    pub gpu_layers: crate::device::GpuLayers,
+    /// The window whose KV rows each offloaded layer holds on the device; `None`: the
+    /// trained context up to [`DEFAULT_WINDOW`].
+    pub window: Option<u32>,
+    /// Generations decoded together, each holding a window (0 counts as 1).
+    pub generations: u32,
     /// The vocabulary and chat template only, no weights (a remote member's tokenizer): the
     /// model renders, tokenizes and detokenizes, and opens no session.
     pub vocab_only: bool,
 }
+
+fn plan_from(
+    header: &gguf::GgufHeader,
+    params: &ModelParams,
+) -> Result<crate::device::Placement, EngineError> {
+    if params.vocab_only {
+        return Ok(crate::device::place(&header.shape, Some(0), 0, &[])?);
+    }
+    // No device is looked for unless layers may go to one (listing devices starts the backends).
+    let devices = if params.gpu_layers == Some(0) || crate::device::GPU_BACKENDS.is_empty() {
+        Vec::new()
+    } else {
+        crate::device::gpu_devices()
+    };
+    let trained =
+        header.context_length.map_or(DEFAULT_WINDOW, |c| u32::try_from(c).unwrap_or(u32::MAX));
+    let window = params.window.unwrap_or(DEFAULT_WINDOW.min(trained));
+    let rows = window.saturating_mul(params.generations.max(1));
+    Ok(crate::device::place(&header.shape, params.gpu_layers, rows, &devices)?)
+}
+
+/// A member's window when none is asked for, or the trained context when that is smaller.
+pub const DEFAULT_WINDOW: u32 = 4096;
 
 /// The threads a session uses when `--threads` is not given: every available core.
 pub fn default_threads() -> u32 {
@@ -160,20 +190,21 @@ impl Model {
                 architecture,
             });
         }
-        // A GPU asked for and none usable is the load's error, before the weights are read.
-        let device = if params.gpu_layers > 0 && !params.vocab_only {
-            let found = crate::device::gpu_devices().into_iter().next();
-            let found = found.ok_or_else(|| EngineError::NoGpu {
-                layers: params.gpu_layers,
-                why: crate::device::no_gpu_reason(),
-            })?;
-            Some(found)
-        } else {
-            None
-        };
-        let llama_params = LlamaModelParams::default()
-            .with_n_gpu_layers(params.gpu_layers)
+        // Where the layers go is decided from the header, before the weights are read: a GPU
+        // asked for and none usable, or one too small, is the load's error.
+        let placement = plan_from(&header, params)?;
+        let mut llama_params = LlamaModelParams::default()
+            .with_n_gpu_layers(placement.layers)
             .with_vocab_only(params.vocab_only);
+        if let Some(device) = &placement.device {
+            // Pinned to the device the placement counted, not split over every one found.
+            llama_params = llama_params.with_devices(&[device.index]).map_err(|_| {
+                EngineError::LoadFailed {
+                    path: path.to_owned(),
+                    architecture: architecture.clone(),
+                }
+            })?;
+        }
         let inner = LlamaModel::load_from_file(backend(), path, &llama_params).map_err(|_| {
             EngineError::LoadFailed { path: path.to_owned(), architecture: architecture.clone() }
         })?;
@@ -196,18 +227,9 @@ impl Model {
             };
             (bos, template)
         };
-        let total_layers = inner.n_layer().saturating_add(1);
-        let layers = if device.is_some() { params.gpu_layers.min(total_layers) } else { 0 };
-        let placement = crate::device::Placement { device, layers, total_layers };
-        match &placement.device {
-            Some(d) => tracing::info!(
-                path = %path.display(), %architecture, device = %d.description,
-                layers = placement.layers, of = total_layers, "model loaded, layers on a GPU"
-            ),
-            None => {
-                tracing::info!(path = %path.display(), %architecture, "model loaded on the CPU")
-            }
-        }
+        tracing::info!(
+            path = %path.display(), %architecture, on = %placement.describe(), "model loaded"
+        );
         let mut model = Model {
             path: path.to_owned(),
             architecture,
@@ -226,6 +248,18 @@ impl Model {
     /// Where the load put the layers.
     pub fn placement(&self) -> &crate::device::Placement {
         &self.placement
+    }
+
+    /// Where a load of `path` with `params` would put the layers, from the file's header and
+    /// the devices' free memory now, reading no weights (the pool's memory fit counts the
+    /// layers a device takes against the device, the rest against system memory).
+    pub fn plan(
+        path: &Path,
+        params: &ModelParams,
+    ) -> Result<crate::device::Placement, EngineError> {
+        let header = gguf::read_header(path)
+            .map_err(|error| EngineError::BadGguf { path: path.to_owned(), error })?;
+        plan_from(&header, params)
     }
 
     pub fn path(&self) -> &Path {

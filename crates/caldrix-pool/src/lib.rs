@@ -145,6 +145,10 @@ impl Pool {
             return Ok(());
         }
         let size = model_file_size(&member.model)?;
+        // The layers a device takes count against the device (the plan refuses what it cannot
+        // hold, naming its figures), the rest of the file against system memory.
+        let plan = caldrix_engine::Model::plan(&member.model, &member::model_params(&member))
+            .map_err(|e| PoolError::new(ErrorKind::LoadRefused, e.to_string()))?;
         let resident: u64 =
             self.members.lock().map_err(poisoned)?.values().map(|m| m.footprint_bytes).sum();
         let alias = member.alias.clone();
@@ -152,12 +156,14 @@ impl Pool {
         let scripted = member.script.as_ref().is_some_and(|s| s.kind == ScriptKind::Scripted);
         let threads =
             (!scripted).then(|| member.threads.unwrap_or_else(caldrix_engine::default_threads));
+        let on_device = plan.on_gpu().then(|| plan.describe());
         let fit = Fit {
             alias: &alias,
             resident,
-            model: size,
+            model: size.saturating_sub(plan.device_weight_bytes),
             budget: self.config.context_budget,
             limit: self.config.memory_limit,
+            device: on_device.as_deref(),
         };
         // The model and budget before the weights are read; the windows once a row's size is
         // measured, before their cells are reserved.
@@ -293,6 +299,7 @@ fn gpu_info(p: &caldrix_engine::device::Placement) -> Option<caldrix_proto::GpuI
         free_bytes: d.free_bytes,
         layers: p.layers,
         total_layers: p.total_layers,
+        member_bytes: p.device_bytes,
     })
 }
 
@@ -404,6 +411,8 @@ struct Fit<'a> {
     model: u64,
     budget: u64,
     limit: u64,
+    /// Where the offloaded layers went, when any did (their weights are not in `model`).
+    device: Option<&'a str>,
 }
 
 impl Fit<'_> {
@@ -426,11 +435,16 @@ impl Fit<'_> {
         } else {
             String::new()
         };
+        let (model, device) = match &self.device {
+            Some(device) => ("the model's layers on the CPU", format!("; on the {device}")),
+            None => ("model", String::new()),
+        };
         Err(PoolError::new(
             ErrorKind::LoadRefused,
             format!(
-                "`{}` needs {} MiB (model {} MiB + context budget {} MiB{extra}) but {} MiB of \
-                 the {} MiB limit are taken by resident members",
+                "`{}` needs {} MiB of system memory ({model} {} MiB + context budget {} \
+                 MiB{extra}) but {} MiB of the {} MiB limit are taken by resident \
+                 members{device}",
                 self.alias,
                 need >> 20,
                 self.model >> 20,
@@ -455,6 +469,9 @@ fn unknown_member(alias: &str) -> PoolError {
 pub(crate) fn poisoned<T>(_: T) -> PoolError {
     PoolError::new(ErrorKind::Internal, "a lock was poisoned by a panic")
 }
+
+#[cfg(all(test, feature = "vulkan"))]
+mod gpu_tests;
 
 #[cfg(test)]
 mod tests {
@@ -485,6 +502,7 @@ mod tests {
         model: 50 << 20,
         budget: 50 << 20,
         limit: 256 << 20,
+        device: None,
     };
 
     #[test]
@@ -497,8 +515,21 @@ mod tests {
         assert_eq!(e.kind, ErrorKind::LoadRefused);
         assert_eq!(
             e.message,
-            "`m` needs 157 MiB (model 50 MiB + context budget 50 MiB + 57 MiB for the windows \
-             of max_batch 4) but 100 MiB of the 256 MiB limit are taken by resident members"
+            "`m` needs 157 MiB of system memory (model 50 MiB + context budget 50 MiB + 57 MiB \
+             for the windows of max_batch 4) but 100 MiB of the 256 MiB limit are taken by \
+             resident members"
+        );
+    }
+
+    #[test]
+    fn a_member_on_a_device_names_both_memories_when_refused() {
+        let fit = Fit { device: Some("GPU Vulkan0 (a card), 5 of 5 layers"), ..FIT };
+        let e = fit.check(4, 19 << 20).unwrap_err();
+        assert_eq!(
+            e.message,
+            "`m` needs 157 MiB of system memory (the model's layers on the CPU 50 MiB + context \
+             budget 50 MiB + 57 MiB for the windows of max_batch 4) but 100 MiB of the 256 MiB \
+             limit are taken by resident members; on the GPU Vulkan0 (a card), 5 of 5 layers"
         );
     }
 

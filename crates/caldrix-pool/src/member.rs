@@ -35,6 +35,7 @@ pub struct MemberConfig {
     pub window: Option<u32>,
     pub threads: Option<u32>,
     pub batch: Option<u32>,
+    /// Layers offloaded to a GPU: `None` as many as fit (`caldrix_engine::device::GpuLayers`).
     pub gpu_layers: Option<u32>,
     /// Generations decoded together (1 to `caldrix_proto::MAX_BATCH`; `Pool::load` checks).
     pub max_batch: u32,
@@ -234,6 +235,17 @@ enum Backend {
     Remote(remote::Handle),
 }
 
+/// The engine's flags for a member's weights: its layers on a device hold the KV rows of
+/// its window for each generation it decodes together.
+pub(crate) fn model_params(config: &MemberConfig) -> ModelParams {
+    ModelParams {
+        gpu_layers: config.gpu_layers,
+        window: config.window,
+        generations: config.max_batch,
+        vocab_only: false,
+    }
+}
+
 impl std::fmt::Debug for Member {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Member").field("alias", &self.alias).finish_non_exhaustive()
@@ -250,14 +262,15 @@ impl Member {
         fits: impl FnOnce(u64) -> Result<u32, PoolError>,
     ) -> Result<Member, PoolError> {
         let refused = |e: EngineError| PoolError::new(ErrorKind::LoadRefused, e.to_string());
-        let params = ModelParams { gpu_layers: config.gpu_layers.unwrap_or(0), vocab_only: false };
+        let params = model_params(&config);
         let model = Arc::new(Model::load(&config.model, &params).map_err(refused)?);
         let json_constraint = config.script.as_ref().is_none_or(|s| s.json);
         if json_constraint {
             // At load, not in the first `json` generation (where a cancel would wait for it).
             model.prepare_constraints().map_err(refused)?;
         }
-        let window = config.window.unwrap_or(4096.min(model.trained_context()));
+        let window =
+            config.window.unwrap_or(caldrix_engine::DEFAULT_WINDOW.min(model.trained_context()));
         // A scripted member computes no rows.
         let computes_rows = config.script.as_ref().is_none_or(|s| s.kind == ScriptKind::Replay);
         let bytes_per_row = if computes_rows {
@@ -271,7 +284,9 @@ impl Member {
         // The file's size, as the memory fit charged it before the weights were read.
         let file_bytes =
             std::fs::metadata(&config.model).map_or_else(|_| model.size_bytes(), |m| m.len());
-        let footprint_bytes = file_bytes + config.budget_bytes + windows;
+        // Less the weights a device holds: they count against the device, not this memory.
+        let on_device = model.placement().device_weight_bytes;
+        let footprint_bytes = file_bytes.saturating_sub(on_device) + config.budget_bytes + windows;
         let max_batch = Some(config.max_batch);
         let (jobs, rx) = mpsc::channel::<Job>();
         let (ready_tx, ready_rx) = mpsc::channel();

@@ -23,9 +23,6 @@ use crate::PoolError;
 use crate::member::{Finished, Job, MemberEvent};
 use crate::vocab::{RemoteRender, RemoteVocab, Vocab, count_text};
 
-/// The window of a remote member whose engine does not say its own, nor `ctx` is given.
-const DEFAULT_WINDOW: u32 = 4096;
-
 /// What a remote member is loaded from: `openai:URL#MODEL` and its settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RemoteSpec {
@@ -158,7 +155,8 @@ pub(crate) fn start(alias: &str, spec: &RemoteSpec) -> Result<Started, PoolError
         Remote::new(&endpoint, Options::default()).map_err(|e| refused(e.to_string()))?;
     let model = match &spec.tokenizer {
         Some(path) => {
-            let params = ModelParams { gpu_layers: 0, vocab_only: true };
+            let params =
+                ModelParams { gpu_layers: Some(0), window: None, generations: 1, vocab_only: true };
             Some(Arc::new(Model::load(path, &params).map_err(|e| refused(e.to_string()))?))
         }
         None => None,
@@ -250,7 +248,7 @@ async fn load(
                 Err(e) => return Err(e),
             },
         };
-        return Ok((vocab, window.unwrap_or(DEFAULT_WINDOW)));
+        return Ok((vocab, window.unwrap_or(caldrix_engine::DEFAULT_WINDOW)));
     };
     if probe.tokenize {
         let text = probe_text(&Vocab::Local(Arc::clone(model)));
@@ -267,7 +265,7 @@ async fn load(
             )));
         }
     }
-    let window = window.unwrap_or(DEFAULT_WINDOW.min(model.trained_context()));
+    let window = window.unwrap_or(caldrix_engine::DEFAULT_WINDOW.min(model.trained_context()));
     Ok((Vocab::Local(Arc::clone(model)), window))
 }
 

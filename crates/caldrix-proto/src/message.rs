@@ -323,8 +323,8 @@ pub struct MemberInfo {
     /// declared without it).
     #[serde(default = "yes")]
     pub json_constraint: bool,
-    /// Where the member's layers run: `gpu` when it was loaded with `gpu_layers` above 0.
-    /// Absent from an older pool.
+    /// Where the member's layers run: `gpu` only when at least one layer is on a device (see
+    /// `gpu`), never for the flag alone. Absent from an older pool.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lane: Option<Lane>,
     /// The engine threads its session uses (the number the pool gave llama.cpp); absent for a
@@ -357,6 +357,9 @@ pub struct GpuInfo {
     /// Layers offloaded, of `total_layers` (the model's layers and its output layer).
     pub layers: u32,
     pub total_layers: u32,
+    /// What the member holds there: its offloaded layers' weights and their KV rows.
+    #[serde(default)]
+    pub member_bytes: u64,
 }
 
 /// Where a remote member's generations run. It keeps no prefix store (the engine caches

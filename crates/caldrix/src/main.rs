@@ -36,6 +36,8 @@ fn main() -> ExitCode {
             |_| tracing_subscriber::EnvFilter::new("warn,caldrix_hub=info,llama-cpp-2=error"),
         ))
         .with_writer(std::io::stderr)
+        // Colour for a person at a terminal; a log file or a pipe gets plain text.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let cli = Cli::parse();
     let result = match cli.command {

@@ -18,9 +18,11 @@ pub fn default_socket() -> PathBuf {
 const USAGE: &str = "usage:
   caldrix pool [--socket PATH] [--frames cbor|json] [--max-connections N] [--idle-timeout SECS]
                [--context-budget BYTES] --load MODEL [--alias NAME] [--ctx N] [--threads N]
-               [--batch N] [--gpu-layers N] [--max-batch N [--fit-max-batch]]
+               [--batch N] [--gpu-layers N|auto] [--max-batch N [--fit-max-batch]]
                [--fast-forward] [--draft] [--load MODEL ...]
                [--http ADDR [--api-key-env VAR] [--http-clamp-max-tokens]]
+  --gpu-layers: layers offloaded to a GPU; auto (the default) offloads what fits the device's
+                free memory, none on a build or machine without a usable GPU backend
   --http: the OpenAI- and Anthropic-compatible HTTP front (off by default); a bare port
           listens on 127.0.0.1; --api-key-env before the first --load names the variable
           whose value every HTTP request must carry as `Authorization: Bearer` or `x-api-key`
@@ -120,6 +122,18 @@ fn number<T: std::str::FromStr>(flag: &str, value: Option<&String>) -> anyhow::R
     value.parse().map_err(|_| anyhow::anyhow!("{flag}: `{value}` is not a valid number"))
 }
 
+/// `--gpu-layers N|auto`: `None` is auto (`caldrix_engine::device::GpuLayers`).
+pub fn gpu_layers(flag: &str, value: Option<&String>) -> anyhow::Result<Option<u32>> {
+    match value {
+        Some(v) if v == "auto" => Ok(None),
+        other => {
+            let n = number::<u32>(flag, other)
+                .map_err(|_| anyhow::anyhow!("{flag} takes a number of layers or `auto`"))?;
+            Ok(Some(n))
+        }
+    }
+}
+
 /// Bytes, with an optional K/M/G (binary) suffix.
 fn bytes(flag: &str, value: Option<&String>) -> anyhow::Result<u64> {
     let value = value.with_context(|| format!("{flag} needs a value"))?;
@@ -195,7 +209,7 @@ fn parse_serve(args: &[String]) -> anyhow::Result<ServeArgs> {
             ("--ctx", Some(m)) => m.window = Some(number(arg, it.next())?),
             ("--threads", Some(m)) => m.threads = Some(number(arg, it.next())?),
             ("--batch", Some(m)) => m.batch = Some(number(arg, it.next())?),
-            ("--gpu-layers", Some(m)) => m.gpu_layers = Some(number(arg, it.next())?),
+            ("--gpu-layers", Some(m)) => m.gpu_layers = gpu_layers(arg, it.next())?,
             ("--max-batch", Some(m)) => m.max_batch = max_batch(number(arg, it.next())?)?,
             ("--fit-max-batch", Some(m)) => m.fit_max_batch = true,
             ("--fast-forward", Some(m)) => m.fast_forward = true,

@@ -56,9 +56,11 @@ pub struct RunArgs {
     /// Prefill batch size.
     #[arg(long, default_value_t = 512, value_name = "N")]
     batch: u32,
-    /// Layers offloaded to a GPU (ignored without a GPU build).
-    #[arg(long, default_value_t = 0, value_name = "N")]
-    gpu_layers: u32,
+    /// Layers offloaded to a GPU, or `auto` (the default): what fits the device's free
+    /// memory, none without a usable GPU backend. Where they went is logged at
+    /// CALDRIX_LOG=info.
+    #[arg(long, default_value = "auto", value_name = "N|auto", value_parser = gpu_layers)]
+    gpu_layers: GpuLayersArg,
     /// Generations decoded together (1 to 16): a pool member's flag, checked here too; one
     /// generation has nothing to batch.
     #[arg(long, default_value_t = 1, value_name = "N", value_parser = max_batch)]
@@ -69,6 +71,16 @@ pub struct RunArgs {
     /// Prompt-lookup drafting, verified in one batch (output is the same).
     #[arg(long)]
     draft: bool,
+}
+
+/// `--gpu-layers`'s value: `None` is auto.
+#[derive(Debug, Clone, Copy)]
+struct GpuLayersArg(Option<u32>);
+
+fn gpu_layers(value: &str) -> Result<GpuLayersArg, String> {
+    crate::pool::gpu_layers("--gpu-layers", Some(&value.to_owned()))
+        .map(GpuLayersArg)
+        .map_err(|e| e.to_string())
 }
 
 fn max_batch(value: &str) -> Result<u32, String> {
@@ -102,8 +114,13 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         Sampling::Random { temperature: args.temperature, top_p: args.top_p, seed: args.seed }
     };
     let path = caldrix_hub::Hub::from_env().resolve_str(&args.model)?;
-    let model =
-        Model::load(&path, &ModelParams { gpu_layers: args.gpu_layers, vocab_only: false })?;
+    let params = ModelParams {
+        gpu_layers: args.gpu_layers.0,
+        window: args.ctx,
+        generations: 1,
+        vocab_only: false,
+    };
+    let model = Model::load(&path, &params)?;
     let mut session = model.session(&SessionParams {
         n_ctx: args.ctx,
         threads: args.threads,

@@ -125,10 +125,11 @@ pub(super) async fn startup(
     };
     let screen = &mut *rows.screen;
     screen.launch.window = main.window;
-    screen.launch.lane = main.lane.map(|l| l.name().to_owned());
+    screen.launch.lane = main.lane_text();
     screen.startup.pool = Some(PoolRow {
         model: model_name(&settings.main.model),
-        lane: main.lane.map(|l| l.name().to_owned()),
+        lane: main.lane_text(),
+        device: main.device_text(),
         // The spec's "CPU lane's thread count": a GPU member's threads are not its lane's.
         threads: main.threads.filter(|_| main.lane == Some(Lane::Cpu)),
         decision: settings.decision.as_ref().map(|d| model_name(&d.model)),

@@ -7,6 +7,8 @@
 
 mod errors;
 mod generate;
+#[cfg(feature = "vulkan")]
+mod gpu;
 mod replay;
 mod running;
 mod sequences;

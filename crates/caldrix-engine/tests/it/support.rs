@@ -8,7 +8,9 @@ use caldrix_engine::{
 pub use test_models::{GEMMA3, SMOLLM2, path as model_path};
 
 fn load(file: &str) -> Model {
-    Model::load(&model_path(file), &ModelParams::default()).expect("the test model loads")
+    // On the CPU in every build: the GPU build's own tests (gpu.rs) load theirs on the device.
+    let params = ModelParams { gpu_layers: Some(0), ..ModelParams::default() };
+    Model::load(&model_path(file), &params).expect("the test model loads")
 }
 
 pub fn smollm2() -> &'static Model {

@@ -109,7 +109,12 @@ fn served(name: &str) -> Served {
     let _ = std::fs::remove_file(&socket);
     let owner_uid = std::fs::metadata(&dir).unwrap().uid();
     let pool = Pool::new(crate::PoolConfig { owner_uid, ..pool().config.clone() });
-    let params = caldrix_engine::ModelParams { gpu_layers: 0, vocab_only: true };
+    let params = caldrix_engine::ModelParams {
+        gpu_layers: Some(0),
+        window: None,
+        generations: 1,
+        vocab_only: true,
+    };
     let model = Arc::new(caldrix_engine::Model::load(&test_models::smollm2(), &params).unwrap());
     let (member, jobs) = crate::member::Member::held("main", model);
     pool.members.lock().unwrap().insert("main".into(), Arc::new(member));

@@ -695,4 +695,14 @@ fn a_gpu_request_on_the_cpu_build_is_a_load_error_naming_the_missing_backend() {
         stderr.contains("4 layers were asked for on a GPU") && stderr.contains("--features vulkan"),
         "{stderr}"
     );
+    // `auto` (the default) offloads what fits, here nothing, and says where the layers went.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_caldrix"))
+        .args(["run", &smollm2().display().to_string(), "--gpu-layers", "auto"])
+        .args(["--prompt", "hi", "--max-new-tokens", "2"])
+        .env("CALDRIX_LOG", "info")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("model loaded") && stderr.contains("on=CPU"), "{stderr}");
 }
