@@ -123,7 +123,7 @@ pub fn render(status: &PoolStatus) -> String {
             "<section><h2>{alias}</h2><dl>\n\
              <dt>model</dt><dd>{model}</dd>\n\
              <dt>reference</dt><dd>{reference}</dd>\n\
-             <dt>lane</dt><dd>{lane}{remote}</dd>\n\
+             <dt>lane</dt><dd>{lane}{device}{remote}</dd>\n\
              <dt>window</dt><dd>{window} tokens</dd>\n\
              <dt>generations</dt><dd>{running} running, {queue} queued</dd>\n\
              <dt>contexts</dt><dd>{contexts}</dd>\n\
@@ -134,6 +134,17 @@ pub fn render(status: &PoolStatus) -> String {
             model = escape(&i.model),
             reference = escape(if i.reference.is_empty() { "-" } else { &i.reference }),
             lane = lane,
+            // Where the layers went, when the lane is a GPU's.
+            device = i.gpu.as_ref().filter(|_| i.lane == Some(caldrix_proto::Lane::Gpu)).map_or(
+                String::new(),
+                |g| format!(
+                    " ({} {}, {} of {} layers)",
+                    escape(&g.device),
+                    escape(&g.description),
+                    g.layers,
+                    g.total_layers
+                )
+            ),
             remote = i
                 .remote
                 .as_ref()
@@ -181,7 +192,15 @@ mod tests {
             threads: None,
             max_batch: None,
             remote: None,
-            gpu: None,
+            gpu: Some(caldrix_proto::GpuInfo {
+                device: "Vulkan0".into(),
+                description: "<card>".into(),
+                total_bytes: 8 << 30,
+                free_bytes: 7 << 30,
+                layers: 31,
+                total_layers: 31,
+                member_bytes: 182 << 20,
+            }),
         }
     }
 
@@ -212,7 +231,7 @@ mod tests {
         assert!(html.contains("/models/&lt;b&gt;x&lt;/b&gt;.gguf"), "{html}");
         assert!(!html.contains("<b>"), "{html}");
         for shown in [
-            "gpu",
+            "gpu (Vulkan0 &lt;card&gt;, 31 of 31 layers)",
             "2048 tokens",
             "1 running, 3 queued",
             "1.0 MiB of 64.0 MiB",

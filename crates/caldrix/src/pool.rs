@@ -399,6 +399,25 @@ async fn bind(socket: &Path) -> anyhow::Result<tokio::net::UnixListener> {
     Ok(listener)
 }
 
+/// Where a member's layers went: `cpu (2 threads)`, or the device, its layers and memory.
+fn lane_text(info: &caldrix_proto::MemberInfo) -> String {
+    match (&info.lane, &info.gpu, info.threads) {
+        (Some(caldrix_proto::Lane::Gpu), Some(g), _) => format!(
+            "gpu {} ({}), {} of {} layers, {} MiB there, {} MiB of the device's {} MiB free at load",
+            g.device,
+            g.description,
+            g.layers,
+            g.total_layers,
+            g.member_bytes >> 20,
+            g.free_bytes >> 20,
+            g.total_bytes >> 20
+        ),
+        (Some(lane), _, Some(threads)) => format!("{} ({threads} threads)", lane.name()),
+        (Some(lane), _, None) => lane.name().to_owned(),
+        (None, _, _) => "unknown (an older pool)".to_owned(),
+    }
+}
+
 fn print_status(socket: &Path, status: &caldrix_proto::PoolStatus) {
     println!(
         "caldrix {} on {} ({} connections)",
@@ -435,6 +454,7 @@ fn print_status(socket: &Path, status: &caldrix_proto::PoolStatus) {
             m.info.queue_depth,
             m.contexts
         );
+        println!("    lane: {}", lane_text(&m.info));
         println!(
             "    prefix store: {} of {} MiB, {} entries, {} rows ({} parked), {} bytes/row, {} hits, {} misses",
             s.bytes >> 20,

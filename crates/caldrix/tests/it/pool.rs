@@ -681,6 +681,9 @@ fn a_gpu_request_on_the_cpu_build_is_a_load_error_naming_the_missing_backend() {
             (Some(caldrix_proto::Lane::Cpu), None)
         );
     });
+    let status = crate::caldrix(&["pool", "status", "--socket", daemon.socket.to_str().unwrap()]);
+    let text = crate::stdout(&status);
+    assert!(text.contains("    lane: cpu ("), "{text}");
     let out = crate::caldrix(&[
         "run",
         &smollm2().display().to_string(),
