@@ -23,14 +23,24 @@ const RUNS: usize = 3;
 
 fn main() {
     let mut args = std::env::args().skip(1).filter(|a| a != "--bench");
-    let model_path = PathBuf::from(args.next().expect("usage: engine MODEL [--threads N]"));
+    let usage = "usage: engine MODEL [--threads N] [--gpu-layers N|auto]";
+    let model_path = PathBuf::from(args.next().expect(usage));
     let mut threads = 2u32;
+    let mut gpu_layers = None;
     while let Some(arg) = args.next() {
-        if arg == "--threads" {
-            threads = args.next().and_then(|n| n.parse().ok()).expect("--threads N");
+        match arg.as_str() {
+            "--threads" => threads = args.next().and_then(|n| n.parse().ok()).expect(usage),
+            "--gpu-layers" => {
+                gpu_layers = match args.next().expect(usage).as_str() {
+                    "auto" => None,
+                    n => Some(n.parse().expect(usage)),
+                }
+            }
+            _ => panic!("{usage}"),
         }
     }
-    let model = Model::load(&model_path, &ModelParams::default()).unwrap();
+    let model_params = ModelParams { gpu_layers, window: Some(4096), ..ModelParams::default() };
+    let model = Model::load(&model_path, &model_params).unwrap();
     let params =
         SessionParams { n_ctx: Some(4096), threads: Some(threads), ..SessionParams::default() };
     let mut session = model.session(&params).unwrap();
@@ -98,6 +108,7 @@ fn main() {
     let report = serde_json::json!({
         "model": model_path.file_name().map(|f| f.to_string_lossy().into_owned()),
         "threads": threads,
+        "placement": model.placement().describe(),
         "prefill_tokens": prefill_ids.len(),
         "prefill_tps": prefill_ids.len() as f64 / prefill,
         "decode_tokens": decode.0,

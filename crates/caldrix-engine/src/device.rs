@@ -16,6 +16,32 @@ pub const GPU_BACKENDS: &[&str] = &[
     "rocm",
 ];
 
+/// The dynamic-backends build: ggml's backends are libraries beside the executable (a CPU
+/// backend per instruction-set level, the best one the CPU runs picked now, and a GPU backend
+/// when one was put there), else in the directory the build wrote them to. Never from the
+/// working directory, which a repository controls.
+#[cfg(feature = "dynamic-backends")]
+pub(crate) fn load_backends() {
+    let beside = std::env::current_exe().ok().and_then(|exe| {
+        let dir = exe.parent()?.to_owned();
+        let has_backends = std::fs::read_dir(&dir).ok()?.flatten().any(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|n| n.starts_with("libggml-cpu") && n.contains(".so"))
+        });
+        has_backends.then_some(dir)
+    });
+    match beside {
+        Some(dir) => llama_cpp_2::llama_backend::load_backends_from_path(&dir),
+        None => llama_cpp_2::llama_backend::load_backends(),
+    }
+}
+
+/// Whether this build may find a GPU device at all: one compiled in, or loaded at run time.
+pub fn may_have_gpu() -> bool {
+    !GPU_BACKENDS.is_empty() || cfg!(feature = "dynamic-backends")
+}
+
 /// A device a GPU backend found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Device {
@@ -56,7 +82,11 @@ pub fn gpu_devices() -> Vec<Device> {
 /// Why layers asked for cannot be offloaded: this build has no GPU backend, or its backends
 /// found no device.
 pub fn no_gpu_reason() -> String {
-    if GPU_BACKENDS.is_empty() {
+    if cfg!(feature = "dynamic-backends") && GPU_BACKENDS.is_empty() {
+        "no GPU backend library was loaded (put libggml-cuda.so or libggml-vulkan.so, built from \
+         the same llama.cpp, beside caldrix) or it found no device"
+            .to_owned()
+    } else if GPU_BACKENDS.is_empty() {
         "this caldrix is built for the CPU only (build it with `--features vulkan`, `cuda`, \
          `metal` or `rocm`)"
             .to_owned()

@@ -65,7 +65,7 @@ fn plan_from(
         return Ok(crate::device::place(&header.shape, Some(0), 0, &[])?);
     }
     // No device is looked for unless layers may go to one (listing devices starts the backends).
-    let devices = if params.gpu_layers == Some(0) || crate::device::GPU_BACKENDS.is_empty() {
+    let devices = if params.gpu_layers == Some(0) || !crate::device::may_have_gpu() {
         Vec::new()
     } else {
         crate::device::gpu_devices()
@@ -160,6 +160,8 @@ pub(crate) fn backend() -> &'static LlamaBackend {
     static BACKEND: OnceLock<LlamaBackend> = OnceLock::new();
     BACKEND.get_or_init(|| {
         llama_cpp_2::send_logs_to_tracing(llama_cpp_2::LogOptions::default());
+        #[cfg(feature = "dynamic-backends")]
+        crate::device::load_backends();
         #[allow(
             clippy::expect_used,
             reason = "init fails only when called twice, which the OnceLock prevents"
