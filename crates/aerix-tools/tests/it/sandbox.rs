@@ -174,7 +174,9 @@ fn the_startup_check_makes_the_sandbox_here() {
     let full =
         Sandbox { network: false, hidden: vec![hidden.clone()], allow_unix_sockets: vec![socket] };
     full.check(&Roots::new(s.path())).unwrap();
-    std::fs::remove_dir_all(&hidden).unwrap();
+    // The directory and its socket file stay (under the target's tmp): removed, a sandbox
+    // another test is starting at this moment, which listed the socket, would find its path
+    // gone and bwrap would fail to cover it.
 }
 
 /// The name the terminal probe's environment carries: set, `a_terminal_probe` runs.
