@@ -45,8 +45,8 @@ fn every_sampled_reply_is_calls_that_validate_or_a_plain_answer() {
             .unwrap();
         let Reply::Context { context, .. } = created else { panic!("{created:?}") };
         let mut calls = 0;
-        for (choice, seeds) in [(ToolChoice::Required {}, 0..20u64), (ToolChoice::Auto {}, 20..26)]
-        {
+        // Fewer seeds than the SDK test's 20 (http.rs), which takes the same grammar through HTTP.
+        for (choice, seeds) in [(ToolChoice::Required {}, 0..8u64), (ToolChoice::Auto {}, 8..12)] {
             for seed in seeds {
                 let mut g = generate(context, 160, None);
                 // One call per reply: a 135M model repeats calls when it may chain them.
@@ -71,7 +71,7 @@ fn every_sampled_reply_is_calls_that_validate_or_a_plain_answer() {
             }
         }
         // The bound on strings keeps calls short: all but a few finish within the tokens.
-        assert!(calls >= 18, "{calls} of 20 required replies ended as calls");
+        assert!(calls >= 7, "{calls} of 8 required replies ended as calls");
         // `none`: text, never a call; a named tool: only that tool.
         let mut g = generate(context, 48, None);
         g.constraint = Constraint::Tools { choice: ToolChoice::None {}, parallel: true };
