@@ -25,9 +25,11 @@ READ = {
     "required": ["path"],
     "additionalProperties": False,
 }
+# The command is bounded, as a careful client's is: a 135M model sampled hot can write one
+# string until the tokens run out, and the Anthropic cases have no seed to pin it.
 BASH = {
     "type": "object",
-    "properties": {"command": {"type": "string"}},
+    "properties": {"command": {"type": "string", "maxLength": 120}},
     "required": ["command"],
     "additionalProperties": False,
 }
@@ -149,14 +151,17 @@ ANT_TOOLS = [{"name": "bash", "description": "Runs a shell command.", "input_sch
 
 
 def messages():
+    # One call a reply: Anthropic's API has no seed, and a 135M model sampled at its default
+    # temperature of 1 may repeat parallel calls until the tokens run out.
+    one_call = {"type": "any", "disable_parallel_tool_use": True}
     r = ANT.messages.create(model=MODEL, max_tokens=256, system="You are a coding agent.",
                             messages=[{"role": "user", "content": "List the files here."}],
-                            tools=ANT_TOOLS, tool_choice={"type": "any"})
+                            tools=ANT_TOOLS, tool_choice=one_call)
     blocks = [b.model_dump() for b in r.content]
     out("messages", stop=r.stop_reason, blocks=blocks)
     with ANT.messages.stream(model=MODEL, max_tokens=256, system="You are a coding agent.",
                              messages=[{"role": "user", "content": "List the files here."}],
-                             tools=ANT_TOOLS, tool_choice={"type": "any"}) as s:
+                             tools=ANT_TOOLS, tool_choice=one_call) as s:
         types = sorted({e.type for e in s})
         final = s.get_final_message()
     out("messages_stream", stop=final.stop_reason, events=types,
