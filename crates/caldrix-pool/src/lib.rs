@@ -79,8 +79,9 @@ pub fn default_context_budget(memory_limit: u64) -> u64 {
 pub struct Pool {
     config: PoolConfig,
     members: Mutex<BTreeMap<String, Arc<Member>>>,
-    /// Each member's lane and engine threads, as its load decided them (for `MemberInfo`).
-    lanes: Mutex<BTreeMap<String, (Lane, Option<u32>)>>,
+    /// Each member's engine threads, as its load decided them (for `MemberInfo`; its lane is
+    /// read from its placement).
+    threads: Mutex<BTreeMap<String, Option<u32>>>,
     contexts: Mutex<Contexts>,
     shutdown: Notify,
     active: AtomicU32,
@@ -105,7 +106,7 @@ impl Pool {
         Arc::new(Pool {
             config,
             members: Mutex::new(BTreeMap::new()),
-            lanes: Mutex::new(BTreeMap::new()),
+            threads: Mutex::new(BTreeMap::new()),
             contexts: Mutex::new(Contexts::default()),
             shutdown: Notify::new(),
             active: AtomicU32::new(0),
@@ -180,14 +181,9 @@ impl Pool {
                 "the windows of more generations would pass the memory limit"
             );
         }
-        // The lane is where the layers went, not what the flag asked for.
-        let lane = if loaded.placement.as_ref().is_some_and(|p| p.on_gpu()) {
-            Lane::Gpu
-        } else {
-            Lane::Cpu
-        };
-        tracing::info!(%alias, lane = lane.name(), "member loaded");
-        self.lanes.lock().map_err(poisoned)?.insert(alias.clone(), (lane, threads));
+        let lane = loaded.placement.as_ref().map_or("remote", |p| lane_of(p).name());
+        tracing::info!(%alias, lane, "member loaded");
+        self.threads.lock().map_err(poisoned)?.insert(alias.clone(), threads);
         self.members.lock().map_err(poisoned)?.insert(alias, Arc::new(loaded));
         Ok(())
     }
@@ -197,7 +193,7 @@ impl Pool {
         if removed.is_none() {
             return Err(unknown_member(alias));
         }
-        self.lanes.lock().map_err(poisoned)?.remove(alias);
+        self.threads.lock().map_err(poisoned)?.remove(alias);
         self.contexts.lock().map_err(poisoned)?.drop_member(alias);
         Ok(())
     }
@@ -213,15 +209,15 @@ impl Pool {
 
     /// What the protocol's `members` answers.
     pub fn member_infos(&self) -> Result<Vec<MemberInfo>, PoolError> {
-        let lanes = self.lanes.lock().map_err(poisoned)?;
+        let threads = self.threads.lock().map_err(poisoned)?;
         Ok(self
             .members
             .lock()
             .map_err(poisoned)?
             .values()
             .map(|m| MemberInfo {
-                lane: lanes.get(&m.alias).map(|l| l.0),
-                threads: lanes.get(&m.alias).and_then(|l| l.1),
+                lane: m.placement.as_ref().map(lane_of),
+                threads: threads.get(&m.alias).copied().flatten(),
                 alias: m.alias.clone(),
                 reference: m.reference.clone(),
                 json_constraint: m.json_constraint,
@@ -287,6 +283,11 @@ impl Drop for Running {
             running.remove(&self.key);
         }
     }
+}
+
+/// The lane is where the layers went, never what the flag asked for.
+fn lane_of(p: &caldrix_engine::device::Placement) -> Lane {
+    if p.on_gpu() { Lane::Gpu } else { Lane::Cpu }
 }
 
 /// A member's GPU, when some of its layers are on one.

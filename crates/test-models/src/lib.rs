@@ -59,10 +59,25 @@ pub fn llama_server() -> PathBuf {
 /// The Python of the MCP SDK's virtual environment; panics, naming the command that makes it,
 /// when it is missing (the MCP tests' servers are written with the SDK: they never skip).
 pub fn mcp_sdk_python() -> PathBuf {
-    let path = cache().join("aerix/mcp-sdk/bin/python3");
+    installed("aerix/mcp-sdk/bin/python3", "the Python MCP SDK")
+}
+
+/// The Python with the OpenAI and Anthropic SDKs (pinned) that `scripts/setup --tests` installs.
+pub fn http_sdk_python() -> PathBuf {
+    installed("aerix/http-sdk/bin/python3", "the OpenAI and Anthropic Python SDKs")
+}
+
+/// Claude Code (pinned) as `scripts/setup --tests` installs it.
+pub fn claude_code() -> PathBuf {
+    installed("aerix/claude-code/node_modules/.bin/claude", "Claude Code")
+}
+
+/// A file `scripts/setup --tests` puts under the cache, or a failure naming the step.
+fn installed(relative: &str, what: &str) -> PathBuf {
+    let path = cache().join(relative);
     assert!(
-        path.is_file(),
-        "{} is missing: run scripts/setup --tests (it installs the Python MCP SDK)",
+        path.exists(),
+        "{} is missing: run scripts/setup --tests (it installs {what})",
         path.display()
     );
     path

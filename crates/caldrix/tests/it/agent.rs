@@ -8,21 +8,11 @@
 //! only a scripted member makes the round trip a test that can pass or fail on what the pool
 //! does. What the pool does with the real engine is the SDK tests' part (`http.rs`).
 
-use std::path::PathBuf;
 use std::process::Command;
 
 use serde_json::Value;
 
 use crate::http::HttpPool;
-
-fn claude() -> PathBuf {
-    let cache = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache"));
-    let claude = cache.join("aerix/claude-code/node_modules/.bin/claude");
-    assert!(claude.exists(), "{} is missing: run scripts/setup --tests", claude.display());
-    claude
-}
 
 #[test]
 fn claude_code_runs_a_tool_call_round_trip_against_the_pool() {
@@ -40,7 +30,7 @@ fn claude_code_runs_a_tool_call_round_trip_against_the_pool() {
     let script = format!("script:{}@{}", replies.display(), crate::smollm2().display());
     let pool = HttpPool::start("claude-code", &["--load", &script, "--alias", "coder"]);
 
-    let output = Command::new(claude())
+    let output = Command::new(test_models::claude_code())
         .current_dir(&work)
         .env_clear()
         .env("PATH", "/usr/local/bin:/usr/bin:/bin")

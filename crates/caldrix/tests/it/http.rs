@@ -69,7 +69,7 @@ impl HttpPool {
     }
 
     fn sdk_command(&self, cases: &[&str], env: &[(&str, &str)]) -> Command {
-        let python = sdk_python();
+        let python = test_models::http_sdk_python();
         let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/it/http_sdk.py");
         let mut command = Command::new(python);
         command.arg(script).args(cases).env("CALDRIX_URL", &self.url).stdout(Stdio::piped());
@@ -97,15 +97,6 @@ impl Drop for HttpPool {
         let _ = self.child.wait();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
-}
-
-fn sdk_python() -> PathBuf {
-    let cache = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache"));
-    let python = cache.join("aerix/http-sdk/bin/python3");
-    assert!(python.exists(), "{} is missing: run scripts/setup --tests", python.display());
-    python
 }
 
 fn case<'a>(seen: &'a [Value], name: &str) -> Vec<&'a Value> {
