@@ -150,6 +150,8 @@ impl Pool {
         // hold, naming its figures), the rest of the file against system memory.
         let plan = caldrix_engine::Model::plan(&member.model, &member::model_params(&member))
             .map_err(|e| PoolError::new(ErrorKind::LoadRefused, e.to_string()))?;
+        // The load places what the fit counted: auto is decided once, here.
+        member.gpu_layers = Some(plan.layers);
         let resident: u64 =
             self.members.lock().map_err(poisoned)?.values().map(|m| m.footprint_bytes).sum();
         let alias = member.alias.clone();
