@@ -215,7 +215,7 @@ pub fn read(main: &[u8], subagents: &[(String, Vec<u8>)]) -> Imported {
                 agent: agent.clone(),
                 parent: Some("a1".into()),
                 kind: "claude-code".into(),
-                route: String::new(),
+                route: None,
                 member: out.model.clone().unwrap_or_default(),
                 tools: Vec::new(),
                 max_turns: 0,
@@ -396,8 +396,8 @@ impl Converter {
                 agent: self.agent.clone(),
                 op: SegmentOp::Append,
                 id: if self.prompts == 1 { "brief".into() } else { format!("p{}", self.prompts) },
-                role: Some("user".into()),
-                label: Some("prompt".into()),
+                role: Some(aerix_session::Role::User),
+                label: Some(aerix_session::Label::Prompt),
                 text: Some(text),
                 tokens: None,
                 pinned: None,
@@ -416,7 +416,7 @@ impl Converter {
         self.events.push((
             Event::Message {
                 agent: self.agent.clone(),
-                role: "tool".into(),
+                role: aerix_session::Role::Tool,
                 turn: Some(self.turns),
                 call: Some(id),
                 tool: Some(tool),
@@ -478,7 +478,7 @@ impl Converter {
         self.events.push((
             Event::Message {
                 agent: self.agent.clone(),
-                role: "assistant".into(),
+                role: aerix_session::Role::Assistant,
                 turn: Some(self.turns),
                 call: None,
                 tool: None,

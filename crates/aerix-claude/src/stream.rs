@@ -248,7 +248,7 @@ mod tests {
             agent: agent.into(),
             parent: parent.map(str::to_owned),
             kind: "implementer".into(),
-            route: "edit".into(),
+            route: Some(aerix_session::Route::Edit),
             member: "main".into(),
             tools: vec!["read".into()],
             max_turns: 4,
@@ -258,7 +258,7 @@ mod tests {
     fn assistant(agent: &str, text: &str) -> Event {
         Event::Message {
             agent: agent.into(),
-            role: "assistant".into(),
+            role: aerix_session::Role::Assistant,
             turn: Some(1),
             call: None,
             tool: None,
@@ -273,7 +273,7 @@ mod tests {
     fn tool(agent: &str, call: &str, text: &str, error: bool) -> Event {
         Event::Message {
             agent: agent.into(),
-            role: "tool".into(),
+            role: aerix_session::Role::Tool,
             turn: None,
             call: Some(call.into()),
             tool: Some("read".into()),
@@ -330,8 +330,8 @@ mod tests {
             agent: "a1.c2".into(),
             op: aerix_session::SegmentOp::Append,
             id: "brief".into(),
-            role: Some("user".into()),
-            label: Some("prompt".into()),
+            role: Some(aerix_session::Role::User),
+            label: Some(aerix_session::Label::Prompt),
             text: Some("do the piece".into()),
             tokens: None,
             pinned: None,

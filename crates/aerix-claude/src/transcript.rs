@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use aerix_session::{Event, SegmentOp, Usage};
+use aerix_session::{Event, Label, Role, SegmentOp, Usage};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
@@ -180,18 +180,29 @@ impl Projector {
                 self.order.push(agent.clone());
             }
             // A subagent's brief is its first user message.
-            Event::Segment { agent, op: SegmentOp::Append, label: Some(label), text, .. }
-                if label == "prompt" && *agent != self.root =>
-            {
+            Event::Segment {
+                agent,
+                op: SegmentOp::Append,
+                label: Some(Label::Prompt),
+                text,
+                ..
+            } if *agent != self.root => {
                 let message = json!({"role": "user", "content": text.clone().unwrap_or_default()});
                 self.push(agent, index, 0, "user", message, Map::new());
             }
-            Event::Message { agent, role, text, usage, stop, .. } if role == "assistant" => {
+            Event::Message { agent, role: Role::Assistant, text, usage, stop, .. } => {
                 self.assistant(index, agent, text, usage.as_ref(), stop.as_deref());
             }
-            Event::Message { agent, role, call: Some(call), tool, input, text, error, .. }
-                if role == "tool" =>
-            {
+            Event::Message {
+                agent,
+                role: Role::Tool,
+                call: Some(call),
+                tool,
+                input,
+                text,
+                error,
+                ..
+            } => {
                 let tool = tool.as_deref().unwrap_or("unknown");
                 let input = input.clone().unwrap_or(Value::Object(Map::new()));
                 self.result(index, agent, call, tool, &input, text, error.unwrap_or(false));

@@ -11,45 +11,7 @@ use crate::connection::Connection;
 use crate::error::CoreError;
 use crate::sink::Sink;
 
-/// What a segment is, for the log and for the context tool.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Label {
-    System,
-    Instructions,
-    /// The pinned `# Hook context` of the session's `SessionStart` hooks.
-    Hook,
-    Prompt,
-    Turn,
-    Result,
-    Note,
-    Job,
-    Scratchpad,
-    Summary,
-}
-
-impl Label {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Label::System => "system",
-            Label::Instructions => "instructions",
-            Label::Hook => "hook",
-            Label::Prompt => "prompt",
-            Label::Turn => "turn",
-            Label::Result => "result",
-            Label::Note => "note",
-            Label::Job => "job",
-            Label::Scratchpad => "scratchpad",
-            Label::Summary => "summary",
-        }
-    }
-
-    /// `drop` and `summarize` refuse these: the spec's three, and the prompt (a request or a
-    /// brief), whose turns would otherwise answer nothing (and some chat templates refuse a
-    /// conversation that opens with the assistant).
-    pub fn is_protected(self) -> bool {
-        matches!(self, Label::System | Label::Instructions | Label::Scratchpad | Label::Prompt)
-    }
-}
+pub use aerix_session::Label;
 
 #[derive(Clone, Debug)]
 pub struct Segment {
@@ -70,12 +32,23 @@ pub struct Context {
     pub total_tokens: u32,
 }
 
-pub fn role_name(role: Role) -> &'static str {
+/// A wire role as the log writes it.
+pub fn log_role(role: Role) -> aerix_session::Role {
     match role {
-        Role::System => "system",
-        Role::User => "user",
-        Role::Assistant => "assistant",
-        Role::Tool => "tool",
+        Role::System => aerix_session::Role::System,
+        Role::User => aerix_session::Role::User,
+        Role::Assistant => aerix_session::Role::Assistant,
+        Role::Tool => aerix_session::Role::Tool,
+    }
+}
+
+/// A logged role as the pool takes it.
+pub fn wire_role(role: aerix_session::Role) -> Role {
+    match role {
+        aerix_session::Role::System => Role::System,
+        aerix_session::Role::User => Role::User,
+        aerix_session::Role::Assistant => Role::Assistant,
+        aerix_session::Role::Tool => Role::Tool,
     }
 }
 
@@ -104,12 +77,16 @@ impl Context {
     }
 
     fn take_counts(&mut self, counts: &Counts) {
-        for count in &counts.segments {
+        self.take(&counts.segments, counts.total_tokens);
+    }
+
+    fn take(&mut self, counts: &[proto::SegmentCount], total_tokens: u32) {
+        for count in counts {
             if let Some(segment) = self.segments.iter_mut().find(|s| s.id == count.id) {
                 segment.tokens = count.tokens;
             }
         }
-        self.total_tokens = counts.total_tokens;
+        self.total_tokens = total_tokens;
     }
 
     pub fn get(&self, id: &str) -> Option<&Segment> {
@@ -175,19 +152,25 @@ impl Context {
         Ok(())
     }
 
-    /// A segment the pool appended itself (a generated turn): read its count, log it.
+    /// A segment the pool appended itself (a generated turn): its count from the generation's
+    /// `done` (asked for only when an older pool's `done` lacks it), logged.
     pub async fn appended_by_pool(
         &mut self,
         client: &mut dyn Connection,
         sink: &mut dyn Sink,
         segment: Segment,
-        usage: &proto::Usage,
+        done: &proto::Done,
     ) -> Result<(), CoreError> {
-        let counts = client.context_counts(self.id).await?;
         self.segments.push(segment);
-        self.take_counts(&counts);
+        match &done.counts {
+            Some(counts) => self.take(&counts.segments, counts.total_tokens),
+            None => {
+                let counts = client.context_counts(self.id).await?;
+                self.take_counts(&counts);
+            }
+        }
         if let Some(segment) = self.segments.last() {
-            sink.event(append_event(&self.agent, segment, Some(usage)));
+            sink.event(append_event(&self.agent, segment, Some(&done.usage)));
         }
         Ok(())
     }
@@ -247,7 +230,7 @@ impl Context {
                 op: SegmentOp::Replace,
                 id,
                 role: None,
-                label: label.map(|l| l.as_str().to_owned()),
+                label,
                 text: Some(text),
                 tokens,
                 pinned,
@@ -313,8 +296,8 @@ fn append_event(agent: &str, segment: &Segment, usage: Option<&proto::Usage>) ->
         agent: agent.to_owned(),
         op: SegmentOp::Append,
         id: segment.id.clone(),
-        role: Some(role_name(segment.role).to_owned()),
-        label: Some(segment.label.as_str().to_owned()),
+        role: Some(log_role(segment.role)),
+        label: Some(segment.label),
         text: Some(segment.text.clone()),
         tokens: Some(segment.tokens),
         pinned: Some(segment.pinned),

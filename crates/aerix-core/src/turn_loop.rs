@@ -170,7 +170,7 @@ impl Agent {
                 pinned: false,
                 tokens: 0,
             };
-            self.context.appended_by_pool(rt.client, rt.sink, segment, &done.usage).await?;
+            self.context.appended_by_pool(rt.client, rt.sink, segment, &done).await?;
             rt.sink.event(self.turn_event(
                 text.clone(),
                 Some(usage(&done.usage)),
@@ -252,7 +252,7 @@ impl Agent {
     fn turn_event(&self, text: String, usage: Option<Usage>, stop: &str) -> Event {
         Event::Message {
             agent: self.spec.id.clone(),
-            role: "assistant".into(),
+            role: aerix_session::Role::Assistant,
             turn: Some(self.turn_base + self.turns + 1),
             call: None,
             tool: None,
@@ -381,7 +381,7 @@ impl Agent {
         let text = calls::cap(rt, call, text);
         rt.sink.event(Event::Message {
             agent: self.spec.id.clone(),
-            role: "tool".into(),
+            role: aerix_session::Role::Tool,
             turn: Some(self.turns),
             call: Some(call.id.clone()),
             tool: Some(call.tool.clone()),

@@ -515,7 +515,7 @@ async fn spawn(
         agent: id.clone(),
         parent: Some(caller.id.clone()),
         kind: agent_type.clone(),
-        route: "delegate".to_owned(),
+        route: Some(aerix_session::Route::Delegate),
         member: spec.member.clone(),
         tools: spec.tools.clone(),
         max_turns: spec.max_turns,

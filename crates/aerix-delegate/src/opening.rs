@@ -282,6 +282,7 @@ mod tests {
                 one_of: None,
                 logprobs: None,
                 tool_calls: Vec::new(),
+                counts: None,
             };
             Box::pin(async { Ok(done) })
         }

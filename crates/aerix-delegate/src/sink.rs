@@ -44,7 +44,7 @@ impl<'s, 'p> PieceSink<'s, 'p> {
             return;
         };
         let ours = agent == &self.piece || agent.starts_with(&format!("{}.", self.piece));
-        if !ours || role != "tool" || *error == Some(true) {
+        if !ours || *role != aerix_session::Role::Tool || *error == Some(true) {
             return;
         }
         let mut trace = lock(self.trace);

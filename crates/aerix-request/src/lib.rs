@@ -7,12 +7,13 @@ mod route;
 use aerix_config::InstructionFile;
 use aerix_core::{
     Agent, AgentEnd, AgentSpec, Context, CoreError, HookFire, Label, Runtime, Segment, offer_skill,
+    wire_role,
 };
 use aerix_session::{Event, Rebuilt};
 use aerix_turn::{ALL_TOOLS, Answer, system_segment_with};
 use caldrix_proto::Role;
 
-pub use route::{ROUTE_TOKENS, ROUTES, Route, route};
+pub use route::{ROUTE_TOKENS, Routed, route};
 
 pub const ROOT: &str = "a1";
 /// The id of the root's pinned `# Hook context` segment.
@@ -41,7 +42,7 @@ pub struct Request {
 
 #[derive(Debug)]
 pub struct RequestEnd {
-    pub route: Route,
+    pub route: Routed,
     pub end: AgentEnd,
 }
 
@@ -170,14 +171,14 @@ pub async fn run_request(rt: &mut Runtime<'_>, request: Request) -> Result<Reque
     let route = route(rt, ROOT, &router, &request.prompt).await?;
     let decided = rt.hooks.fire(HookFire::RouteDecision {
         agent: ROOT,
-        route: &route.name,
+        route: route.route.as_str(),
         scores: &route.scores,
         raw: route.raw.as_deref(),
     });
     if let Some(reason) = decided.stop {
         return Err(CoreError::Killed(format!("a RouteDecision hook ended the request: {reason}")));
     }
-    let planner = matches!(route.name.as_str(), "edit" | "plan");
+    let planner = matches!(route.route, aerix_session::Route::Edit | aerix_session::Route::Plan);
     let tools: Vec<String> = if planner {
         let allowed = &rt.options.planner_tools;
         ALL_TOOLS
@@ -195,7 +196,7 @@ pub async fn run_request(rt: &mut Runtime<'_>, request: Request) -> Result<Reque
         agent: ROOT.to_owned(),
         parent: None,
         kind: "root".to_owned(),
-        route: route.name.clone(),
+        route: Some(route.route),
         member: request.main.clone(),
         tools: tools.clone(),
         max_turns: request.max_turns,
@@ -216,8 +217,8 @@ pub async fn run_request(rt: &mut Runtime<'_>, request: Request) -> Result<Reque
                 .iter()
                 .map(|s| Segment {
                     id: s.id.clone(),
-                    role: role_of(&s.role),
-                    label: label_of(&s.label),
+                    role: wire_role(s.role),
+                    label: s.label,
                     text: s.text.clone(),
                     pinned: s.pinned,
                     tokens: s.tokens,
@@ -267,29 +268,4 @@ pub async fn run_request(rt: &mut Runtime<'_>, request: Request) -> Result<Reque
     };
     let _ = rt.client.drop_context(context_id).await;
     Ok(RequestEnd { route, end: result? })
-}
-
-/// A logged segment's role (the log writes `role_name`'s words).
-fn role_of(text: &str) -> Role {
-    match text {
-        "system" => Role::System,
-        "assistant" => Role::Assistant,
-        _ => Role::User,
-    }
-}
-
-/// A logged segment's label (the log writes `Label::as_str`'s words).
-fn label_of(text: &str) -> Label {
-    match text {
-        "system" => Label::System,
-        "instructions" => Label::Instructions,
-        "hook" => Label::Hook,
-        "prompt" => Label::Prompt,
-        "turn" => Label::Turn,
-        "note" => Label::Note,
-        "job" => Label::Job,
-        "scratchpad" => Label::Scratchpad,
-        "summary" => Label::Summary,
-        _ => Label::Result,
-    }
 }

@@ -2,18 +2,17 @@
 
 use std::collections::BTreeMap;
 
-use aerix_session::Event;
+use aerix_session::{Event, Route};
 use caldrix_proto::{Constraint, Generate, Role, Segment};
 
 use aerix_core::{CoreError, Runtime};
 
-pub const ROUTES: [&str; 4] = ["answer", "edit", "investigate", "plan"];
 /// The routing generation's bound.
 pub const ROUTE_TOKENS: u32 = 8;
 
 #[derive(Clone, Debug, PartialEq)]
-pub struct Route {
-    pub name: String,
+pub struct Routed {
+    pub route: Route,
     pub scores: BTreeMap<String, f64>,
     /// What the member answered when it was none of the routes (then the route is `edit`).
     pub raw: Option<String>,
@@ -26,7 +25,7 @@ pub async fn route(
     agent: &str,
     member: &str,
     request: &str,
-) -> Result<Route, CoreError> {
+) -> Result<Routed, CoreError> {
     let segments = vec![
         Segment {
             id: "routing".into(),
@@ -39,7 +38,9 @@ pub async fn route(
     let counts = rt.client.create_context(member, segments).await?;
     let generate = Generate {
         context: counts.context,
-        constraint: Constraint::OneOf { options: ROUTES.map(String::from).to_vec() },
+        constraint: Constraint::OneOf {
+            options: Route::REQUEST.map(|r| r.as_str().to_owned()).to_vec(),
+        },
         max_new_tokens: ROUTE_TOKENS,
         sampling: None,
         logprobs: Some(0),
@@ -52,20 +53,20 @@ pub async fn route(
     let answer = done.text.trim().to_owned();
     let mut scores = BTreeMap::new();
     if let Some(one_of) = &done.one_of {
-        for (route, score) in ROUTES.iter().zip(&one_of.logprobs) {
-            scores.insert((*route).to_owned(), *score);
+        for (route, score) in Route::REQUEST.iter().zip(&one_of.logprobs) {
+            scores.insert(route.as_str().to_owned(), *score);
         }
     }
-    let (name, raw) = match ROUTES.iter().find(|r| **r == answer) {
-        Some(r) => ((*r).to_owned(), None),
-        None => ("edit".to_owned(), Some(answer)),
+    let (route, raw) = match Route::REQUEST.into_iter().find(|r| r.as_str() == answer) {
+        Some(r) => (r, None),
+        None => (Route::Edit, Some(answer)),
     };
     rt.sink.event(Event::Route {
         agent: agent.to_owned(),
-        route: name.clone(),
+        route,
         raw: raw.clone(),
         scores: scores.clone(),
         member: member.to_owned(),
     });
-    Ok(Route { name, scores, raw })
+    Ok(Routed { route, scores, raw })
 }

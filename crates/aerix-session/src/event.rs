@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::record::{Label, Role, Route};
+
 /// One line of the log (`ts` is added by the writer).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type")]
@@ -35,7 +37,7 @@ pub enum Event {
     #[serde(rename = "route")]
     Route {
         agent: String,
-        route: String,
+        route: Route,
         /// What the member answered, when it was not one of the routes.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         raw: Option<String>,
@@ -49,7 +51,13 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         parent: Option<String>,
         kind: String,
-        route: String,
+        /// Absent for an agent no route made (an imported session's).
+        #[serde(
+            default,
+            skip_serializing_if = "Option::is_none",
+            deserialize_with = "crate::record::spawn_route"
+        )]
+        route: Option<Route>,
         member: String,
         /// The tools the agent may call.
         tools: Vec<String>,
@@ -62,11 +70,10 @@ pub enum Event {
         op: SegmentOp,
         id: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        role: Option<String>,
-        /// What the segment is: `system`, `instructions`, `prompt`, `turn`, `result`, `note`,
-        /// `job`, `scratchpad`, `summary`.
+        role: Option<Role>,
+        /// What the segment is.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        label: Option<String>,
+        label: Option<Label>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         text: Option<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -84,7 +91,7 @@ pub enum Event {
     #[serde(rename = "message")]
     Message {
         agent: String,
-        role: String,
+        role: Role,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         turn: Option<u32>,
         #[serde(default, skip_serializing_if = "Option::is_none")]

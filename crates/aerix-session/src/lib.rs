@@ -7,6 +7,7 @@ mod index;
 mod key;
 mod log;
 mod rebuild;
+mod record;
 mod rewind;
 mod time;
 
@@ -17,6 +18,7 @@ pub use index::{ImportOutcome, IndexEntry, Store};
 pub use key::project_key;
 pub use log::{Log, ReadLog, read_log};
 pub use rebuild::{Rebuilt, RebuiltSegment, rebuild};
+pub use record::{Label, Role, Route};
 pub use rewind::{Request, live, live_mask, requests};
 pub use time::{now_rfc3339, session_id};
 
@@ -30,4 +32,6 @@ pub enum SessionError {
     Corrupt { path: PathBuf, line: usize, message: String },
     #[error("`{0}` is not a session id")]
     BadId(String),
+    #[error("the log appends segment `{id}` of {agent} without its {missing}")]
+    Incomplete { agent: String, id: String, missing: &'static str },
 }

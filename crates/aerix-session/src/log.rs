@@ -120,8 +120,9 @@ pub struct ReadLog {
     pub skipped: Vec<usize>,
 }
 
-/// Reads every complete event of a log. A line that does not parse is skipped and counted (a
-/// crash can leave one anywhere a later run appended after it); nothing else is an error.
+/// Reads every complete event of a log. A line that is not JSON is skipped and counted (a crash
+/// can leave one anywhere a later run appended after it); a complete object that is not an
+/// event (an unknown type, label, role or route) is an error naming its line and the word.
 pub fn read_log(path: &Path) -> Result<ReadLog, SessionError> {
     let text = std::fs::read(path).map_err(|error| SessionError::Io {
         what: "cannot read the session log",
@@ -133,9 +134,23 @@ pub fn read_log(path: &Path) -> Result<ReadLog, SessionError> {
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        match serde_json::from_slice::<Event>(line) {
+        let Ok(value) = serde_json::from_slice::<serde_json::Value>(line) else {
+            out.skipped.push(i + 1);
+            continue;
+        };
+        if !value.is_object() {
+            out.skipped.push(i + 1);
+            continue;
+        }
+        match serde_json::from_value::<Event>(value) {
             Ok(event) => out.events.push(event),
-            Err(_) => out.skipped.push(i + 1),
+            Err(e) => {
+                return Err(SessionError::Corrupt {
+                    path: path.to_owned(),
+                    line: i + 1,
+                    message: e.to_string(),
+                });
+            }
         }
     }
     Ok(out)

@@ -1,13 +1,13 @@
 //! An agent's context and plan, rebuilt from its events.
 
-use crate::{Event, SegmentOp};
+use crate::{Event, Label, Role, SegmentOp, SessionError};
 
 /// A segment as the log last described it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RebuiltSegment {
     pub id: String,
-    pub role: String,
-    pub label: String,
+    pub role: Role,
+    pub label: Label,
     pub text: String,
     pub pinned: bool,
     pub tokens: u32,
@@ -24,8 +24,9 @@ pub struct Rebuilt {
 }
 
 /// Replays `agent`'s segment and plan events in order, leaving out the requests a `rewind`
-/// left out (their turns and calls still count, so numbers are never reused).
-pub fn rebuild(events: &[Event], agent: &str) -> Rebuilt {
+/// left out (their turns and calls still count, so numbers are never reused). A segment
+/// appended without its role or label is an error naming it.
+pub fn rebuild(events: &[Event], agent: &str) -> Result<Rebuilt, SessionError> {
     let mut out = Rebuilt::default();
     let live = crate::live_mask(events);
     for (event, kept) in events.iter().zip(live).filter(|(e, _)| e.agent() == Some(agent)) {
@@ -33,11 +34,18 @@ pub fn rebuild(events: &[Event], agent: &str) -> Rebuilt {
             Event::Segment { .. } | Event::Plan { .. } if !kept => {}
             Event::Segment { op, id, role, label, text, tokens, pinned, .. } => match op {
                 SegmentOp::Append => {
+                    let incomplete = |missing| SessionError::Incomplete {
+                        agent: agent.to_owned(),
+                        id: id.clone(),
+                        missing,
+                    };
+                    let role = role.ok_or_else(|| incomplete("role"))?;
+                    let label = label.ok_or_else(|| incomplete("label"))?;
                     out.segments.retain(|s| s.id != *id);
                     out.segments.push(RebuiltSegment {
                         id: id.clone(),
-                        role: role.clone().unwrap_or_else(|| "user".to_owned()),
-                        label: label.clone().unwrap_or_default(),
+                        role,
+                        label,
                         text: text.clone().unwrap_or_default(),
                         pinned: pinned.unwrap_or(false),
                         tokens: tokens.unwrap_or(0),
@@ -49,10 +57,10 @@ pub fn rebuild(events: &[Event], agent: &str) -> Rebuilt {
                             segment.text = text.clone();
                         }
                         if let Some(role) = role {
-                            segment.role = role.clone();
+                            segment.role = *role;
                         }
                         if let Some(label) = label {
-                            segment.label = label.clone();
+                            segment.label = *label;
                         }
                         if let Some(pinned) = pinned {
                             segment.pinned = *pinned;
@@ -65,7 +73,7 @@ pub fn rebuild(events: &[Event], agent: &str) -> Rebuilt {
                 SegmentOp::Remove => out.segments.retain(|s| s.id != *id),
             },
             Event::Plan { text, .. } => out.plan = Some(text.clone()),
-            Event::Message { role, turn: Some(_), .. } if role == "assistant" => out.turns += 1,
+            Event::Message { role: Role::Assistant, turn: Some(_), .. } => out.turns += 1,
             Event::Message { call: Some(call), .. } => {
                 if let Some(n) = call.strip_prefix('c').and_then(|n| n.parse::<u32>().ok()) {
                     out.calls = out.calls.max(n);
@@ -74,5 +82,5 @@ pub fn rebuild(events: &[Event], agent: &str) -> Rebuilt {
             _ => {}
         }
     }
-    out
+    Ok(out)
 }

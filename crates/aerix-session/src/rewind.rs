@@ -85,8 +85,8 @@ mod tests {
             agent: "a1".into(),
             op: SegmentOp::Append,
             id: id.into(),
-            role: None,
-            label: None,
+            role: Some(crate::Role::User),
+            label: Some(crate::Label::Prompt),
             text: Some(id.into()),
             tokens: None,
             pinned: None,
@@ -117,7 +117,7 @@ mod tests {
             flags,
             [(1, "one", false), (2, "two", true), (3, "three", true), (4, "four", false)]
         );
-        let rebuilt = crate::rebuild(&events, "a1");
+        let rebuilt = crate::rebuild(&events, "a1").unwrap();
         let ids: Vec<&str> = rebuilt.segments.iter().map(|s| s.id.as_str()).collect();
         assert_eq!(ids, ["s1", "s4"], "a files-only rewind keeps the conversation");
     }

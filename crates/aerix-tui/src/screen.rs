@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use aerix_session::{Event, Outcome};
+use aerix_session::{Event, Outcome, Role};
 
 use crate::editor::Editor;
 use crate::feed::{DiffStat, Feed, RequestEnd};
@@ -298,7 +298,7 @@ impl Screen {
                     running.max_turns = max_turns;
                 }
             }
-            Event::Message { agent, role, turn, usage, .. } if role == "assistant" => {
+            Event::Message { agent, role: Role::Assistant, turn, usage, .. } => {
                 if let Some(running) = &mut self.running {
                     if let Some(at) = running.streamed_usage.iter().position(|a| *a == agent)
                         && let Some(usage) = &usage
@@ -323,13 +323,13 @@ impl Screen {
             }
             Event::Message {
                 agent,
-                role,
+                role: Role::Tool,
                 call: Some(call),
                 tool: Some(tool),
                 input,
                 error,
                 ..
-            } if role == "tool" => {
+            } => {
                 if let Some(running) = &mut self.running {
                     match running.calls.iter_mut().find(|(a, _)| *a == agent) {
                         Some((_, n)) => *n += 1,

@@ -52,7 +52,7 @@ fn spawn(agent: &str, parent: Option<&str>, kind: &str) -> Event {
         agent: agent.into(),
         parent: parent.map(str::to_owned),
         kind: kind.into(),
-        route: "edit".into(),
+        route: Some(aerix_session::Route::Edit),
         member: "main".into(),
         tools: vec![],
         max_turns: 40,
@@ -62,7 +62,7 @@ fn spawn(agent: &str, parent: Option<&str>, kind: &str) -> Event {
 fn turn(agent: &str, turn: u32, prompt: u32, completion: u32) -> Event {
     Event::Message {
         agent: agent.into(),
-        role: "assistant".into(),
+        role: aerix_session::Role::Assistant,
         turn: Some(turn),
         call: None,
         tool: None,
@@ -83,7 +83,7 @@ fn turn(agent: &str, turn: u32, prompt: u32, completion: u32) -> Event {
 fn call(agent: &str, call: &str, tool: &str, input: serde_json::Value) -> Event {
     Event::Message {
         agent: agent.into(),
-        role: "tool".into(),
+        role: aerix_session::Role::Tool,
         turn: None,
         call: Some(call.into()),
         tool: Some(tool.into()),
@@ -107,7 +107,7 @@ fn running(now: Instant) -> Screen {
         &mut screen,
         Event::Route {
             agent: "a1".into(),
-            route: "edit".into(),
+            route: aerix_session::Route::Edit,
             raw: None,
             scores: Default::default(),
             member: "main".into(),

@@ -2,7 +2,7 @@
 //! side-by-side table of the base commit's and the tuned commit's runs. The replay itself (a
 //! scratch worktree, an `aerix -p` per request and commit) is the binary's.
 
-use aerix_session::{Event, Outcome};
+use aerix_session::{Event, Label, Outcome, Role};
 use serde_json::Value;
 
 /// What one run of a request shows.
@@ -42,22 +42,21 @@ impl Figures {
                         f.passed += 1;
                     }
                 }
-                Event::Message { role, usage, .. } if role == "assistant" => {
+                Event::Message { role: Role::Assistant, usage, .. } => {
                     f.turns += 1;
                     if let Some(u) = usage {
                         f.tokens += u64::from(u.prompt_tokens) + u64::from(u.completion_tokens);
                     }
                 }
-                Event::Message { role, error, .. } if role == "tool" => {
+                Event::Message { role: Role::Tool, error, .. } => {
                     f.tool_calls += 1;
                     if *error == Some(true) {
                         f.tool_errors += 1;
                     }
                 }
-                Event::Segment { label: Some(label), text: Some(text), .. }
-                    if label == "note"
-                        && (text.starts_with("[parse error]")
-                            || text.starts_with("Your last turn reached the limit")) =>
+                Event::Segment { label: Some(Label::Note), text: Some(text), .. }
+                    if (text.starts_with("[parse error]")
+                        || text.starts_with("Your last turn reached the limit")) =>
                 {
                     f.retries += 1;
                 }

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use aerix_session::{Event, Outcome, SegmentOp};
+use aerix_session::{Event, Label, Outcome, Role, SegmentOp};
 use serde_json::Value;
 
 use crate::{Artifacts, Corpus, Request};
@@ -128,10 +128,10 @@ impl Gather<'_> {
             Event::Segment {
                 agent,
                 op: SegmentOp::Append,
-                label: Some(label),
+                label: Some(Label::Note),
                 text: Some(text),
                 ..
-            } if label == "note" => {
+            } => {
                 if let Some(error) = text.strip_prefix("[parse error]") {
                     let place = format!("the model's output (session {s})");
                     let line = format!("a turn of {agent} was dropped: parse error:{error}");
@@ -155,9 +155,16 @@ impl Gather<'_> {
                 };
                 self.add("system.md", s, Source::Harness, "a compaction", &line);
             }
-            Event::Message { agent, role, tool: Some(tool), call, input, text, error, .. }
-                if role == "tool" =>
-            {
+            Event::Message {
+                agent,
+                role: Role::Tool,
+                tool: Some(tool),
+                call,
+                input,
+                text,
+                error,
+                ..
+            } => {
                 let call = call.as_deref().unwrap_or("?");
                 if *error == Some(true) {
                     let place = format!("a tool error of {tool} (session {s})");

@@ -44,7 +44,7 @@ fn main() {
 fn message(agent: &str, call: u32) -> Event {
     Event::Message {
         agent: agent.into(),
-        role: "tool".into(),
+        role: aerix_session::Role::Tool,
         turn: None,
         call: Some(format!("c{call}")),
         tool: Some("bash".into()),
@@ -98,7 +98,7 @@ fn in_process(streaming: bool) {
             screen.feed(
                 Feed::Event(Event::Message {
                     agent: "a1".into(),
-                    role: "assistant".into(),
+                    role: aerix_session::Role::Assistant,
                     turn: Some(1),
                     call: None,
                     tool: None,

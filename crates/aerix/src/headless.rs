@@ -103,7 +103,7 @@ pub async fn run(
         Some(id) => {
             let resumed = files.resume(id, &mut front)?;
             request_number = checkpoint::next_request(&resumed.events);
-            let rebuilt = rebuild(&resumed.events, "a1");
+            let rebuilt = rebuild(&resumed.events, "a1")?;
             (resumed.log, Some((rebuilt, resumed.recorded)), resumed.events)
         }
         None => (
@@ -306,8 +306,8 @@ pub async fn run(
         request_number += 1;
         let base = end.snapshot.as_ref().and_then(|s| s.base.as_deref());
         sink.event(checkpoint::take(&files.root, &session_id, request_number, base));
-        match read_log(sink.log.path()) {
-            Ok(read) => rebuilt = Some(rebuild(&read.events, "a1")),
+        match read_log(sink.log.path()).and_then(|read| rebuild(&read.events, "a1")) {
+            Ok(read) => rebuilt = Some(read),
             Err(e) => {
                 let failed = Err(anyhow::anyhow!("the session log: {e}"));
                 break end.finish(&mut sink, Outcome::Failed, failed);

@@ -106,7 +106,7 @@ impl Output {
                 self.cwd.clone_from(cwd);
                 self.model.clone_from(model);
             }
-            Event::Message { agent, role, usage, .. } if role == "assistant" => {
+            Event::Message { agent, role: aerix_session::Role::Assistant, usage, .. } => {
                 if let Some(usage) = usage {
                     self.totals.add(usage);
                 }

@@ -58,14 +58,14 @@ pub fn progress(event: &Event) {
         },
         Event::Message {
             agent,
-            role,
+            role: aerix_session::Role::Tool,
             tool: Some(tool),
             call: Some(call),
             input,
             error,
             text,
             ..
-        } if role == "tool" => {
+        } => {
             let input = input.as_ref().map(|i| i.to_string()).unwrap_or_default();
             let input = clip(&input, 100);
             let mark = if *error == Some(true) { " (error)" } else { "" };

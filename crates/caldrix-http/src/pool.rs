@@ -373,6 +373,7 @@ mod tests {
             one_of: None,
             logprobs: None,
             tool_calls: calls,
+            counts: None,
         }
     }
 

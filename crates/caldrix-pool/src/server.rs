@@ -18,7 +18,7 @@ use tokio::sync::mpsc;
 
 use crate::member::{Job, Keep, MemberEvent};
 use crate::{Pool, PoolError, poisoned};
-use control::{append, control, on_context};
+use control::{append, control, counts_for_done, on_context};
 
 /// The handshake and every control request are answered within this.
 const CONTROL_TIMEOUT: Duration = Duration::from_secs(30);
@@ -354,11 +354,13 @@ impl Connection {
                         MemberEvent::Done(Err(e)) => return self.send_error(&e).await,
                         MemberEvent::Done(Ok(finished)) => {
                             let generation = finished.generation;
+                            let mut counts = None;
                             if let Some(id) = &g.append_as {
                                 let appended = append(&self.pool, g.context, id, &generation.text);
                                 if let Err(e) = appended {
                                     return self.send_error(&e).await;
                                 }
+                                counts = counts_for_done(&self.pool, g.context, CONTROL_TIMEOUT).await;
                             }
                             let scored = generation.one_of.is_some();
                             let done = Done {
@@ -392,6 +394,7 @@ impl Connection {
                                     _ => Vec::new(),
                                 },
                                 text: generation.text,
+                                counts,
                             };
                             return self.send(&Reply::Done(done)).await;
                         }
@@ -488,6 +491,7 @@ impl Streamed {
             logprobs: None,
             tool_calls: Vec::new(),
             text: String::new(),
+            counts: None,
         }
     }
 
@@ -511,6 +515,7 @@ impl Streamed {
             logprobs: None,
             tool_calls: Vec::new(),
             text: self.text,
+            counts: None,
         }
     }
 }

@@ -417,6 +417,18 @@ pub struct Done {
     /// form); empty for a plain answer and without the constraint.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tool_calls: Vec<ToolCall>,
+    /// With `append_as`: the context's counts once the reply was appended, as `context_counts`
+    /// answers them, so a client needs no second request. Absent without `append_as`, from an
+    /// older daemon, and when counting failed (then `context_counts` says why).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counts: Option<SegmentCounts>,
+}
+
+/// A context's counts: each segment's tokens and the rendered conversation's.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SegmentCounts {
+    pub segments: Vec<SegmentCount>,
+    pub total_tokens: u32,
 }
 
 /// Why a generation ended. Open on the wire like [`Constraint`].

@@ -27,14 +27,14 @@ fn outline(events: &[(Event, Option<String>)]) -> Vec<(String, String, String)> 
                 }
                 Event::Message { role, tool, text, .. } => {
                     let kind = match tool {
-                        Some(tool) => format!("{role} {tool}"),
-                        None => role.clone(),
+                        Some(tool) => format!("{} {tool}", role.as_str()),
+                        None => role.as_str().to_owned(),
                     };
                     (agent, kind, text.clone())
                 }
                 Event::Segment { label, text, .. } => (
                     agent,
-                    format!("segment {}", label.clone().unwrap_or_default()),
+                    format!("segment {}", label.map(|l| l.as_str()).unwrap_or_default()),
                     text.clone().unwrap_or_default(),
                 ),
                 Event::AgentSpawn { parent, .. } => (

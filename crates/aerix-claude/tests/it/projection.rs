@@ -30,7 +30,7 @@ fn spawn(agent: &str, parent: Option<&str>) -> Event {
         agent: agent.into(),
         parent: parent.map(str::to_owned),
         kind: if parent.is_some() { "implementer" } else { "root" }.into(),
-        route: "edit".into(),
+        route: Some(aerix_session::Route::Edit),
         member: "main".into(),
         tools: vec!["bash".into()],
         max_turns: 8,
@@ -40,7 +40,7 @@ fn spawn(agent: &str, parent: Option<&str>) -> Event {
 fn turn(agent: &str, n: u32, text: Value) -> Event {
     Event::Message {
         agent: agent.into(),
-        role: "assistant".into(),
+        role: aerix_session::Role::Assistant,
         turn: Some(n),
         call: None,
         tool: None,
@@ -61,7 +61,7 @@ fn turn(agent: &str, n: u32, text: Value) -> Event {
 fn result(agent: &str, call: &str, tool: &str, input: Value, text: &str, error: bool) -> Event {
     Event::Message {
         agent: agent.into(),
-        role: "tool".into(),
+        role: aerix_session::Role::Tool,
         turn: Some(1),
         call: Some(call.into()),
         tool: Some(tool.into()),
@@ -73,13 +73,13 @@ fn result(agent: &str, call: &str, tool: &str, input: Value, text: &str, error: 
     }
 }
 
-fn segment(agent: &str, id: &str, label: &str, text: &str) -> Event {
+fn segment(agent: &str, id: &str, label: aerix_session::Label, text: &str) -> Event {
     Event::Segment {
         agent: agent.into(),
         op: SegmentOp::Append,
         id: id.into(),
-        role: Some("user".into()),
-        label: Some(label.into()),
+        role: Some(aerix_session::Role::User),
+        label: Some(label),
         text: Some(text.into()),
         tokens: Some(10),
         pinned: None,
@@ -96,7 +96,7 @@ fn session() -> Vec<(Event, Option<String>)> {
     let events = vec![
         start("Fix the add function.", false),
         spawn("a1", None),
-        segment("a1", "p1", "prompt", "Fix the add function."),
+        segment("a1", "p1", aerix_session::Label::Prompt, "Fix the add function."),
         turn(
             "a1",
             1,
@@ -110,7 +110,7 @@ fn session() -> Vec<(Event, Option<String>)> {
             json!({"thought": "Delegate.", "calls": [{"tool": "agent", "input": {"brief": "fix it"}}]}),
         ),
         spawn("a2", Some("a1")),
-        segment("a2", "brief", "prompt", "fix it"),
+        segment("a2", "brief", aerix_session::Label::Prompt, "fix it"),
         turn("a2", 1, json!({"thought": "Done.", "final": "fixed"})),
         Event::AgentEnd {
             agent: "a2".into(),

@@ -33,6 +33,8 @@ pub struct Member {
     pub generations: Vec<Generate>,
     /// Every edit request, in order.
     pub edits: Vec<Vec<Edit>>,
+    /// How many `context_counts` requests came (a generation's `done` carries its counts).
+    pub counts_asked: usize,
 }
 
 impl Member {
@@ -95,7 +97,7 @@ impl Member {
             .pop_front()
             .ok_or_else(|| CoreError::Failed("the script ran out".into()))?;
         let prompt_tokens = self.counts(generate.context)?.total_tokens;
-        if let Some(id) = generate.append_as
+        if let Some(id) = generate.append_as.clone()
             && let Some(segments) = self.contexts.get_mut(&generate.context)
         {
             segments.push(proto::Segment {
@@ -112,7 +114,15 @@ impl Member {
             prefill_ms: 0.0,
             decode_ms: 0.0,
         };
-        Ok(Done { text, stop, usage, one_of: None, logprobs: None, tool_calls: vec![] })
+        // As the pool does: a reply appended comes back with the context's counts.
+        let counts = match &generate.append_as {
+            Some(_) => {
+                let Counts { segments, total_tokens, .. } = self.counts(generate.context)?;
+                Some(proto::SegmentCounts { segments, total_tokens })
+            }
+            None => None,
+        };
+        Ok(Done { text, stop, usage, one_of: None, logprobs: None, tool_calls: vec![], counts })
     }
 
     /// The ids of a context's segments, in order.
@@ -145,6 +155,7 @@ impl Connection for Member {
     }
 
     fn context_counts(&mut self, context: ContextId) -> Pending<'_, Counts> {
+        self.counts_asked += 1;
         let counts = self.counts(context);
         Box::pin(async move { counts })
     }

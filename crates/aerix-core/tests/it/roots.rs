@@ -17,7 +17,7 @@ fn results(events: &[Event]) -> Vec<(String, String)> {
     events
         .iter()
         .filter_map(|e| match e {
-            Event::Message { role, call: Some(call), text, .. } if role == "tool" => {
+            Event::Message { role: aerix_session::Role::Tool, call: Some(call), text, .. } => {
                 Some((call.clone(), text.clone()))
             }
             _ => None,

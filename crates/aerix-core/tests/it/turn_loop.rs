@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use aerix_core::{Delegation, NO_HOOKS, STOP_CONTINUES};
-use aerix_session::{Event, Outcome};
+use aerix_session::{Event, Outcome, SegmentOp};
 use caldrix_proto::{Edit, StopReason};
 use serde_json::json;
 
@@ -38,6 +38,33 @@ async fn a_final_ends_the_agent_and_a_normalized_turn_replaces_the_generated_tex
     assert_eq!(generate.append_as.as_deref(), Some("t1"));
     let schema: serde_json::Value = serde_json::from_str(schema_of(generate).unwrap()).unwrap();
     assert!(schema["oneOf"].is_array(), "{schema}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_generated_turn_takes_its_counts_from_done_without_a_counts_request() {
+    let mut member = Member::new(&[&turn(json!([plan_read()])), &final_turn("done")]);
+    let run = run(&mut member, &["plan"], "read the plan", &NO_HOOKS, None).await;
+    assert_eq!(run.end.outcome, Outcome::Done);
+    assert_eq!(member.counts_asked, 0, "a counts request followed a generation");
+    // Each turn's logged count is the pool's, as `done` carried it.
+    let logged: Vec<(String, u32)> = run
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Segment {
+                op: SegmentOp::Append,
+                label: Some(label),
+                text: Some(text),
+                tokens: Some(tokens),
+                ..
+            } if *label == aerix_core::Label::Turn => Some((text.clone(), *tokens)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(logged.len(), 2, "{:?}", run.events);
+    for (text, tokens) in logged {
+        assert_eq!(tokens, crate::fake::tokens(&text), "{text}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -4,7 +4,9 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use aerix_session::{Event, Outcome, SegmentOp, Store, project_key, read_log, rebuild};
+use aerix_session::{
+    Event, Label, Outcome, Role, SegmentOp, SessionError, Store, project_key, read_log, rebuild,
+};
 
 fn temp(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("aerix-session-{name}-{}", std::process::id()));
@@ -18,8 +20,8 @@ fn segment(id: &str, op: SegmentOp, text: Option<&str>) -> Event {
         agent: "a1".into(),
         op,
         id: id.into(),
-        role: Some("user".into()),
-        label: Some("result".into()),
+        role: Some(Role::User),
+        label: Some(Label::Result),
         text: text.map(String::from),
         tokens: text.map(|t| t.len() as u32),
         pinned: Some(false),
@@ -47,7 +49,7 @@ fn a_cut_last_line_is_skipped_and_the_next_run_appends_after_it() {
     let read = read_log(&path).unwrap();
     assert_eq!(read.events.len(), 3);
     assert_eq!(read.skipped, [4]);
-    let rebuilt = rebuild(&read.events, "a1");
+    let rebuilt = rebuild(&read.events, "a1").unwrap();
     let ids: Vec<&str> = rebuilt.segments.iter().map(|s| s.id.as_str()).collect();
     assert_eq!(ids, ["system", "p1"]);
     assert_eq!(rebuilt.plan.as_deref(), Some("1. look"));
@@ -59,7 +61,7 @@ fn a_cut_last_line_is_skipped_and_the_next_run_appends_after_it() {
     drop(log);
     let read = read_log(&path).unwrap();
     assert_eq!((read.events.len(), read.skipped.as_slice()), (5, &[4][..]));
-    let rebuilt = rebuild(&read.events, "a1");
+    let rebuilt = rebuild(&read.events, "a1").unwrap();
     assert_eq!(rebuilt.segments.len(), 1);
     assert_eq!(rebuilt.segments[0].text, "fix it now");
     assert_eq!(store.list("proj-1").unwrap()[0].requests, 2);
@@ -240,4 +242,37 @@ fn an_import_keeps_its_times_is_replaced_not_duplicated_and_is_not_continued() {
     // Removing it removes its copy too.
     store.remove("proj-1", &first.id).unwrap();
     assert!(!log.exists() && !log.with_extension("claude.jsonl").exists());
+}
+
+#[test]
+fn an_unknown_label_or_a_segment_without_one_is_an_error_naming_it() {
+    let dir = temp("unknown-label");
+    let path = dir.join("log.jsonl");
+    let good = serde_json::to_string(&segment("p1", SegmentOp::Append, Some("fix it"))).unwrap();
+    let memo = good.replace("\"result\"", "\"memo\"");
+    std::fs::write(&path, format!("{good}\n{memo}\n")).unwrap();
+    let err = read_log(&path).unwrap_err();
+    assert!(matches!(err, SessionError::Corrupt { line: 2, .. }), "{err}");
+    assert!(err.to_string().contains("unknown variant `memo`"), "{err}");
+    // Every word written reads back as itself.
+    std::fs::write(&path, format!("{good}\n")).unwrap();
+    let read = read_log(&path).unwrap();
+    let rebuilt = rebuild(&read.events, "a1").unwrap();
+    assert_eq!((rebuilt.segments[0].role, rebuilt.segments[0].label), (Role::User, Label::Result));
+    // An append that lost its label is not read as some default.
+    let bare = Event::Segment {
+        agent: "a1".into(),
+        op: SegmentOp::Append,
+        id: "p2".into(),
+        role: Some(Role::User),
+        label: None,
+        text: Some("x".into()),
+        tokens: None,
+        pinned: None,
+        recomputed_from: None,
+        prompt_tokens: None,
+    };
+    let err = rebuild(&[bare], "a1").unwrap_err().to_string();
+    assert_eq!(err, "the log appends segment `p2` of a1 without its label");
+    std::fs::remove_dir_all(dir).unwrap();
 }

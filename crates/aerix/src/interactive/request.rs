@@ -56,10 +56,10 @@ async fn request(
     };
     // The root from the log, as `--continue` rebuilds it.
     let (rebuilt, number) = if resumed {
-        match read_log(sink.log.path()) {
-            Ok(read) => {
-                (Some(rebuild(&read.events, "a1")), crate::checkpoint::next_request(&read.events))
-            }
+        let read = read_log(sink.log.path())
+            .and_then(|read| Ok((rebuild(&read.events, "a1")?, read.events)));
+        match read {
+            Ok((rebuilt, events)) => (Some(rebuilt), crate::checkpoint::next_request(&events)),
             Err(e) => {
                 return failed(client, sink, Outcome::Failed, format!("the session log: {e}"));
             }

@@ -39,6 +39,10 @@ fn context_tool_ops_and_their_refusals() {
             ],
         ),
         final_turn("Done.", "done"),
+        // The next request, resumed.
+        "answer".to_owned(),
+        calls("Where am I?", vec![call("context", json!({"op": "status"}))]),
+        final_turn("Seen.", "seen"),
     ];
     let world = World::scripted("context-tool", &replies, false);
     let out = world.aerix(&["-p", "Tidy up."]);
@@ -120,9 +124,31 @@ fn context_tool_ops_and_their_refusals() {
     );
     // The context the pool holds matches the log: c2 and c3 are gone, c1 is the summary.
     let rebuilt =
-        aerix_session::rebuild(&aerix_session::read_log(&world.log_path()).unwrap().events, "a1");
+        aerix_session::rebuild(&aerix_session::read_log(&world.log_path()).unwrap().events, "a1")
+            .unwrap();
     let ids: Vec<&str> = rebuilt.segments.iter().map(|s| s.id.as_str()).collect();
     assert!(ids.contains(&"c1") && !ids.contains(&"c2") && !ids.contains(&"c3"), "{ids:?}");
+
+    // Resumed, every segment comes back under the label the first request logged: the status
+    // the model reads lists each of them so.
+    let out = world.aerix(&["-p", "Where was I?", "--continue"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let events = world.events();
+    let status = of_type(&events, "message")
+        .into_iter()
+        .rfind(|m| m["role"] == "tool" && m["tool"] == "context")
+        .unwrap()["text"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut labels: Vec<&str> = rebuilt.segments.iter().map(|s| s.label.as_str()).collect();
+    for segment in &rebuilt.segments {
+        let line = format!("\n{}  {}  ", segment.id, segment.label.as_str());
+        assert!(status.contains(&line), "{line:?} is not in the resumed status:\n{status}");
+    }
+    labels.sort_unstable();
+    labels.dedup();
+    assert_eq!(labels, ["prompt", "result", "scratchpad", "summary", "system", "turn"]);
 }
 
 #[test]

@@ -2,7 +2,9 @@
 //! tokenizing, rendering, the members and the status; and the bookkeeping of a generation's
 //! context (its counts, its reply appended).
 
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use caldrix_proto::{self as proto, ErrorKind, MemberStatus, PoolStatus, Reply, Request};
 
@@ -35,6 +37,7 @@ pub(super) fn on_context<T>(
     Ok(counted)
 }
 
+/// A generation's reply appended to its context as an assistant segment.
 pub(super) fn append(
     pool: &Pool,
     context: proto::ContextId,
@@ -51,15 +54,33 @@ pub(super) fn append(
     contexts.get_mut(context)?.apply(&[proto::Edit::Append { segment }])
 }
 
+/// Context `id`'s counts for a generation's `done`, off the runtime (a remote member's
+/// tokenizer is a request of its own) and within `bound`. A count that fails or takes longer is
+/// left out: the client then asks `context_counts`, whose error names what failed.
+pub(super) async fn counts_for_done(
+    pool: &Arc<Pool>,
+    id: proto::ContextId,
+    bound: Duration,
+) -> Option<proto::SegmentCounts> {
+    let pool = Arc::clone(pool);
+    let task = tokio::task::spawn_blocking(move || counts(&pool, id));
+    match tokio::time::timeout(bound, task).await {
+        Ok(Ok(Ok(counts))) => Some(counts),
+        _ => None,
+    }
+}
+
+/// Context `id`'s counts.
+fn counts(pool: &Pool, id: proto::ContextId) -> Result<proto::SegmentCounts, PoolError> {
+    let name = pool.contexts.lock().map_err(poisoned)?.get(id)?.member.clone();
+    let member = pool.member(&name)?;
+    let (segments, total_tokens) =
+        on_context(pool, id, &member.vocab, |c| c.counts(&member.vocab))?;
+    Ok(proto::SegmentCounts { segments, total_tokens })
+}
+
 /// Requests answered without the engine thread (tokenizing and rendering use the shared model).
 pub(super) fn control(pool: &Pool, request: Request) -> Result<Reply, PoolError> {
-    let counts = |id: proto::ContextId| -> Result<Reply, PoolError> {
-        let name = pool.contexts.lock().map_err(poisoned)?.get(id)?.member.clone();
-        let member = pool.member(&name)?;
-        let (segments, total_tokens) =
-            on_context(pool, id, &member.vocab, |c| c.counts(&member.vocab))?;
-        Ok(Reply::Context { context: id, segments, total_tokens })
-    };
     match request {
         Request::MemberLoad { alias, model, flags } => {
             let settings = crate::RemoteSettings {
@@ -119,7 +140,10 @@ pub(super) fn control(pool: &Pool, request: Request) -> Result<Reply, PoolError>
             pool.contexts.lock().map_err(poisoned)?.remove(context)?;
             Ok(Reply::Ok)
         }
-        Request::ContextCounts { context } => counts(context),
+        Request::ContextCounts { context } => {
+            let proto::SegmentCounts { segments, total_tokens } = counts(pool, context)?;
+            Ok(Reply::Context { context, segments, total_tokens })
+        }
         Request::Status {} => status(pool),
         Request::Hello { .. } => {
             Err(PoolError::new(ErrorKind::BadRequest, "hello was already exchanged"))

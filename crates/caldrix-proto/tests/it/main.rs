@@ -302,6 +302,10 @@ fn replies_round_trip_and_top_is_always_sent() {
             row(vec![]),
             row(vec![TopLogprob { token: 6, text: "yo".into(), logprob: -1.0 }]),
         ]),
+        counts: Some(SegmentCounts {
+            segments: vec![SegmentCount { id: "t1".into(), tokens: 2 }],
+            total_tokens: 11,
+        }),
     });
     let counts = Reply::Context {
         context: 3,
@@ -320,4 +324,7 @@ fn replies_round_trip_and_top_is_always_sent() {
     // An older daemon left an empty `top` out: still read, as `[]`.
     let old = br#"{"token":5,"text":"hi","logprob":-0.5}"#;
     assert_eq!(serde_json::from_slice::<TokenLogprob>(old).unwrap(), row(vec![]));
+    // An older daemon's `done` has no `counts`: read as none (the client then asks for them).
+    let old = br#"{"text":"","stop":"end_of_turn","usage":{"prompt_tokens":1,"completion_tokens":0,"prefill_ms":0,"decode_ms":0}}"#;
+    assert_eq!(serde_json::from_slice::<Done>(old).unwrap().counts, None);
 }

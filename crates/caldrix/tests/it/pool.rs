@@ -146,6 +146,11 @@ fn check_contexts_and_reuse(frames: FrameFormat) {
         let first = client.generate(generate(id, 12, Some("a1")), |_| {}).await.unwrap();
         assert_eq!(first.usage.recomputed_from.unwrap(), 0, "a cold prefill");
         assert_eq!(first.usage.prompt_tokens, created.total_tokens);
+        // The appended reply's counts come with `done`, equal to what `context_counts` says.
+        let carried = first.counts.clone().expect("done carries the counts of an appended reply");
+        let asked = client.context_counts(id).await.unwrap();
+        assert_eq!(asked.segments.last().map(|s| s.id.as_str()), Some("a1"));
+        assert_eq!((carried.segments, carried.total_tokens), (asked.segments, asked.total_tokens));
 
         let edited = client
             .edit_context(
@@ -157,6 +162,7 @@ fn check_contexts_and_reuse(frames: FrameFormat) {
         assert_eq!(edited.segments.len(), 4, "system, user, the appended answer, user");
         let stored = first.usage.prompt_tokens + first.usage.completion_tokens;
         let second = client.generate(generate(id, 8, None), |_| {}).await.unwrap();
+        assert_eq!(second.counts, None, "nothing appended, no counts");
         let from = second.usage.recomputed_from.unwrap();
         assert!(
             from + 4 >= first.usage.prompt_tokens && from <= stored,
