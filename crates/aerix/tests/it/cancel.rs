@@ -175,6 +175,7 @@ fn a_second_sigint_kills_a_command_ignoring_term_and_still_writes_session_end() 
 
 #[test]
 fn sigint_during_a_generation_cancels_it_and_the_connection_stays_in_step() {
+    let _engine = crate::engine();
     // SmolLM2 through the real engine: a turn takes long enough to be cancelled inside.
     let model = smollm2().display().to_string();
     let world = World::new("sigint-generation", &model, "[context]\nmax_new_tokens = 64\n");

@@ -98,6 +98,7 @@ fn started_pool(lines: &[String]) -> Option<i32> {
 
 #[test]
 fn kill_9_of_the_pool_mid_generation_ends_aerix_at_once_and_the_next_run_starts_a_pool() {
+    let _engine = crate::engine();
     // SmolLM2 through the real engine: a turn takes long enough to be killed inside.
     let world = World::new(
         "kill-pool",

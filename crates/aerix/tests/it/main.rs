@@ -62,6 +62,15 @@ pub fn workspace_binary(package: &str) -> PathBuf {
     binary
 }
 
+/// A test whose pool runs a model through the real engine holds this: two such pools at once on
+/// CI's 2 cores slow each other's spinning llama.cpp threads far past twice (the `caldrix`
+/// binary's tests took 336 s two at a time and 145 s one at a time). Scripted members run
+/// beside them.
+pub fn engine() -> std::sync::MutexGuard<'static, ()> {
+    static ENGINE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    ENGINE.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// A home of its own (XDG directories, a pool socket) and a git repository to work in.
 pub struct World {
     pub home: PathBuf,

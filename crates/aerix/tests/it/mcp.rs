@@ -417,6 +417,7 @@ fn ai_memorys_http_server_answers_through_streamable_http() {
 /// the writing ones out of its view), and the prompt names the tool. What the model asks and what the server answers are its own.
 #[test]
 fn smollm2_calls_memory_query_through_the_real_engine() {
+    let _engine = crate::engine();
     let world = World::new("mcp-smollm2", "", "");
     ai_memory(&world, &["install", "aerix"]);
     let page = ["write-page", "--project", "app", "--path", "decisions/queue.md", "--body", PAGE];

@@ -4,6 +4,7 @@ use crate::{World, of_type, smollm2, stderr};
 
 #[test]
 fn smollm2_routes_takes_parsing_turns_and_a_later_request_resumes_the_stored_prefix() {
+    let _engine = crate::engine();
     let world = World::new(
         "smollm2",
         &smollm2().display().to_string(),
@@ -74,6 +75,7 @@ fn smollm2_routes_takes_parsing_turns_and_a_later_request_resumes_the_stored_pre
 /// does any verifier's.
 #[test]
 fn smollm2_pieces_resume_the_stored_system_prefix() {
+    let _engine = crate::engine();
     let brief = |n: u32| {
         crate::call(
             "agent",
@@ -128,6 +130,7 @@ fn smollm2_pieces_resume_the_stored_system_prefix() {
 /// or `nothing to revise`.
 #[test]
 fn smollm2_reflects_as_the_tune_member_and_is_unloaded_after() {
+    let _engine = crate::engine();
     let replies = ["answer".to_owned(), crate::final_turn("Done.", "calc.sh subtracts")];
     let smol = smollm2().display().to_string();
     let extra = format!(
@@ -170,6 +173,7 @@ fn smollm2_reflects_as_the_tune_member_and_is_unloaded_after() {
 /// log holds the sampling.
 #[test]
 fn smollm2_sampled_attempts_replay_with_the_logged_seed() {
+    let _engine = crate::engine();
     let turns = |run: u32, seed: u64| -> (Vec<serde_json::Value>, Vec<String>) {
         let piece = crate::call(
             "agent",
@@ -224,6 +228,7 @@ fn smollm2_sampled_attempts_replay_with_the_logged_seed() {
 /// run ends and the tree is untouched or passes its test, never left failing.
 #[test]
 fn smollm2_whole_file_turn_runs_and_leaves_the_tree_untouched_or_passing() {
+    let _engine = crate::engine();
     let piece = crate::call(
         "agent",
         serde_json::json!({"brief": "sh test.sh fails. Fix add in calc.sh.", "check": "sh test.sh", "member": "smol"}),

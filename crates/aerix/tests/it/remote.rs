@@ -24,6 +24,7 @@ fn server() -> &'static Server {
 
 #[test]
 fn a_remote_main_member_takes_turns_under_the_turn_schema_beside_a_local_decision_member() {
+    let _engine = crate::engine();
     let (server, model) = (server(), smollm2());
     let world = World::new("remote", "", "");
     let decision = world.script("decision", &["answer".to_owned()], true);
@@ -65,6 +66,7 @@ fn a_remote_main_member_takes_turns_under_the_turn_schema_beside_a_local_decisio
 /// tokens of them.
 #[test]
 fn a_remote_main_member_whose_engine_renders_takes_a_turn() {
+    let _engine = crate::engine();
     let world = World::new("remote-chat", "", "");
     let decision = world.script("decision", &["answer".to_owned()], true);
     world.write_settings_with(

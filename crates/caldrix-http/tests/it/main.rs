@@ -475,9 +475,10 @@ fn a_client_that_leaves_mid_stream_frees_the_member() {
     drop(stream);
     let left = Instant::now();
     // The context is dropped once the cancelled generation's `done` came (without it, only
-    // after a 5 s grace): the member is free.
+    // after a 5 s grace): the member is free. 4 s, not less: the other tests' generations share
+    // the 2 cores, and at 2 s this failed once in a full run here.
     while contexts("slow") > 0 {
-        assert!(left.elapsed() < Duration::from_secs(2), "the context was not dropped");
+        assert!(left.elapsed() < Duration::from_secs(4), "the context was not dropped");
         std::thread::sleep(Duration::from_millis(50));
     }
     // And serves the next request (its time is the other tests' too: they share 2 cores).

@@ -16,6 +16,7 @@ use crate::http::HttpPool;
 
 #[test]
 fn claude_code_runs_a_tool_call_round_trip_against_the_pool() {
+    let _serial = crate::serial();
     let dir = tempfile::tempdir().unwrap();
     let (home, work) = (dir.path().join("home"), dir.path().join("work"));
     std::fs::create_dir_all(&home).unwrap();

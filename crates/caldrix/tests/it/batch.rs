@@ -1,6 +1,6 @@
 //! `--max-batch N`: a member's generations decoded together, each as it would be alone.
 
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use caldrix_client::Client;
@@ -25,11 +25,6 @@ fn batched() -> &'static Daemon {
         let extra = [&args[..], &["--max-connections", "12", "--idle-timeout", "30"]].concat();
         Daemon::start("batch", CBOR, &extra, None)
     })
-}
-
-fn turn() -> MutexGuard<'static, ()> {
-    static TURN: Mutex<()> = Mutex::new(());
-    TURN.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// A greedy generation reporting its tokens with their ten best choices.
@@ -142,7 +137,7 @@ const PROMPTS: [&str; 4] = [
 /// tokens of its run alone (up to a near tie, `same`), on SmolLM2 and Gemma 3.
 #[test]
 fn four_batched_generations_each_equal_their_single_stream_run() {
-    let _turn = turn();
+    let _serial = crate::serial();
     let daemon = batched();
     runtime().block_on(async {
         let mut client = daemon.client(CBOR).await;
@@ -171,7 +166,7 @@ fn four_batched_generations_each_equal_their_single_stream_run() {
 /// reach alone.
 #[test]
 fn cancelling_one_batched_generation_leaves_the_others_running() {
-    let _turn = turn();
+    let _serial = crate::serial();
     let daemon = batched();
     runtime().block_on(async {
         let mut client = daemon.client(CBOR).await;
@@ -219,7 +214,7 @@ enum Heard {
 /// end as they do alone.
 #[test]
 fn a_prefill_joining_a_running_batch_does_not_stall_it() {
-    let _turn = turn();
+    let _serial = crate::serial();
     let daemon = batched();
     runtime().block_on(async {
         let mut client = daemon.client(CBOR).await;
@@ -281,6 +276,7 @@ fn a_prefill_joining_a_running_batch_does_not_stall_it() {
 /// the daemon serves on after a refused `member_load`.
 #[test]
 fn max_batch_out_of_its_range_is_refused_by_name() {
+    let _serial = crate::serial();
     let model = smollm2();
     for n in ["0", "17"] {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_caldrix"))
@@ -293,7 +289,6 @@ fn max_batch_out_of_its_range_is_refused_by_name() {
         assert!(!out.status.success());
         assert!(stderr.contains(&format!("--max-batch {n} is out of range")), "{stderr}");
     }
-    let _turn = turn();
     let daemon = batched();
     runtime().block_on(async {
         let mut client = daemon.client(CBOR).await;
@@ -312,6 +307,7 @@ fn max_batch_out_of_its_range_is_refused_by_name() {
 /// (hits, misses, entries, rows) and answers a single-stream member's gets from the same round.
 #[test]
 fn a_batched_round_leaves_the_store_as_a_single_stream_round_does() {
+    let _serial = crate::serial();
     let daemon = Daemon::start("batch-store", CBOR, &["--max-connections", "10"], None);
     runtime().block_on(async {
         let mut client = daemon.client(CBOR).await;
@@ -369,7 +365,7 @@ fn a_batched_round_leaves_the_store_as_a_single_stream_round_does() {
 /// does alone.
 #[test]
 fn pieces_sharing_a_prefix_compute_it_once() {
-    let _turn = turn();
+    let _serial = crate::serial();
     let daemon = batched();
     runtime().block_on(async {
         let mut client = daemon.client(CBOR).await;
@@ -413,6 +409,7 @@ fn pieces_sharing_a_prefix_compute_it_once() {
 /// refused naming `max_batch`. The window's size is measured on the real model first.
 #[test]
 fn a_max_batch_ceiling_takes_the_generations_whose_windows_fit() {
+    let _serial = crate::serial();
     let pool = |memory_limit| {
         caldrix_pool::Pool::new(caldrix_pool::PoolConfig {
             frames: CBOR,

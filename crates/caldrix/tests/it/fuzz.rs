@@ -38,6 +38,7 @@ proptest! {
     /// Every case gets its documented reply (or close), and a new client is served at once.
     #[test]
     fn every_malformed_or_random_request_gets_its_documented_reply(seed in any::<u64>()) {
+        let _serial = crate::serial();
         let (daemon, target) = target();
         let outcome = fuzz_cases::run(target, seed);
         prop_assert!(outcome.is_ok(), "{}", outcome.unwrap_err());

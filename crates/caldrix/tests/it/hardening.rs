@@ -35,6 +35,7 @@ fn scratch(name: &str) -> PathBuf {
 /// (before it loads anything) and by every client.
 #[test]
 fn a_socket_directory_that_is_not_private_and_yours_is_refused_by_both_ends() {
+    let _serial = crate::serial();
     let root = scratch("dirs");
     let open = root.join("open");
     std::fs::create_dir(&open).unwrap();
@@ -109,6 +110,7 @@ impl Drop for Killed {
 /// directory of its own; `nobody` cannot use root's pool either.
 #[test]
 fn a_process_of_another_uid_is_refused_both_ways() {
+    let _serial = crate::serial();
     let mut nobody = match as_nobody() {
         Ok(c) => c,
         Err(why) => {
@@ -206,6 +208,7 @@ async fn refused(client: &mut Client, g: caldrix_proto::Generate) -> (ErrorKind,
 /// keeps serving; what is in range still works.
 #[test]
 fn every_bad_request_gets_its_documented_error_and_the_daemon_serves_on() {
+    let _serial = crate::serial();
     let daemon = Daemon::start("bounds", FrameFormat::Cbor, &[], None);
     crate::documented::the_documented_rules_hold(&daemon.socket, FrameFormat::Cbor);
     let gemma = crate::gemma3();
@@ -412,6 +415,7 @@ fn every_bad_request_gets_its_documented_error_and_the_daemon_serves_on() {
 /// with it.
 #[test]
 fn stop_cancels_every_generation_and_the_daemon_exits_within_2_s() {
+    let _serial = crate::serial();
     let mut daemon = Daemon::start("stop", FrameFormat::Cbor, &[], None);
     runtime().block_on(async {
         let mut streaming = daemon.client(FrameFormat::Cbor).await;
@@ -481,6 +485,7 @@ fn stop_cancels_every_generation_and_the_daemon_exits_within_2_s() {
 /// clients at the limit meanwhile).
 #[test]
 fn a_queued_generation_whose_client_left_frees_its_place_at_once() {
+    let _serial = crate::serial();
     let daemon = Daemon::start("left", FrameFormat::Cbor, &["--max-connections", "3"], None);
     runtime().block_on(async {
         let mut streaming = daemon.client(FrameFormat::Cbor).await;
@@ -532,6 +537,7 @@ fn a_queued_generation_whose_client_left_frees_its_place_at_once() {
 /// A generation cancelled in its prefill reports where it resumed: the rows it found stored.
 #[test]
 fn a_cancelled_prefill_reports_the_rows_it_reused() {
+    let _serial = crate::serial();
     let daemon = Daemon::start("prefill", FrameFormat::Cbor, &["--batch", "32"], None);
     runtime().block_on(async {
         let mut client = daemon.client(FrameFormat::Cbor).await;

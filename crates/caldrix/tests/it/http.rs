@@ -123,6 +123,7 @@ fn tool_schema(name: &str) -> Value {
 
 #[test]
 fn the_openai_sdk_lists_models_chats_and_follows_a_schema() {
+    let _serial = crate::serial();
     let pool = HttpPool::start("chat", &[]);
     let seen = pool.sdk(&["models", "chat", "json_schema"], &[]);
     assert!(one(&seen, "models")["ids"].as_array().unwrap().iter().any(|id| id == "main"));
@@ -141,6 +142,7 @@ fn the_openai_sdk_lists_models_chats_and_follows_a_schema() {
 
 #[test]
 fn tool_calls_through_the_sdks_always_parse() {
+    let _serial = crate::serial();
     let pool = HttpPool::start("tools", &[]);
     let seen = pool.sdk(&["tools", "responses", "messages"], &[]);
     // 20 of 20 sampled seeds: a call of an offered tool whose arguments validate.
@@ -191,6 +193,7 @@ fn tool_calls_through_the_sdks_always_parse() {
 
 #[test]
 fn bad_inputs_are_answered_in_each_api_s_shape_and_the_pool_serves_on() {
+    let _serial = crate::serial();
     let pool = HttpPool::start("bad", &[]);
     let seen = pool.sdk(&["bad"], &[]);
     let error = |name: &str, status: u64, says: &[&str]| {
@@ -218,6 +221,7 @@ fn bad_inputs_are_answered_in_each_api_s_shape_and_the_pool_serves_on() {
 
 #[test]
 fn a_prefix_shared_with_a_socket_request_is_reported_cached() {
+    let _serial = crate::serial();
     let pool = HttpPool::start("cached", &[]);
     let system = "You are aerix, a coding agent working in a Rust repository. Answer briefly, \
                   run the tests before you say a change works, and never guess a file's content.";
@@ -248,6 +252,7 @@ fn a_prefix_shared_with_a_socket_request_is_reported_cached() {
 
 #[test]
 fn a_client_that_disconnects_mid_stream_frees_the_member_within_a_second() {
+    let _serial = crate::serial();
     let pool = HttpPool::start("disconnect", &[]);
     let mut child = pool.sdk_command(&["disconnect"], &[]).stdin(Stdio::piped()).spawn().unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
@@ -284,6 +289,7 @@ fn chromium(profile: &std::path::Path) -> Command {
 
 #[test]
 fn the_status_page_renders_in_a_browser_at_a_phone_s_width() {
+    let _serial = crate::serial();
     let pool = HttpPool::start("page", &[]);
     let profile = tempfile::tempdir().unwrap();
     let url = format!("{}/", pool.url);

@@ -18,6 +18,14 @@ use std::process::{Command, Output};
 
 pub use test_models::{gemma3, smollm2};
 
+/// Every test of this binary takes this first, so they run one at a time: a pool's llama.cpp
+/// threads spin while they wait for one another, and two tests' pools at once on CI's 2 cores
+/// slowed the binary 2.3-fold (336 s with libtest's two threads here, 145 s one at a time).
+pub(crate) fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// A fresh directory of mode 0700 (a socket's directory must be private), emptied first.
 fn private_dir(dir: &std::path::Path) {
     let _ = std::fs::remove_dir_all(dir);
@@ -37,6 +45,7 @@ fn stdout(out: &Output) -> String {
 
 #[test]
 fn one_of_prints_the_choice_then_the_scores() {
+    let _serial = crate::serial();
     let path = smollm2();
     let out = caldrix(&[
         "run",
@@ -64,6 +73,7 @@ fn one_of_prints_the_choice_then_the_scores() {
 
 #[test]
 fn json_schema_output_is_json_of_that_shape() {
+    let _serial = crate::serial();
     let path = smollm2();
     let dir = std::env::temp_dir().join(format!("caldrix-cli-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -98,6 +108,7 @@ fn json_schema_output_is_json_of_that_shape() {
 
 #[test]
 fn bad_input_is_one_clear_line_and_a_failure_status() {
+    let _serial = crate::serial();
     let path = smollm2();
     let model = path.to_str().unwrap();
     let cases: [(&[&str], &str); 8] = [
@@ -133,6 +144,7 @@ fn bad_input_is_one_clear_line_and_a_failure_status() {
 /// binds anything.
 #[test]
 fn hub_references_resolve_through_the_cache_and_name_what_is_missing() {
+    let _serial = crate::serial();
     let home = std::env::temp_dir().join(format!("caldrix-hf-home-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&home);
     let repo = home.join("hub/models--aerix-test--SmolLM2-GGUF");

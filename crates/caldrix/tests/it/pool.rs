@@ -193,11 +193,13 @@ fn check_contexts_and_reuse(frames: FrameFormat) {
 
 #[test]
 fn contexts_counts_and_prefix_reuse_over_cbor() {
+    let _serial = crate::serial();
     check_contexts_and_reuse(FrameFormat::Cbor);
 }
 
 #[test]
 fn contexts_counts_and_prefix_reuse_over_json() {
+    let _serial = crate::serial();
     check_contexts_and_reuse(FrameFormat::Json);
 }
 
@@ -206,6 +208,7 @@ fn contexts_counts_and_prefix_reuse_over_json() {
 /// same greedy answer.
 #[test]
 fn an_unused_context_is_parked_and_resumes_from_every_row() {
+    let _serial = crate::serial();
     let daemon = Daemon::start("park", FrameFormat::Cbor, &["--context-budget", "64M"], None);
     runtime().block_on(async {
         let mut client = daemon.client(FrameFormat::Cbor).await;
@@ -243,6 +246,7 @@ fn an_unused_context_is_parked_and_resumes_from_every_row() {
 
 #[test]
 fn a_tiny_budget_evicts_and_still_answers() {
+    let _serial = crate::serial();
     let daemon = Daemon::start("tiny", FrameFormat::Cbor, &["--context-budget", "512K"], None);
     runtime().block_on(async {
         let mut client = daemon.client(FrameFormat::Cbor).await;
@@ -266,6 +270,7 @@ fn a_tiny_budget_evicts_and_still_answers() {
 
 #[test]
 fn bad_input_gets_an_error_and_the_daemon_serves_the_next_client() {
+    let _serial = crate::serial();
     let daemon = Daemon::start("bad", FrameFormat::Json, &["--max-connections", "2"], None);
     crate::documented::the_documented_rules_hold(&daemon.socket, FrameFormat::Json);
     runtime().block_on(async {
@@ -352,6 +357,7 @@ pub(crate) fn frame(payload: &[u8]) -> Vec<u8> {
 
 #[test]
 fn cancel_stops_a_generation_and_deltas_stream() {
+    let _serial = crate::serial();
     // Batches of 8 rows: the prefill sends progress frames before the first token.
     let daemon = Daemon::start("cancel", FrameFormat::Cbor, &["--batch", "8"], None);
     runtime().block_on(async {
@@ -395,6 +401,7 @@ fn cancel_stops_a_generation_and_deltas_stream() {
 
 #[test]
 fn idle_exit_and_a_stale_socket_is_replaced_but_a_live_one_refused() {
+    let _serial = crate::serial();
     let mut idle = Daemon::start("idle", FrameFormat::Cbor, &["--idle-timeout", "1"], None);
     let started = Instant::now();
     let status = loop {
@@ -430,6 +437,7 @@ fn idle_exit_and_a_stale_socket_is_replaced_but_a_live_one_refused() {
 
 #[test]
 fn two_members_resident_and_one_queue_per_member() {
+    let _serial = crate::serial();
     let daemon = Daemon::start("two", FrameFormat::Cbor, &["--max-connections", "6"], None);
     let gemma = smollm2().with_file_name("gemma-3-270m-q4_k_m.gguf");
     runtime().block_on(async {
@@ -493,6 +501,7 @@ fn two_members_resident_and_one_queue_per_member() {
 
 #[test]
 fn a_scripted_member_replays_checked_replies_through_the_protocol() {
+    let _serial = crate::serial();
     let dir = std::env::temp_dir().join(format!("caldrix-script-{}", std::process::id()));
     crate::private_dir(&dir);
     let script = dir.join("replies.json");
@@ -578,6 +587,7 @@ fn a_scripted_member_replays_checked_replies_through_the_protocol() {
 /// append, replace and remove they equal a fresh count through the engine, on both templates.
 #[test]
 fn cached_counts_equal_fresh_counts_through_every_kind_of_edit() {
+    let _serial = crate::serial();
     let gemma = crate::gemma3();
     let daemon = Daemon::start(
         "counts",
@@ -671,6 +681,7 @@ fn cached_counts_equal_fresh_counts_through_every_kind_of_edit() {
 #[cfg(not(any(feature = "vulkan", feature = "cuda", feature = "metal", feature = "rocm")))]
 #[test]
 fn a_gpu_request_on_the_cpu_build_is_a_load_error_naming_the_missing_backend() {
+    let _serial = crate::serial();
     let daemon = Daemon::start("no-gpu", FrameFormat::Cbor, &[], None);
     runtime().block_on(async {
         let mut client = daemon.client(FrameFormat::Cbor).await;

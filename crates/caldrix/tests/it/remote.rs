@@ -55,6 +55,7 @@ const SCHEMA: &str = r#"{"type":"object","properties":{"city":{"type":"string","
 /// `recomputed_from`, and a footprint of 0 with no prefix store.
 #[test]
 fn a_remote_member_counts_constrains_streams_and_takes_no_memory() {
+    let _serial = crate::serial();
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let daemon = daemon("generate");
     runtime().block_on(async {
@@ -125,6 +126,7 @@ fn a_remote_member_counts_constrains_streams_and_takes_no_memory() {
 /// still answers after it.
 #[test]
 fn cancel_and_a_refused_schema_leave_every_member_serving() {
+    let _serial = crate::serial();
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let daemon = daemon("cancel");
     runtime().block_on(async {
@@ -151,6 +153,7 @@ fn cancel_and_a_refused_schema_leave_every_member_serving() {
 /// does not serve, a tokenizer of another model.
 #[test]
 fn a_remote_member_that_cannot_serve_is_refused_at_load_by_name() {
+    let _serial = crate::serial();
     let daemon = daemon("load");
     let smol = smollm2().display().to_string();
     let gemma = crate::gemma3().display().to_string();
@@ -181,6 +184,7 @@ fn a_remote_member_that_cannot_serve_is_refused_at_load_by_name() {
 /// and the fit never counts it, while a local member there is still refused.
 #[test]
 fn a_remote_member_never_counts_against_the_memory_fit() {
+    let _serial = crate::serial();
     let pool = caldrix_pool::Pool::new(caldrix_pool::PoolConfig {
         frames: FrameFormat::Cbor,
         max_connections: 1,
@@ -214,6 +218,7 @@ fn a_remote_member_never_counts_against_the_memory_fit() {
 /// scored and with logprobs work as with a tokenizer; the window is the engine's slot.
 #[test]
 fn without_a_tokenizer_the_engine_s_template_and_tokenizer_count_exactly() {
+    let _serial = crate::serial();
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     counts_and_generations_match_the_local_member("bare", &[], Render::Pool);
 }
@@ -225,6 +230,7 @@ fn without_a_tokenizer_the_engine_s_template_and_tokenizer_count_exactly() {
 /// endpoint constrained, scored and with logprobs, and a cancel stops one.
 #[test]
 fn when_the_engine_renders_counts_and_generations_are_the_local_member_s() {
+    let _serial = crate::serial();
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     counts_and_generations_match_the_local_member("chat", &["--render", "engine"], Render::Engine);
 }
@@ -301,6 +307,7 @@ fn counts_and_generations_match_the_local_member(alias: &str, flags: &[&str], re
 /// ids against (loopback fakes of such engines).
 #[test]
 fn an_engine_that_cannot_count_without_a_tokenizer_is_refused_by_name() {
+    let _serial = crate::serial();
     let models = r#"{"data":[{"id":"m","object":"model"}]}"#;
     let sized = r#"{"data":[{"id":"m","object":"model","meta":{"n_vocab":100,"n_ctx":512}}]}"#;
     let cases: [(&str, Option<&str>, &str); 3] = [
@@ -362,6 +369,7 @@ fn assert_same_counts(
 /// counts what it sends.
 #[test]
 fn an_engine_that_serves_no_template_renders_and_counts_conversations_itself() {
+    let _serial = crate::serial();
     // One token per message, one per word in it, one for the generation prompt.
     let url = fake_engine(|path, body| {
         let body: serde_json::Value = serde_json::from_str(body).unwrap_or_default();

@@ -10,6 +10,7 @@ use crate::smollm2;
 
 #[test]
 fn a_replay_member_computes_and_stores_the_rows_of_its_replies() {
+    let _serial = crate::serial();
     let daemon = Daemon::start("replay", FrameFormat::Json, &[], None);
     let script = daemon.dir.join("replies.json");
     let answer = "The bug is in calc.sh: it adds where it should subtract.";

@@ -32,6 +32,7 @@ fn schema_of(name: &str) -> serde_json::Value {
 
 #[test]
 fn every_sampled_reply_is_calls_that_validate_or_a_plain_answer() {
+    let _serial = crate::serial();
     let daemon = Daemon::start("tools", FrameFormat::Cbor, &[], None);
     runtime().block_on(async {
         let mut client = daemon.client(FrameFormat::Cbor).await;
@@ -94,6 +95,7 @@ fn every_sampled_reply_is_calls_that_validate_or_a_plain_answer() {
 
 #[test]
 fn a_schema_the_constraint_cannot_take_is_refused_naming_the_tool() {
+    let _serial = crate::serial();
     let daemon = Daemon::start("tools-bad", FrameFormat::Json, &[], None);
     runtime().block_on(async {
         let mut client = daemon.client(FrameFormat::Json).await;
