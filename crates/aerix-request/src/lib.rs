@@ -6,10 +6,10 @@ mod route;
 
 use aerix_config::InstructionFile;
 use aerix_core::{
-    Agent, AgentEnd, AgentSpec, Context, CoreError, HookFire, Label, Runtime, Segment, offer_skill,
-    wire_role,
+    Agent, AgentEnd, AgentSpec, Connection, Context, CoreError, HookFire, Label, Runtime, Segment,
+    offer_skill, wire_role,
 };
-use aerix_session::{Event, Rebuilt};
+use aerix_session::{Event, Outcome, Rebuilt};
 use aerix_turn::{ALL_TOOLS, Answer, system_segment_with};
 use caldrix_proto::Role;
 
@@ -36,14 +36,50 @@ pub struct Request {
     /// The member that routes (`main` when there is none).
     pub decision: Option<String>,
     pub max_turns: u32,
-    /// The root's context and plan from the session log, when resuming.
-    pub resume: Option<Rebuilt>,
+    /// Where the root's context comes from.
+    pub start: Start,
+}
+
+/// Where a request's root comes from.
+#[derive(Debug)]
+pub enum Start {
+    /// The session's first request: the pinned segments.
+    Fresh,
+    /// `--resume` / `--continue`: the conversation from the session log.
+    Rebuilt(Rebuilt),
+    /// The root the session's previous request left, its context still in the pool.
+    Live(Root),
+}
+
+/// The root between two requests of a session: its pool context and what its next request
+/// continues from (the plan, the call and turn numbers), so no request after the first reads
+/// the log back.
+#[derive(Debug)]
+pub struct Root {
+    context: Context,
+    plan: Option<String>,
+    calls: u32,
+    turns: u32,
+}
+
+impl Root {
+    /// Ends the root: its context leaves the pool.
+    pub async fn drop_context(self, client: &mut dyn Connection) {
+        let _ = client.drop_context(self.context.id).await;
+    }
+
+    /// The ids of its segments, in order (what the next request resumes).
+    pub fn segment_ids(&self) -> Vec<String> {
+        self.context.segments.iter().map(|s| s.id.clone()).collect()
+    }
 }
 
 #[derive(Debug)]
 pub struct RequestEnd {
     pub route: Routed,
     pub end: AgentEnd,
+    /// The root, live for the session's next request (none after a failed or cancelled one).
+    pub root: Option<Root>,
 }
 
 fn instructions_text(files: &[InstructionFile]) -> Option<String> {
@@ -166,7 +202,29 @@ async fn resume_pinned(
     Ok(())
 }
 
-pub async fn run_request(rt: &mut Runtime<'_>, request: Request) -> Result<RequestEnd, CoreError> {
+/// Runs `request`'s root. It ends live (`RequestEnd::root`) when the agent ran to an end; a
+/// request that fails or is cancelled drops the root's context (a live one too), so the next
+/// request rebuilds it from the log.
+pub async fn run_request(
+    rt: &mut Runtime<'_>,
+    mut request: Request,
+) -> Result<RequestEnd, CoreError> {
+    let start = std::mem::replace(&mut request.start, Start::Fresh);
+    let routed = routed(rt, &request).await;
+    let route = match routed {
+        Ok(route) => route,
+        Err(e) => {
+            if let Start::Live(root) = start {
+                root.drop_context(rt.client).await;
+            }
+            return Err(e);
+        }
+    };
+    run_root(rt, request, start, route).await
+}
+
+/// The request's route, and the `RouteDecision` hooks' answer to it.
+async fn routed(rt: &mut Runtime<'_>, request: &Request) -> Result<Routed, CoreError> {
     let router = request.decision.clone().unwrap_or_else(|| request.main.clone());
     let route = route(rt, ROOT, &router, &request.prompt).await?;
     let decided = rt.hooks.fire(HookFire::RouteDecision {
@@ -178,6 +236,15 @@ pub async fn run_request(rt: &mut Runtime<'_>, request: Request) -> Result<Reque
     if let Some(reason) = decided.stop {
         return Err(CoreError::Killed(format!("a RouteDecision hook ended the request: {reason}")));
     }
+    Ok(route)
+}
+
+async fn run_root(
+    rt: &mut Runtime<'_>,
+    request: Request,
+    start: Start,
+    route: Routed,
+) -> Result<RequestEnd, CoreError> {
     let planner = matches!(route.route, aerix_session::Route::Edit | aerix_session::Route::Plan);
     let tools: Vec<String> = if planner {
         let allowed = &rt.options.planner_tools;
@@ -210,8 +277,14 @@ pub async fn run_request(rt: &mut Runtime<'_>, request: Request) -> Result<Reque
         prompt.push_str(&planner_note(&tools, &request.prompt, &rt.checks));
     }
     let pinned = pinned_segments(rt, &request);
-    let (segments, log_them, rebuilt) = match request.resume {
-        Some(rebuilt) => {
+    // What the agent continues from: the log's (resumed) or the previous request's (live).
+    let (context, carried) = match start {
+        Start::Fresh => {
+            let context =
+                Context::create(rt.client, rt.sink, ROOT, &request.main, pinned, true).await?;
+            (context, None)
+        }
+        Start::Rebuilt(rebuilt) => {
             let segments: Vec<Segment> = rebuilt
                 .segments
                 .iter()
@@ -224,15 +297,23 @@ pub async fn run_request(rt: &mut Runtime<'_>, request: Request) -> Result<Reque
                     tokens: s.tokens,
                 })
                 .collect();
-            (segments, false, Some(rebuilt))
+            let context =
+                Context::create(rt.client, rt.sink, ROOT, &request.main, segments, false).await?;
+            (context, Some((pinned, rebuilt.plan, rebuilt.calls, rebuilt.turns)))
         }
-        None => (pinned.clone(), true, None),
+        Start::Live(root) => (root.context, Some((pinned, root.plan, root.calls, root.turns))),
     };
-    let mut context =
-        Context::create(rt.client, rt.sink, ROOT, &request.main, segments, log_them).await?;
-    if rebuilt.is_some() {
-        resume_pinned(rt, &mut context, pinned).await?;
-    }
+    let mut context = context;
+    let carried = match carried {
+        Some((pinned, plan, calls, turns)) => {
+            if let Err(e) = resume_pinned(rt, &mut context, pinned).await {
+                let _ = rt.client.drop_context(context.id).await;
+                return Err(e);
+            }
+            Some((plan, calls, turns))
+        }
+        None => None,
+    };
     let spec = AgentSpec {
         id: ROOT.to_owned(),
         member: request.main.clone(),
@@ -247,10 +328,10 @@ pub async fn run_request(rt: &mut Runtime<'_>, request: Request) -> Result<Reque
         sampling: None,
     };
     let mut agent = Agent::new(spec, context, rt.cwd, rt.cancel.clone());
-    if let Some(rebuilt) = &rebuilt {
-        agent.plan = rebuilt.plan.clone();
-        agent.next_call = rebuilt.calls;
-        agent.turn_base = rebuilt.turns;
+    if let Some((plan, calls, turns)) = carried {
+        agent.plan = plan;
+        agent.next_call = calls;
+        agent.turn_base = turns;
     }
     let prompt_id = agent.fresh_id("p");
     let segment = Segment {
@@ -261,11 +342,20 @@ pub async fn run_request(rt: &mut Runtime<'_>, request: Request) -> Result<Reque
         pinned: false,
         tokens: 0,
     };
-    let context_id = agent.context.id;
-    let result = match agent.context.append(rt.client, rt.sink, segment).await {
-        Ok(()) => Ok(agent.run(rt).await),
-        Err(e) => Err(e),
+    let end = match agent.context.append(rt.client, rt.sink, segment).await {
+        Ok(()) => agent.run(rt).await,
+        Err(e) => {
+            let _ = rt.client.drop_context(agent.context.id).await;
+            return Err(e);
+        }
     };
-    let _ = rt.client.drop_context(context_id).await;
-    Ok(RequestEnd { route, end: result? })
+    // A failed or cancelled agent may have left the pool's context and this mirror apart (a
+    // connection lost mid-edit): the next request rebuilds the root from the log instead.
+    if matches!(end.outcome, Outcome::Failed | Outcome::Cancelled) {
+        let _ = rt.client.drop_context(agent.context.id).await;
+        return Ok(RequestEnd { route, end, root: None });
+    }
+    let turns = agent.turn_base + agent.turns;
+    let root = Root { context: agent.context, plan: agent.plan, calls: agent.next_call, turns };
+    Ok(RequestEnd { route, end, root: Some(root) })
 }

@@ -9,6 +9,9 @@ use gitstore::{CHECKPOINT_CAP, Repo, RestoreError};
 
 use crate::exit::Exit;
 
+/// How a done rewind's line begins (the screen drops its live root on it).
+pub const REWOUND: &str = "rewound session";
+
 /// Keeps the working tree before request `request` of `session`: `base` is the request's
 /// snapshot when it has one (the same commit its diff is taken against). The event says what
 /// was kept, or why nothing was (outside a git repository there are no checkpoints).
@@ -142,7 +145,7 @@ fn rewind_session(
         (true, false) => "files",
         (false, _) => "conversation",
     };
-    Ok(format!("rewound session {id} to before request {to} ({what})"))
+    Ok(format!("{REWOUND} {id} to before request {to} ({what})"))
 }
 
 /// `N  prompt's first line`, `(rewound)` before a rewound one's.

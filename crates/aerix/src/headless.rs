@@ -8,7 +8,7 @@ use std::time::Instant;
 use aerix_config::{Env, Settings};
 use aerix_core::{CoreError, Sink as _};
 use aerix_hooks::{EndReason, Fire};
-use aerix_request::{Request, run_request};
+use aerix_request::{Request, Root, Start as RootStart, run_request};
 use aerix_session::{Event, Outcome, Store, read_log, rebuild};
 use aerix_tools::Cancel;
 use anyhow::Context as _;
@@ -242,7 +242,11 @@ pub async fn run(
     // The session's first request is the prompt; with `--input-format stream-json`, each
     // later stdin message is another request of the session, as the screen runs them.
     let mut raw_prompt = options.prompt.clone();
-    let mut rebuilt = rebuilt;
+    let mut start = match rebuilt {
+        Some(rebuilt) => RootStart::Rebuilt(rebuilt),
+        None => RootStart::Fresh,
+    };
+    let mut live: Option<Root> = None;
     let exit = loop {
         let ran = request(
             RequestIn {
@@ -263,17 +267,22 @@ pub async fn run(
             &mut sink,
             &end,
             raw_prompt,
-            rebuilt.take(),
+            std::mem::replace(&mut start, RootStart::Fresh),
             cancel,
         )
         .await;
-        let (outcome, result) = match ran {
-            Ran::Ended(outcome, result) => (outcome, result),
+        let (outcome, result, root) = match ran {
+            Ran::Ended(outcome, result, root) => (outcome, result, root),
             Ran::Stopped(stop) => break end.stopped(&mut sink, stop),
         };
         let Some(inputs) = options.inputs.as_mut() else {
+            if let Some(root) = root {
+                root.drop_context(&mut client).await;
+            }
             break end.finish(&mut sink, outcome, result);
         };
+        // The session's next request runs on this root, still in the pool.
+        live = root;
         // This request's result, then the next message (a signal ends the wait).
         end.report(&mut sink, outcome, &result);
         let next = match unless_cancelled(cancel, inputs.next()).await {
@@ -291,8 +300,8 @@ pub async fn run(
                 prompt
             }
         };
-        // The next request: its own snapshot (its diff), its `session.start`, the root from
-        // the log.
+        // The next request: its own snapshot (its diff), its `session.start`, the live root
+        // (from the log only when the last request failed or was cancelled).
         sink.output.begin();
         end.snapshot = Snapshot::take(&files.root);
         if let Some(mut start) = first_start.clone() {
@@ -306,15 +315,21 @@ pub async fn run(
         request_number += 1;
         let base = end.snapshot.as_ref().and_then(|s| s.base.as_deref());
         sink.event(checkpoint::take(&files.root, &session_id, request_number, base));
-        match read_log(sink.log.path()).and_then(|read| rebuild(&read.events, "a1")) {
-            Ok(read) => rebuilt = Some(read),
-            Err(e) => {
-                let failed = Err(anyhow::anyhow!("the session log: {e}"));
-                break end.finish(&mut sink, Outcome::Failed, failed);
-            }
-        }
+        start = match live.take() {
+            Some(root) => RootStart::Live(root),
+            None => match read_log(sink.log.path()).and_then(|read| rebuild(&read.events, "a1")) {
+                Ok(read) => RootStart::Rebuilt(read),
+                Err(e) => {
+                    let failed = Err(anyhow::anyhow!("the session log: {e}"));
+                    break end.finish(&mut sink, Outcome::Failed, failed);
+                }
+            },
+        };
         raw_prompt = next;
     };
+    if let Some(root) = live.take() {
+        root.drop_context(&mut client).await;
+    }
     // The MCP servers outlive every request of the session.
     servers.shutdown().await;
     exit
@@ -338,7 +353,8 @@ struct RequestIn<'a> {
 
 /// How a request ended: by its outcome, or stopped by a `UserPromptSubmit` hook or a signal.
 enum Ran {
-    Ended(Outcome, anyhow::Result<()>),
+    /// With the root, live for the next request when the agent ran to an end.
+    Ended(Outcome, anyhow::Result<()>, Option<Root>),
     Stopped(Stop),
 }
 
@@ -351,22 +367,32 @@ async fn request(
     sink: &mut HeadlessSink,
     end: &End<'_>,
     raw_prompt: String,
-    rebuilt: Option<aerix_session::Rebuilt>,
+    start: RootStart,
     cancel: &Cancel,
 ) -> Ran {
     let RequestIn { settings, options, files, skills, definitions, prompts, permissions, .. } = at;
     let Some(hooks) = end.hooks.as_ref() else {
-        return Ran::Ended(Outcome::Failed, Err(anyhow::anyhow!("the session hooks are not set")));
+        return Ran::Ended(
+            Outcome::Failed,
+            Err(anyhow::anyhow!("the session hooks are not set")),
+            None,
+        );
     };
     // `/name args` on the first line: that line becomes the skill's text (checked above).
     let prompt = match skills.expand_prompt(&raw_prompt) {
         Ok(Some(expanded)) => expanded,
         Ok(None) => raw_prompt,
-        Err(e) => return Ran::Ended(Outcome::Failed, Err(anyhow::anyhow!(e.to_string()))),
+        Err(e) => {
+            release(start, client).await;
+            return Ran::Ended(Outcome::Failed, Err(anyhow::anyhow!(e.to_string())), None);
+        }
     };
     let prompt_context = match startup::prompt_submit(hooks, &prompt, cancel, sink) {
         Ok(context) => context,
-        Err(stop) => return Ran::Stopped(stop),
+        Err(stop) => {
+            release(start, client).await;
+            return Ran::Stopped(stop);
+        }
     };
 
     let request = Request {
@@ -379,7 +405,7 @@ async fn request(
         json: at.main.json,
         decision: at.decision,
         max_turns: options.max_turns.unwrap_or(settings.max_turns),
-        resume: rebuilt,
+        start,
     };
     let (worktrees, checks) = (files.worktrees.clone(), files.checks.clone());
     let agent_hooks = AgentHooks {
@@ -435,12 +461,21 @@ async fn request(
                 (Format::Text, None) => {}
                 (_, text) => sink.answer = text.unwrap_or_default(),
             }
-            Ran::Ended(request_end.end.outcome, Ok(()))
+            Ran::Ended(request_end.end.outcome, Ok(()), request_end.root)
         }
-        Err(CoreError::Cancelled) => Ran::Ended(Outcome::Cancelled, Ok(())),
+        Err(CoreError::Cancelled) => Ran::Ended(Outcome::Cancelled, Ok(()), None),
         // A hook's `continue: false` before the root ran (RouteDecision).
-        Err(CoreError::Killed(reason)) => Ran::Ended(Outcome::Killed, Err(anyhow::anyhow!(reason))),
-        Err(e) => Ran::Ended(Outcome::Failed, Err(anyhow::Error::from(e))),
+        Err(CoreError::Killed(reason)) => {
+            Ran::Ended(Outcome::Killed, Err(anyhow::anyhow!(reason)), None)
+        }
+        Err(e) => Ran::Ended(Outcome::Failed, Err(anyhow::Error::from(e)), None),
+    }
+}
+
+/// A request that never ran its root: a live one leaves the pool.
+async fn release(start: RootStart, client: &mut caldrix_client::Client) {
+    if let RootStart::Live(root) = start {
+        root.drop_context(client).await;
     }
 }
 

@@ -76,6 +76,8 @@ struct Ended {
     outcome: Outcome,
     answer: Option<String>,
     error: Option<String>,
+    /// The root, live for the next request (none after a failed or cancelled one).
+    root: Option<aerix_request::Root>,
 }
 
 /// The session's fixed parts, shared by its requests.
@@ -113,6 +115,9 @@ struct Session {
     /// The profile's `session/<id>`, made by the screen's first request.
     branch: Option<SessionBranch>,
     resumed: bool,
+    /// The number of the session's first request on this screen (a resumed session's go on
+    /// from its log's).
+    first_request: u32,
 }
 
 /// After a signal, how long the running request has to end (a command's `TERM` grace, the
@@ -170,6 +175,8 @@ pub async fn run(
     screen.startup.ready = Some(options.started.elapsed());
     let session = Arc::new(session);
     let mut client = Some(client);
+    // The root the last request left, live in the pool for the next one.
+    let mut root: Option<aerix_request::Root> = None;
     let mut log_slot: Option<Log> = log.take();
     let mut cancel = Cancel::default();
     let mut gate_reply: Option<std_mpsc::Sender<Answer>> = None;
@@ -211,9 +218,19 @@ pub async fn run(
                     let text = if screen.is_running() {
                         "a request is running: /rewind once it has ended".to_owned()
                     } else {
-                        let (store, project) = (&session.store, &session.project);
-                        let root = &session.cwd;
-                        crate::checkpoint::screen(store, project, &session.id, root, arg.as_deref())
+                        let (store, project, cwd) =
+                            (&session.store, &session.project, &session.cwd);
+                        let id = &session.id;
+                        let text =
+                            crate::checkpoint::screen(store, project, id, cwd, arg.as_deref());
+                        // A rewound conversation: the next request reads the root back from the
+                        // log, which leaves the rewound requests out; the live one goes.
+                        if text.starts_with(crate::checkpoint::REWOUND)
+                            && let (Some(r), Some(c)) = (root.take(), client.as_mut())
+                        {
+                            r.drop_context(c).await;
+                        }
+                        text
                     };
                     let note = Note { level: Level::Info, text };
                     screen.feed(Feed::Note(note), Instant::now());
@@ -251,7 +268,8 @@ pub async fn run(
                 screen.set_gate(gate);
             }
             Some(Msg::Ended(ended)) => {
-                let Ended { client: c, log: mut l, outcome, answer, error } = *ended;
+                let Ended { client: c, log: mut l, outcome, answer, error, root: r } = *ended;
+                root = r;
                 let exit = match signals.first() {
                     Some((_, exit)) if outcome == Outcome::Cancelled => exit.code(),
                     _ => Exit::of(outcome).code(),
@@ -287,12 +305,17 @@ pub async fn run(
                 Feed::RequestStarted { prompt: prompt.clone(), max_turns: session.max_turns },
                 Instant::now(),
             );
-            spawn_request(Arc::clone(&session), c, l, prompt, requests, cancel.clone(), tx.clone());
+            let (session, r) = (Arc::clone(&session), root.take());
+            spawn_request(session, c, l, r, prompt, requests, cancel.clone(), tx.clone());
             requests += 1;
         }
         draw(&mut tty, &screen);
     }
     drop(tty);
+    // The live root leaves the pool with the screen.
+    if let (Some(root), Some(c)) = (root.take(), client.as_mut()) {
+        root.drop_context(c).await;
+    }
     drop(stderr);
     // From here a hook's note is a line on the terminal again.
     drop(rx);

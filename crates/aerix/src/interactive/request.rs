@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use aerix_core::{AskAnswer as Answered, AskGate, CoreError, Live, PlanDecision, PlanGate, Sink};
-use aerix_request::{Request, run_request};
+use aerix_request::{Request, Root, Start, run_request};
 use aerix_session::{Event, Log, Outcome, read_log, rebuild};
 use aerix_tools::Cancel;
 use aerix_tui::{AskAnswer, Feed, Gate, Level, Note, PlanAnswer};
@@ -19,10 +19,12 @@ use crate::hooks::AgentHooks;
 use crate::startup::{self, Stop};
 
 /// One request on a thread of its own, driven by the process's tokio runtime.
+#[allow(clippy::too_many_arguments, reason = "the session's parts a request takes and gives back")]
 pub(super) fn spawn_request(
     session: Arc<Session>,
     client: caldrix_client::Client,
     log: Log,
+    root: Option<Root>,
     prompt: String,
     nth: u32,
     cancel: Cancel,
@@ -31,15 +33,17 @@ pub(super) fn spawn_request(
     let handle = tokio::runtime::Handle::current();
     std::thread::spawn(move || {
         let ended =
-            handle.block_on(request(&session, client, log, prompt, nth, cancel, tx.clone()));
+            handle.block_on(request(&session, client, log, root, prompt, nth, cancel, tx.clone()));
         let _ = tx.send(Msg::Ended(Box::new(ended)));
     });
 }
 
+#[allow(clippy::too_many_arguments, reason = "the session's parts a request takes and gives back")]
 async fn request(
     session: &Session,
     mut client: caldrix_client::Client,
     log: Log,
+    root: Option<Root>,
     prompt: String,
     nth: u32,
     cancel: Cancel,
@@ -47,25 +51,29 @@ async fn request(
 ) -> Ended {
     let resumed = session.resumed || nth > 0;
     let mut sink = ScreenSink { log, tx: tx.clone() };
+    // A request that ends before its root ran lets a live root go with it.
     let failed = |client, sink: ScreenSink, outcome, error: String| Ended {
         client,
         log: sink.log,
         outcome,
         answer: None,
         error: Some(error),
+        root: None,
     };
-    // The root from the log, as `--continue` rebuilds it.
-    let (rebuilt, number) = if resumed {
-        let read = read_log(sink.log.path())
-            .and_then(|read| Ok((rebuild(&read.events, "a1")?, read.events)));
-        match read {
-            Ok((rebuilt, events)) => (Some(rebuilt), crate::checkpoint::next_request(&events)),
-            Err(e) => {
-                return failed(client, sink, Outcome::Failed, format!("the session log: {e}"));
+    // The root the last request left, live in the pool; from the log (as `--continue` rebuilds
+    // it) only for the first request of a resumed session, or after a failed or cancelled one.
+    let number = session.first_request + nth;
+    let start = match root {
+        Some(root) => Start::Live(root),
+        None if resumed => {
+            match read_log(sink.log.path()).and_then(|read| rebuild(&read.events, "a1")) {
+                Ok(rebuilt) => Start::Rebuilt(rebuilt),
+                Err(e) => {
+                    return failed(client, sink, Outcome::Failed, format!("the session log: {e}"));
+                }
             }
         }
-    } else {
-        (None, 1)
+        None => Start::Fresh,
     };
     let settings = &*session.settings;
     sink.event(Event::SessionStart {
@@ -75,7 +83,7 @@ async fn request(
         model: settings.main.model.clone(),
         decision: settings.decision.as_ref().map(|d| d.model.clone()),
         prompt: prompt.clone(),
-        resumed: rebuilt.is_some(),
+        resumed: !matches!(start, Start::Fresh),
         version: env!("CARGO_PKG_VERSION").to_owned(),
         profile: session.profile.as_ref().map(|p| p.0.clone()),
         profile_branch: session.profile.as_ref().map(|p| p.1.clone()),
@@ -103,21 +111,28 @@ async fn request(
     let expanded = match session.skills.expand_prompt(&prompt) {
         Ok(Some(expanded)) => expanded,
         Ok(None) => prompt.clone(),
-        Err(e) => return failed(client, sink, Outcome::Failed, e.to_string()),
+        Err(e) => {
+            release(start, &mut client).await;
+            return failed(client, sink, Outcome::Failed, e.to_string());
+        }
     };
     let prompt_context = match startup::prompt_submit(&session.hooks, &expanded, &cancel, &mut sink)
     {
         Ok(context) => context,
-        Err(Stop::Cancelled) => {
-            return Ended {
-                client,
-                log: sink.log,
-                outcome: Outcome::Cancelled,
-                answer: None,
-                error: None,
+        Err(stop) => {
+            release(start, &mut client).await;
+            return match stop {
+                Stop::Cancelled => Ended {
+                    client,
+                    log: sink.log,
+                    outcome: Outcome::Cancelled,
+                    answer: None,
+                    error: None,
+                    root: None,
+                },
+                Stop::Killed(reason) => failed(client, sink, Outcome::Killed, reason),
             };
         }
-        Err(Stop::Killed(reason)) => return failed(client, sink, Outcome::Killed, reason),
     };
     let prompts = session.prompts.clone();
     let request = Request {
@@ -130,7 +145,7 @@ async fn request(
         json: session.main.json,
         decision: session.decision.clone(),
         max_turns: session.max_turns,
-        resume: rebuilt,
+        start,
     };
     let agent_hooks = AgentHooks {
         hooks: &session.hooks,
@@ -167,13 +182,20 @@ async fn request(
     .with_permissions(&rules);
     let result = run_request(&mut runtime, request).await;
     drop(runtime);
-    let (outcome, answer, error) = match result {
-        Ok(end) => (end.end.outcome, end.end.final_text, end.end.reason),
-        Err(CoreError::Cancelled) => (Outcome::Cancelled, None, None),
-        Err(CoreError::Killed(reason)) => (Outcome::Killed, None, Some(reason)),
-        Err(e) => (Outcome::Failed, None, Some(e.to_string())),
+    let (outcome, answer, error, root) = match result {
+        Ok(end) => (end.end.outcome, end.end.final_text, end.end.reason, end.root),
+        Err(CoreError::Cancelled) => (Outcome::Cancelled, None, None, None),
+        Err(CoreError::Killed(reason)) => (Outcome::Killed, None, Some(reason), None),
+        Err(e) => (Outcome::Failed, None, Some(e.to_string()), None),
     };
-    Ended { client, log: sink.log, outcome, answer, error }
+    Ended { client, log: sink.log, outcome, answer, error, root }
+}
+
+/// A request that never ran its root: a live one leaves the pool.
+async fn release(start: Start, client: &mut caldrix_client::Client) {
+    if let Start::Live(root) = start {
+        root.drop_context(client).await;
+    }
 }
 
 /// A request's events: to the session log, and to the screen.

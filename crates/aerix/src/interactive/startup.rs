@@ -106,13 +106,14 @@ pub(super) async fn startup(
         files.loaded.as_deref().map(|line| line.trim_start_matches("loaded: ").to_owned());
 
     let resume_id = files.resume_id(options.resume.as_deref(), options.continue_latest)?;
-    let (log, recorded) = match &resume_id {
+    let (log, recorded, first_request) = match &resume_id {
         Some(id) => {
             let resumed = files.resume(id, &mut rows)?;
             rows.screen.startup.session = Some(id.clone());
-            (Some(resumed.log), resumed.recorded)
+            let first = crate::checkpoint::next_request(&resumed.events);
+            (Some(resumed.log), resumed.recorded, first)
         }
-        None => (None, None),
+        None => (None, None, 1),
     };
 
     let Some(pool) = Pool::bind(&settings, env, &mut files, &mut rows).await else {
@@ -231,6 +232,7 @@ pub(super) async fn startup(
         worktrees: files.worktrees,
         checks: files.checks,
         resumed,
+        first_request,
         id: session_id,
     };
     Ok(Some((session, Some(log), client)))

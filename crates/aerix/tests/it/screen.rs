@@ -240,6 +240,54 @@ fn whole_requests_on_the_screen() {
 }
 
 #[test]
+fn a_second_request_runs_on_the_live_root_not_on_the_log_read_back() {
+    let replies = vec![
+        "answer".to_owned(),
+        final_turn("First.", "the first answer"),
+        "answer".to_owned(),
+        calls("Where am I?", vec![call("context", json!({"op": "status"}))]),
+        final_turn("Second.", "the second answer"),
+    ];
+    let world = World::scripted_with("screen-live", &replies, true, ALLOW);
+    let pane = Pane::open(&world, "screen-live", "true");
+    pane.wait_for("ready in", STARTUP);
+    pane.type_line("One.");
+    pane.wait_for("the first answer", STEP);
+    // A line no rebuild could read: were the root read back from the log, the second request
+    // would fail naming it.
+    let mut log = std::fs::OpenOptions::new().append(true).open(world.log_path()).unwrap();
+    let memo = json!({"type": "segment", "agent": "a1", "op": "append", "id": "x1",
+                      "role": "user", "label": "memo", "text": "?"});
+    std::io::Write::write_all(&mut log, format!("{memo}\n").as_bytes()).unwrap();
+    drop(log);
+    pane.type_line("Two.");
+    pane.wait_for("the second answer", STEP);
+    pane.keys(&["C-d"]);
+    exited(&pane);
+    let events = world.events();
+    let ends: Vec<&str> =
+        of_type(&events, "session.end").iter().map(|e| e["outcome"].as_str().unwrap()).collect();
+    assert_eq!(ends, ["done", "done"]);
+    // The second request's root holds the first's exchange, as the model's status shows it.
+    let status = of_type(&events, "message")
+        .into_iter()
+        .rfind(|m| m["tool"] == "context")
+        .map(|m| m["text"].as_str().unwrap().to_owned())
+        .unwrap();
+    for line in ["\np1  prompt  ", "\nt1  turn  ", "\np2  prompt  "] {
+        assert!(status.contains(line), "{line:?} is not in:\n{status}");
+    }
+    assert!(!status.contains("x1"), "{status}");
+    // Turns and calls go on from the first request's.
+    let turns: Vec<u64> = of_type(&events, "message")
+        .iter()
+        .filter(|m| m["role"] == "assistant")
+        .filter_map(|m| m["turn"].as_u64())
+        .collect();
+    assert_eq!(turns, [1, 2, 3]);
+}
+
+#[test]
 fn the_plan_edited_in_the_editor_and_a_hooks_ask_answered() {
     let replies = vec![
         "answer".to_owned(),
