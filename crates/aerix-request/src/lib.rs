@@ -9,7 +9,9 @@ use aerix_core::{
     Agent, AgentEnd, AgentSpec, Connection, Context, CoreError, HookFire, Label, Runtime, Segment,
     offer_skill, wire_role,
 };
-use aerix_session::{Event, Outcome, Rebuilt};
+use std::path::Path;
+
+use aerix_session::{Event, Outcome, Rebuilt, SessionError, read_log, rebuild};
 use aerix_turn::{ALL_TOOLS, Answer, system_segment_with};
 use caldrix_proto::Role;
 
@@ -68,9 +70,44 @@ impl Root {
         let _ = client.drop_context(self.context.id).await;
     }
 
-    /// The ids of its segments, in order (what the next request resumes).
-    pub fn segment_ids(&self) -> Vec<String> {
-        self.context.segments.iter().map(|s| s.id.clone()).collect()
+    /// A resumed root: the log's conversation in a new pool context (not logged again).
+    async fn rebuilt(
+        rt: &mut Runtime<'_>,
+        member: &str,
+        rebuilt: Rebuilt,
+    ) -> Result<Root, CoreError> {
+        let segments: Vec<Segment> = rebuilt
+            .segments
+            .into_iter()
+            .map(|s| Segment {
+                id: s.id,
+                role: wire_role(s.role),
+                label: s.label,
+                text: s.text,
+                pinned: s.pinned,
+                tokens: s.tokens,
+            })
+            .collect();
+        let context = Context::create(rt.client, rt.sink, ROOT, member, segments, false).await?;
+        Ok(Root { context, plan: rebuilt.plan, calls: rebuilt.calls, turns: rebuilt.turns })
+    }
+}
+
+impl Start {
+    /// A session's next request: on the root the last one left live, else (it failed or was
+    /// cancelled) on the root read back from the log at `log`.
+    pub fn next(root: Option<Root>, log: &Path) -> Result<Start, SessionError> {
+        match root {
+            Some(root) => Ok(Start::Live(root)),
+            None => Ok(Start::Rebuilt(rebuild(&read_log(log)?.events, ROOT)?)),
+        }
+    }
+
+    /// A request that never ran its root: a live one leaves the pool.
+    pub async fn release(self, client: &mut dyn Connection) {
+        if let Start::Live(root) = self {
+            root.drop_context(client).await;
+        }
     }
 }
 
@@ -214,9 +251,7 @@ pub async fn run_request(
     let route = match routed {
         Ok(route) => route,
         Err(e) => {
-            if let Start::Live(root) = start {
-                root.drop_context(rt.client).await;
-            }
+            start.release(rt.client).await;
             return Err(e);
         }
     };
@@ -278,41 +313,22 @@ async fn run_root(
     }
     let pinned = pinned_segments(rt, &request);
     // What the agent continues from: the log's (resumed) or the previous request's (live).
-    let (context, carried) = match start {
-        Start::Fresh => {
-            let context =
-                Context::create(rt.client, rt.sink, ROOT, &request.main, pinned, true).await?;
-            (context, None)
-        }
-        Start::Rebuilt(rebuilt) => {
-            let segments: Vec<Segment> = rebuilt
-                .segments
-                .iter()
-                .map(|s| Segment {
-                    id: s.id.clone(),
-                    role: wire_role(s.role),
-                    label: s.label,
-                    text: s.text.clone(),
-                    pinned: s.pinned,
-                    tokens: s.tokens,
-                })
-                .collect();
-            let context =
-                Context::create(rt.client, rt.sink, ROOT, &request.main, segments, false).await?;
-            (context, Some((pinned, rebuilt.plan, rebuilt.calls, rebuilt.turns)))
-        }
-        Start::Live(root) => (root.context, Some((pinned, root.plan, root.calls, root.turns))),
+    let resumed = match start {
+        Start::Fresh => None,
+        Start::Rebuilt(rebuilt) => Some(Root::rebuilt(rt, &request.main, rebuilt).await?),
+        Start::Live(root) => Some(root),
     };
-    let mut context = context;
-    let carried = match carried {
-        Some((pinned, plan, calls, turns)) => {
+    let (context, carried) = match resumed {
+        None => {
+            (Context::create(rt.client, rt.sink, ROOT, &request.main, pinned, true).await?, None)
+        }
+        Some(Root { mut context, plan, calls, turns }) => {
             if let Err(e) = resume_pinned(rt, &mut context, pinned).await {
                 let _ = rt.client.drop_context(context.id).await;
                 return Err(e);
             }
-            Some((plan, calls, turns))
+            (context, Some((plan, calls, turns)))
         }
-        None => None,
     };
     let spec = AgentSpec {
         id: ROOT.to_owned(),

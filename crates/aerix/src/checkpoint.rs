@@ -9,9 +9,6 @@ use gitstore::{CHECKPOINT_CAP, Repo, RestoreError};
 
 use crate::exit::Exit;
 
-/// How a done rewind's line begins (the screen drops its live root on it).
-pub const REWOUND: &str = "rewound session";
-
 /// Keeps the working tree before request `request` of `session`: `base` is the request's
 /// snapshot when it has one (the same commit its diff is taken against). The event says what
 /// was kept, or why nothing was (outside a git repository there are no checkpoints).
@@ -70,14 +67,21 @@ pub fn rewind(data: &Path, root: &Path, ask: &Rewind) -> anyhow::Result<Exit> {
     Ok(Exit::Done)
 }
 
-/// The screen's `/rewind [N]`: the listing, or the rewind's outcome, as one note's text.
-pub fn screen(store: &Store, project: &str, id: &str, root: &Path, arg: Option<&str>) -> String {
+/// The screen's `/rewind [N]`: the listing, or the rewind's outcome, as one note's text; and
+/// whether a rewind was written.
+pub fn screen(
+    store: &Store,
+    project: &str,
+    id: &str,
+    root: &Path,
+    arg: Option<&str>,
+) -> (String, bool) {
     let Some(arg) = arg else {
         let listed = store
             .existing(project, id)
             .map_err(anyhow::Error::from)
             .and_then(|path| Ok(requests(&read_log(&path)?.events)));
-        return match listed {
+        let text = match listed {
             Ok(listed) if listed.is_empty() => "no request to rewind yet".to_owned(),
             Ok(listed) => {
                 let lines: Vec<String> = listed.iter().map(list_line).collect();
@@ -85,13 +89,14 @@ pub fn screen(store: &Store, project: &str, id: &str, root: &Path, arg: Option<&
             }
             Err(e) => format!("the session's requests cannot be read: {e:#}"),
         };
+        return (text, false);
     };
     let Ok(to) = arg.parse::<u32>() else {
-        return format!("/rewind N: `{arg}` is not a request number (/rewind lists them)");
+        return (format!("/rewind N: `{arg}` is not a request number (/rewind lists them)"), false);
     };
     match rewind_session(store, project, id, root, Some(to), false) {
-        Ok(done) => done,
-        Err(e) => format!("not rewound: {e:#}"),
+        Ok(done) => (done, true),
+        Err(e) => (format!("not rewound: {e:#}"), false),
     }
 }
 
@@ -145,7 +150,7 @@ fn rewind_session(
         (true, false) => "files",
         (false, _) => "conversation",
     };
-    Ok(format!("{REWOUND} {id} to before request {to} ({what})"))
+    Ok(format!("rewound session {id} to before request {to} ({what})"))
 }
 
 /// `N  prompt's first line`, `(rewound)` before a rewound one's.

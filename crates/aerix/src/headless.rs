@@ -9,7 +9,7 @@ use aerix_config::{Env, Settings};
 use aerix_core::{CoreError, Sink as _};
 use aerix_hooks::{EndReason, Fire};
 use aerix_request::{Request, Root, Start as RootStart, run_request};
-use aerix_session::{Event, Outcome, Store, read_log, rebuild};
+use aerix_session::{Event, Outcome, Store, rebuild};
 use aerix_tools::Cancel;
 use anyhow::Context as _;
 
@@ -315,15 +315,12 @@ pub async fn run(
         request_number += 1;
         let base = end.snapshot.as_ref().and_then(|s| s.base.as_deref());
         sink.event(checkpoint::take(&files.root, &session_id, request_number, base));
-        start = match live.take() {
-            Some(root) => RootStart::Live(root),
-            None => match read_log(sink.log.path()).and_then(|read| rebuild(&read.events, "a1")) {
-                Ok(read) => RootStart::Rebuilt(read),
-                Err(e) => {
-                    let failed = Err(anyhow::anyhow!("the session log: {e}"));
-                    break end.finish(&mut sink, Outcome::Failed, failed);
-                }
-            },
+        start = match RootStart::next(live.take(), sink.log.path()) {
+            Ok(start) => start,
+            Err(e) => {
+                let failed = Err(anyhow::anyhow!("the session log: {e}"));
+                break end.finish(&mut sink, Outcome::Failed, failed);
+            }
         };
         raw_prompt = next;
     };
@@ -383,14 +380,14 @@ async fn request(
         Ok(Some(expanded)) => expanded,
         Ok(None) => raw_prompt,
         Err(e) => {
-            release(start, client).await;
+            start.release(client).await;
             return Ran::Ended(Outcome::Failed, Err(anyhow::anyhow!(e.to_string())), None);
         }
     };
     let prompt_context = match startup::prompt_submit(hooks, &prompt, cancel, sink) {
         Ok(context) => context,
         Err(stop) => {
-            release(start, client).await;
+            start.release(client).await;
             return Ran::Stopped(stop);
         }
     };
@@ -469,13 +466,6 @@ async fn request(
             Ran::Ended(Outcome::Killed, Err(anyhow::anyhow!(reason)), None)
         }
         Err(e) => Ran::Ended(Outcome::Failed, Err(anyhow::Error::from(e)), None),
-    }
-}
-
-/// A request that never ran its root: a live one leaves the pool.
-async fn release(start: RootStart, client: &mut caldrix_client::Client) {
-    if let RootStart::Live(root) = start {
-        root.drop_context(client).await;
     }
 }
 

@@ -221,13 +221,11 @@ pub async fn run(
                         let (store, project, cwd) =
                             (&session.store, &session.project, &session.cwd);
                         let id = &session.id;
-                        let text =
+                        let (text, rewound) =
                             crate::checkpoint::screen(store, project, id, cwd, arg.as_deref());
                         // A rewound conversation: the next request reads the root back from the
                         // log, which leaves the rewound requests out; the live one goes.
-                        if text.starts_with(crate::checkpoint::REWOUND)
-                            && let (Some(r), Some(c)) = (root.take(), client.as_mut())
-                        {
+                        if rewound && let (Some(r), Some(c)) = (root.take(), client.as_mut()) {
                             r.drop_context(c).await;
                         }
                         text

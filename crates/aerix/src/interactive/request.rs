@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use aerix_core::{AskAnswer as Answered, AskGate, CoreError, Live, PlanDecision, PlanGate, Sink};
 use aerix_request::{Request, Root, Start, run_request};
-use aerix_session::{Event, Log, Outcome, read_log, rebuild};
+use aerix_session::{Event, Log, Outcome};
 use aerix_tools::Cancel;
 use aerix_tui::{AskAnswer, Feed, Gate, Level, Note, PlanAnswer};
 use tokio::sync::mpsc::UnboundedSender;
@@ -64,16 +64,13 @@ async fn request(
     // it) only for the first request of a resumed session, or after a failed or cancelled one.
     let number = session.first_request + nth;
     let start = match root {
-        Some(root) => Start::Live(root),
-        None if resumed => {
-            match read_log(sink.log.path()).and_then(|read| rebuild(&read.events, "a1")) {
-                Ok(rebuilt) => Start::Rebuilt(rebuilt),
-                Err(e) => {
-                    return failed(client, sink, Outcome::Failed, format!("the session log: {e}"));
-                }
+        None if !resumed => Start::Fresh,
+        root => match Start::next(root, sink.log.path()) {
+            Ok(start) => start,
+            Err(e) => {
+                return failed(client, sink, Outcome::Failed, format!("the session log: {e}"));
             }
-        }
-        None => Start::Fresh,
+        },
     };
     let settings = &*session.settings;
     sink.event(Event::SessionStart {
@@ -112,7 +109,7 @@ async fn request(
         Ok(Some(expanded)) => expanded,
         Ok(None) => prompt.clone(),
         Err(e) => {
-            release(start, &mut client).await;
+            start.release(&mut client).await;
             return failed(client, sink, Outcome::Failed, e.to_string());
         }
     };
@@ -120,7 +117,7 @@ async fn request(
     {
         Ok(context) => context,
         Err(stop) => {
-            release(start, &mut client).await;
+            start.release(&mut client).await;
             return match stop {
                 Stop::Cancelled => Ended {
                     client,
@@ -189,13 +186,6 @@ async fn request(
         Err(e) => (Outcome::Failed, None, Some(e.to_string()), None),
     };
     Ended { client, log: sink.log, outcome, answer, error, root }
-}
-
-/// A request that never ran its root: a live one leaves the pool.
-async fn release(start: Start, client: &mut caldrix_client::Client) {
-    if let Start::Live(root) = start {
-        root.drop_context(client).await;
-    }
 }
 
 /// A request's events: to the session log, and to the screen.

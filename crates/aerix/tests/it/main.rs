@@ -71,6 +71,15 @@ pub fn engine() -> std::sync::MutexGuard<'static, ()> {
     ENGINE.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// The text of the last result of `tool` in `events`.
+pub fn last_result(events: &[Value], tool: &str) -> String {
+    let message = of_type(events, "message")
+        .into_iter()
+        .rfind(|m| m["role"] == "tool" && m["tool"] == tool)
+        .unwrap_or_else(|| panic!("no {tool} result"));
+    message["text"].as_str().unwrap().to_owned()
+}
+
 /// A home of its own (XDG directories, a pool socket) and a git repository to work in.
 pub struct World {
     pub home: PathBuf,

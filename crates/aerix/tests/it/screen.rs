@@ -269,11 +269,7 @@ fn a_second_request_runs_on_the_live_root_not_on_the_log_read_back() {
         of_type(&events, "session.end").iter().map(|e| e["outcome"].as_str().unwrap()).collect();
     assert_eq!(ends, ["done", "done"]);
     // The second request's root holds the first's exchange, as the model's status shows it.
-    let status = of_type(&events, "message")
-        .into_iter()
-        .rfind(|m| m["tool"] == "context")
-        .map(|m| m["text"].as_str().unwrap().to_owned())
-        .unwrap();
+    let status = crate::last_result(&events, "context");
     for line in ["\np1  prompt  ", "\nt1  turn  ", "\np2  prompt  "] {
         assert!(status.contains(line), "{line:?} is not in:\n{status}");
     }

@@ -134,13 +134,7 @@ fn context_tool_ops_and_their_refusals() {
     let out = world.aerix(&["-p", "Where was I?", "--continue"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let events = world.events();
-    let status = of_type(&events, "message")
-        .into_iter()
-        .rfind(|m| m["role"] == "tool" && m["tool"] == "context")
-        .unwrap()["text"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let status = crate::last_result(&events, "context");
     let mut labels: Vec<&str> = rebuilt.segments.iter().map(|s| s.label.as_str()).collect();
     for segment in &rebuilt.segments {
         let line = format!("\n{}  {}  ", segment.id, segment.label.as_str());
