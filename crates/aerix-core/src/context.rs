@@ -32,26 +32,6 @@ pub struct Context {
     pub total_tokens: u32,
 }
 
-/// A wire role as the log writes it.
-pub fn log_role(role: Role) -> aerix_session::Role {
-    match role {
-        Role::System => aerix_session::Role::System,
-        Role::User => aerix_session::Role::User,
-        Role::Assistant => aerix_session::Role::Assistant,
-        Role::Tool => aerix_session::Role::Tool,
-    }
-}
-
-/// A logged role as the pool takes it.
-pub fn wire_role(role: aerix_session::Role) -> Role {
-    match role {
-        aerix_session::Role::System => Role::System,
-        aerix_session::Role::User => Role::User,
-        aerix_session::Role::Assistant => Role::Assistant,
-        aerix_session::Role::Tool => Role::Tool,
-    }
-}
-
 impl Context {
     /// A new pool context holding `segments`; each is logged unless `log` is false (a resumed
     /// context whose segments the log already holds).
@@ -296,7 +276,7 @@ fn append_event(agent: &str, segment: &Segment, usage: Option<&proto::Usage>) ->
         agent: agent.to_owned(),
         op: SegmentOp::Append,
         id: segment.id.clone(),
-        role: Some(log_role(segment.role)),
+        role: Some(segment.role),
         label: Some(segment.label),
         text: Some(segment.text.clone()),
         tokens: Some(segment.tokens),

@@ -33,7 +33,7 @@ pub use aerix_seams::{ExternalTools, NO_EXTERNAL_TOOLS, NoExternalTools};
 pub use aerix_seams::{NO_SKILLS, NoSkills, Skills, offer_skill};
 pub use agent::{Agent, AgentEnd, AgentSpec, Opened, Opening};
 pub use connection::{Connection, Later, Pending};
-pub use context::{Context, Label, Segment, log_role, wire_role};
+pub use context::{Context, Label, Segment};
 pub use error::{CoreError, pool_gone};
 pub use hooks::{HookFire, HookReply, NO_HOOKS, NoHooks, RuntimeHooks};
 pub use runtime::{

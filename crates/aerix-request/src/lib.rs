@@ -7,7 +7,7 @@ mod route;
 use aerix_config::InstructionFile;
 use aerix_core::{
     Agent, AgentEnd, AgentSpec, Connection, Context, CoreError, HookFire, Label, Runtime, Segment,
-    offer_skill, wire_role,
+    offer_skill,
 };
 use std::path::Path;
 
@@ -81,7 +81,7 @@ impl Root {
             .into_iter()
             .map(|s| Segment {
                 id: s.id,
-                role: wire_role(s.role),
+                role: s.role,
                 label: s.label,
                 text: s.text,
                 pinned: s.pinned,

@@ -1,30 +1,12 @@
-//! The log's closed vocabularies: a segment's role and label, and a request's route. Each is
-//! written as one lowercase word and read back exactly; a word none of them names is an error
+//! The log's closed vocabularies: a segment's role (the wire's) and label, and a request's
+//! route. Each is written as one lowercase word and read back exactly; a word none of them names is an error
 //! naming it (serde's "unknown variant"), never a default.
 
 use serde::{Deserialize, Deserializer, Serialize};
 
-/// Who a segment or a message speaks as.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Role {
-    System,
-    User,
-    Assistant,
-    /// A tool's result.
-    Tool,
-}
-
-impl Role {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::System => "system",
-            Role::User => "user",
-            Role::Assistant => "assistant",
-            Role::Tool => "tool",
-        }
-    }
-}
+/// Who a segment or a message speaks as: the pool's own roles, so the log and the wire can
+/// never disagree on one (their words are the same: `system`, `user`, `assistant`, `tool`).
+pub use caldrix_proto::Role;
 
 /// What a segment is, for the log, the context tool and compaction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
