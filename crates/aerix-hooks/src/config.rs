@@ -181,16 +181,47 @@ impl Loaded {
     }
 }
 
+/// A hook file as read, once: what it holds (`None`: it does not exist), or the note that says
+/// why its hooks are not run. The trust step reads a project's files so and hashes what they
+/// hold; the session then joins the same reads ([`join`]), so a file rewritten in between
+/// changes nothing that runs.
+#[derive(Clone, Debug)]
+pub struct FileRead {
+    pub path: PathBuf,
+    pub loaded: Result<Option<Loaded>, String>,
+}
+
+impl FileRead {
+    /// The handlers' commands as the trust step lists them; none for a missing or broken file
+    /// (a broken file runs nothing).
+    pub fn commands(&self) -> Vec<String> {
+        match &self.loaded {
+            Ok(Some(loaded)) => loaded.hooks.commands(),
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// Reads one file.
+pub fn read(path: &Path) -> FileRead {
+    let loaded = load_file(path).map_err(|e| format!("hooks: {e}; its hooks are not run"));
+    FileRead { path: path.to_owned(), loaded }
+}
+
 /// Reads every file that exists; a broken one is a note and its hooks are not run.
 pub fn load(paths: &[&Path]) -> Loaded {
+    let reads: Vec<FileRead> = paths.iter().map(|path| read(path)).collect();
+    join(&reads)
+}
+
+/// Files already read, in order, as [`load`] joins them.
+pub fn join<'a>(reads: impl IntoIterator<Item = &'a FileRead>) -> Loaded {
     let mut out = Loaded::default();
-    for path in paths {
-        match load_file(path) {
-            Ok(Some(loaded)) => {
-                out.extend(loaded);
-            }
+    for read in reads {
+        match &read.loaded {
+            Ok(Some(loaded)) => out.extend(loaded.clone()),
             Ok(None) => {}
-            Err(e) => out.notes.push(format!("hooks: {e}; its hooks are not run")),
+            Err(note) => out.notes.push(note.clone()),
         }
     }
     // One line for every file: the names, each once.

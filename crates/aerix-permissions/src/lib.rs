@@ -24,7 +24,7 @@ use std::sync::Mutex;
 use serde_json::Value;
 
 pub use aerix_config::PermissionMode as Mode;
-pub use load::{Loaded, Sources, load};
+pub use load::{Loaded, Read, Sources, load, read};
 pub use remember::store_path;
 pub use rule::Kind;
 

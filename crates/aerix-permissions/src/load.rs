@@ -62,6 +62,7 @@ impl Loaded {
 }
 
 /// A file's tables, whoever wrote them.
+#[derive(Clone, Debug)]
 struct Table {
     lists: [(Kind, Vec<String>); 3],
     default_mode: Option<PermissionMode>,
@@ -69,77 +70,124 @@ struct Table {
 }
 
 /// Whether a file is the user's own or comes with the project.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Owner {
     User,
     Project,
 }
 
+/// The rule files as read, once, before the trust rule: the trust step lists and hashes what
+/// the project's would widen ([`Read::widening`]) and the session's rules come from the same
+/// reads ([`Read::load`]), so a file rewritten in between changes neither.
+#[derive(Clone, Debug)]
+pub struct Read {
+    files: Vec<FileRead>,
+    cwd: PathBuf,
+    root: PathBuf,
+    home: Option<PathBuf>,
+    store: Option<PathBuf>,
+}
+
+/// One file's table (`None`: nothing to apply) and the notes its reading made.
+#[derive(Clone, Debug)]
+struct FileRead {
+    path: PathBuf,
+    owner: Owner,
+    /// What its rules' `/` is.
+    source: PathBuf,
+    table: Option<Table>,
+    notes: Vec<String>,
+}
+
 /// Reads every source (a missing file holds nothing). `project_trusted`: whether the project's
 /// files may widen what calls may do.
 pub fn load(sources: &Sources<'_>, project_trusted: bool) -> Loaded {
-    let mut loaded = Loaded {
-        deny: Vec::new(),
-        ask: Vec::new(),
-        allow: Vec::new(),
-        default_mode: None,
-        additional_directories: Vec::new(),
-        notes: Vec::new(),
-        widening: Vec::new(),
+    read(sources).load(project_trusted)
+}
+
+/// Reads every source once, in the order their rules apply: the last to set `defaultMode` sets
+/// it (local over project over user).
+pub fn read(sources: &Sources<'_>) -> Read {
+    // A user's table's `/` is its file's directory; a project's, the root or the cwd.
+    let aerix = |scope: SettingsScope, owner: Owner, source: Option<PathBuf>| -> Vec<FileRead> {
+        let at = |file: &FilePermissions| {
+            source.clone().unwrap_or_else(|| {
+                file.path.parent().map_or_else(|| sources.cwd.clone(), Path::to_owned)
+            })
+        };
+        sources
+            .aerix
+            .iter()
+            .filter(|f| f.scope == scope)
+            .map(|file| FileRead {
+                path: file.path.clone(),
+                owner,
+                source: at(file),
+                table: Some(aerix_table(file)),
+                notes: Vec::new(),
+            })
+            .collect()
+    };
+    let mut files = Vec::new();
+    if let Some(path) = &sources.claude_user {
+        let home_claude = sources.home.as_ref().map(|h| h.join(".claude"));
+        files.push(claude_file(
+            path,
+            Owner::User,
+            home_claude.unwrap_or_else(|| sources.cwd.clone()),
+        ));
+    }
+    files.extend(aerix(SettingsScope::User, Owner::User, None));
+    if let Some(path) = &sources.remembered {
+        files.push(claude_file(path, Owner::User, sources.root.clone()));
+    }
+    files.push(claude_file(&sources.claude_project, Owner::Project, sources.root.clone()));
+    files.extend(aerix(SettingsScope::Project, Owner::Project, Some(sources.root.clone())));
+    files.push(claude_file(&sources.claude_local, Owner::Project, sources.cwd.clone()));
+    files.extend(aerix(SettingsScope::Local, Owner::Project, Some(sources.cwd.clone())));
+    Read {
+        files,
         cwd: sources.cwd.clone(),
         root: sources.root.clone(),
         home: sources.home.clone(),
         store: sources.remembered.clone(),
-    };
-    let anchors =
-        |source: PathBuf| Anchors { source, cwd: sources.cwd.clone(), home: sources.home.clone() };
-    let aerix = |scope: SettingsScope| sources.aerix.iter().filter(move |f| f.scope == scope);
-    let home_claude = sources.home.as_ref().map(|h| h.join(".claude"));
-    // In order: the last to set `defaultMode` sets it (local over project over user).
-    if let Some(path) = &sources.claude_user {
-        let source = home_claude.clone().unwrap_or_else(|| sources.cwd.clone());
-        loaded.claude_file(path, Owner::User, &anchors(source), project_trusted);
     }
-    for file in aerix(SettingsScope::User) {
-        let source = file.path.parent().map_or_else(|| sources.cwd.clone(), Path::to_owned);
-        loaded.table(&file.path, Owner::User, aerix_table(file), &anchors(source), true);
+}
+
+impl Read {
+    /// The rules, the project's files only narrowing unless `project_trusted`.
+    pub fn load(&self, project_trusted: bool) -> Loaded {
+        let mut loaded = Loaded {
+            deny: Vec::new(),
+            ask: Vec::new(),
+            allow: Vec::new(),
+            default_mode: None,
+            additional_directories: Vec::new(),
+            notes: Vec::new(),
+            widening: Vec::new(),
+            cwd: self.cwd.clone(),
+            root: self.root.clone(),
+            home: self.home.clone(),
+            store: self.store.clone(),
+        };
+        for file in &self.files {
+            loaded.notes.extend(file.notes.iter().cloned());
+            if let Some(table) = &file.table {
+                let anchors = Anchors {
+                    source: file.source.clone(),
+                    cwd: self.cwd.clone(),
+                    home: self.home.clone(),
+                };
+                loaded.table(&file.path, file.owner, table.clone(), &anchors, project_trusted);
+            }
+        }
+        loaded
     }
-    if let Some(path) = &sources.remembered {
-        loaded.claude_file(path, Owner::User, &anchors(sources.root.clone()), project_trusted);
+
+    /// What the project's files would widen, trusted or not (its file, `key = value`).
+    pub fn widening(&self) -> Vec<(PathBuf, String)> {
+        self.load(false).widening
     }
-    loaded.claude_file(
-        &sources.claude_project,
-        Owner::Project,
-        &anchors(sources.root.clone()),
-        project_trusted,
-    );
-    for file in aerix(SettingsScope::Project) {
-        let table = aerix_table(file);
-        loaded.table(
-            &file.path,
-            Owner::Project,
-            table,
-            &anchors(sources.root.clone()),
-            project_trusted,
-        );
-    }
-    loaded.claude_file(
-        &sources.claude_local,
-        Owner::Project,
-        &anchors(sources.cwd.clone()),
-        project_trusted,
-    );
-    for file in aerix(SettingsScope::Local) {
-        let table = aerix_table(file);
-        loaded.table(
-            &file.path,
-            Owner::Project,
-            table,
-            &anchors(sources.cwd.clone()),
-            project_trusted,
-        );
-    }
-    loaded
 }
 
 fn aerix_table(file: &FilePermissions) -> Table {
@@ -155,73 +203,78 @@ fn aerix_table(file: &FilePermissions) -> Table {
     }
 }
 
+/// A Claude Code settings file's `permissions` (its other keys are others'): a missing file or
+/// key holds nothing; a file that is not JSON, or a key of the wrong shape, is a note.
+fn claude_file(path: &Path, owner: Owner, source: PathBuf) -> FileRead {
+    let mut read =
+        FileRead { path: path.to_owned(), owner, source, table: None, notes: Vec::new() };
+    let note = |what: String| format!("permissions: {}: {what}", path.display());
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return read,
+        Err(e) => {
+            read.notes.push(note(format!("{e}; its permissions are skipped")));
+            return read;
+        }
+    };
+    let value: Value = match serde_json::from_str(&text) {
+        Ok(value) => value,
+        Err(e) => {
+            read.notes.push(note(format!("not JSON ({e}); its permissions are skipped")));
+            return read;
+        }
+    };
+    let Some(permissions) = value.get("permissions") else { return read };
+    let Some(permissions) = permissions.as_object() else {
+        read.notes.push(note("`permissions` is not an object; skipped".to_owned()));
+        return read;
+    };
+    let notes = &mut read.notes;
+    let mut list = |key: &str| -> Vec<String> {
+        match permissions.get(key) {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(items)) => items
+                .iter()
+                .filter_map(|item| match item {
+                    Value::String(rule) => Some(rule.clone()),
+                    other => {
+                        notes.push(note(format!(
+                            "permissions.{key} rule {other} was skipped: not a string"
+                        )));
+                        None
+                    }
+                })
+                .collect(),
+            Some(_) => {
+                notes.push(note(format!("permissions.{key} is not a list of rules; skipped")));
+                Vec::new()
+            }
+        }
+    };
+    let lists =
+        [(Kind::Deny, list("deny")), (Kind::Ask, list("ask")), (Kind::Allow, list("allow"))];
+    let additional = list("additionalDirectories");
+    let default_mode = match permissions.get("defaultMode") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(name)) => match name.parse::<PermissionMode>() {
+            Ok(mode) => Some(mode),
+            Err(why) => {
+                notes.push(note(format!("permissions.defaultMode is skipped: {why}")));
+                None
+            }
+        },
+        Some(_) => {
+            notes.push(note("permissions.defaultMode is not a string; skipped".to_owned()));
+            None
+        }
+    };
+    read.table = Some(Table { lists, default_mode, additional });
+    read
+}
+
 impl Loaded {
     fn note(&mut self, path: &Path, what: String) {
         self.notes.push(format!("permissions: {}: {what}", path.display()));
-    }
-
-    /// A Claude Code settings file's `permissions` (its other keys are others'): a missing file
-    /// or key holds nothing; a file that is not JSON, or a key of the wrong shape, is a note.
-    fn claude_file(&mut self, path: &Path, owner: Owner, anchors: &Anchors, trusted: bool) {
-        let text = match std::fs::read_to_string(path) {
-            Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
-            Err(e) => return self.note(path, format!("{e}; its permissions are skipped")),
-        };
-        let value: Value = match serde_json::from_str(&text) {
-            Ok(value) => value,
-            Err(e) => {
-                return self.note(path, format!("not JSON ({e}); its permissions are skipped"));
-            }
-        };
-        let Some(permissions) = value.get("permissions") else { return };
-        let Some(permissions) = permissions.as_object() else {
-            return self.note(path, "`permissions` is not an object; skipped".to_owned());
-        };
-        let mut list = |key: &str| -> Vec<String> {
-            match permissions.get(key) {
-                None | Some(Value::Null) => Vec::new(),
-                Some(Value::Array(items)) => items
-                    .iter()
-                    .filter_map(|item| match item {
-                        Value::String(rule) => Some(rule.clone()),
-                        other => {
-                            self.notes.push(format!(
-                                "permissions: {}: permissions.{key} rule {other} was skipped: \
-                                 not a string",
-                                path.display()
-                            ));
-                            None
-                        }
-                    })
-                    .collect(),
-                Some(_) => {
-                    self.notes.push(format!(
-                        "permissions: {}: permissions.{key} is not a list of rules; skipped",
-                        path.display()
-                    ));
-                    Vec::new()
-                }
-            }
-        };
-        let lists =
-            [(Kind::Deny, list("deny")), (Kind::Ask, list("ask")), (Kind::Allow, list("allow"))];
-        let additional = list("additionalDirectories");
-        let default_mode = match permissions.get("defaultMode") {
-            None | Some(Value::Null) => None,
-            Some(Value::String(name)) => match name.parse::<PermissionMode>() {
-                Ok(mode) => Some(mode),
-                Err(why) => {
-                    self.note(path, format!("permissions.defaultMode is skipped: {why}"));
-                    None
-                }
-            },
-            Some(_) => {
-                self.note(path, "permissions.defaultMode is not a string; skipped".to_owned());
-                None
-            }
-        };
-        self.table(path, owner, Table { lists, default_mode, additional }, anchors, trusted);
     }
 
     /// One file's table: its rules parsed (a bad one a note), what widens left out of an

@@ -290,7 +290,7 @@ fn run(cli: Cli, started: std::time::Instant) -> anyhow::Result<Exit> {
         };
     }
     let layered = aerix_config::load_layered(&SettingsPaths::standard(&env, &root), &env)?;
-    let trust = startup::Trust::survey(&layered, &env, &root, cli.trust);
+    let trust = startup::Trust::survey(&layered, &env, (&root, &cwd), cli.trust);
     let formats = (cli.output_format, cli.input_format);
     let plain = formats == (output::Format::Text, output::InputFormat::Text);
     let screen = cli.prompt.is_none() && cli.command.is_none() && plain && interactive::wanted();

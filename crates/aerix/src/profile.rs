@@ -234,8 +234,9 @@ fn artifact(at: &Where<'_>, path: &str) -> anyhow::Result<Artifact> {
     let mut agents =
         aerix_config::load_agents(&aerix_config::AgentDirs::standard(at.env, at.root, at.cwd));
     let mut hooks = aerix_hooks::Loaded::default();
-    let sources = extensions::every_source(at.settings, at.env, at.root);
-    let extensions = extensions::load(&sources, at.env, at.root, at.cwd, &mut agents, &mut hooks);
+    let found =
+        extensions::Found::read(&extensions::every_source(at.settings, at.env, at.root), None);
+    let extensions = extensions::load(&found, at.env, at.root, at.cwd, &mut agents, &mut hooks);
     let skills =
         extensions.skills.iter().map(|s| (OverlayKind::Skill, &s.name, &s.origin, &s.body));
     let defs = agents.definitions.iter().map(|a| (OverlayKind::Agent, &a.name, &a.origin, &a.body));

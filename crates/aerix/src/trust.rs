@@ -11,7 +11,7 @@ use crate::startup::{self, Trust};
 fn survey(env: &Env, dir: &Path) -> anyhow::Result<Trust> {
     let root = aerix_config::project_root(dir);
     let layered = aerix_config::load_layered(&SettingsPaths::standard(env, &root), env)?;
-    Ok(Trust::survey(&layered, env, &root, false))
+    Ok(Trust::survey(&layered, env, (&root, dir), false))
 }
 
 fn canonical(dir: &Path) -> anyhow::Result<std::path::PathBuf> {

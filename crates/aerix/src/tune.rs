@@ -60,8 +60,9 @@ fn artifacts(settings: &Settings, env: &Env, root: &Path, cwd: &Path, place: &Pl
     // The plugins' hooks are read and dropped: nothing here runs them.
     let mut hooks = aerix_hooks::Loaded::default();
     let mut agents = aerix_config::load_agents(&aerix_config::AgentDirs::standard(env, root, cwd));
-    let sources = crate::extensions::every_source(settings, env, root);
-    let extensions = crate::extensions::load(&sources, env, root, cwd, &mut agents, &mut hooks);
+    let found =
+        crate::extensions::Found::read(&crate::extensions::every_source(settings, env, root), None);
+    let extensions = crate::extensions::load(&found, env, root, cwd, &mut agents, &mut hooks);
     let own_project = place.profile == place.project;
     let mut add = |kind, name: &str, origin: &aerix_config::Origin, body: &str| {
         if matches!(origin, aerix_config::Origin::Project) && !own_project {

@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 
-use super::{Admit, Settings, SettingsPaths, load_as};
+use super::{Admit, Settings, SettingsPaths, apply_as, read_files};
 use crate::ConfigError;
 
 /// One setting a project file sets that did not apply.
@@ -57,13 +57,16 @@ impl Layered {
     }
 }
 
-/// Reads the files as [`super::load`] does, once as an untrusted project's and once as a
-/// trusted one's, and once the user's alone.
+/// Reads the files once and applies them as [`super::load`] does: as an untrusted project's, as
+/// a trusted one's, and the user's alone.
 pub fn load_layered(paths: &SettingsPaths, env: &crate::Env) -> Result<Layered, ConfigError> {
-    let (trusted, held) = load_as(paths, env, Admit::Trusted)?;
-    let (untrusted, withheld) = load_as(paths, env, Admit::Untrusted)?;
-    let only_user = SettingsPaths { user: paths.user.clone(), project: None, local: None };
-    let (user, _) = load_as(&only_user, env, Admit::Trusted)?;
+    // Each file is read once: what the trust step hashes (the gated keys) is what a trusted
+    // run then applies.
+    let texts = read_files(paths)?;
+    let (trusted, held) = apply_as(&texts, env, Admit::Trusted)?;
+    let (untrusted, withheld) = apply_as(&texts, env, Admit::Untrusted)?;
+    let (user, _) =
+        apply_as(&texts[..texts.iter().take_while(|t| t.is_user()).count()], env, Admit::Trusted)?;
     Ok(Layered { trusted, untrusted, user, gated: withheld.withheld, refused: held.refused })
 }
 

@@ -94,21 +94,51 @@ pub(crate) fn load_as(
     env: &crate::Env,
     admit: Admit,
 ) -> Result<(Settings, Held), ConfigError> {
-    let held = RefCell::new(Held::default());
-    let mut settings = defaults(env);
+    apply_as(&read_files(paths)?, env, admit)
+}
+
+/// A settings file's text, read once (`load_layered` applies it three ways).
+pub(crate) struct FileText {
+    path: PathBuf,
+    text: String,
+    scope: SettingsScope,
+}
+
+impl FileText {
+    pub(crate) fn is_user(&self) -> bool {
+        self.scope == SettingsScope::User
+    }
+}
+
+/// The files that exist, in the order they apply.
+pub(crate) fn read_files(paths: &SettingsPaths) -> Result<Vec<FileText>, ConfigError> {
     let files = [
         (&paths.user, SettingsScope::User),
         (&paths.project, SettingsScope::Project),
         (&paths.local, SettingsScope::Local),
     ];
+    let mut texts = Vec::new();
     for (path, scope) in files {
         let Some(path) = path else { continue };
-        let text = match std::fs::read_to_string(path) {
-            Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+        match std::fs::read_to_string(path) {
+            Ok(text) => texts.push(FileText { path: path.clone(), text, scope }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(error) => return Err(ConfigError::Read { path: path.clone(), error }),
-        };
-        let file = File { path, text: &text, scope, admit, held: &held };
+        }
+    }
+    Ok(texts)
+}
+
+/// The files' settings as `admit` lets their keys apply.
+pub(crate) fn apply_as(
+    texts: &[FileText],
+    env: &crate::Env,
+    admit: Admit,
+) -> Result<(Settings, Held), ConfigError> {
+    let held = RefCell::new(Held::default());
+    let mut settings = defaults(env);
+    for FileText { path, text, scope } in texts {
+        let file = File { path, text, scope: *scope, admit, held: &held };
         apply(&mut settings, &file)?;
         settings.sources.push(path.clone());
     }

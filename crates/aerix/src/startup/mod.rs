@@ -99,18 +99,15 @@ impl Files {
         let data = env.data_home().context("no data directory: set HOME or XDG_DATA_HOME")?;
         let store = Store::new(&data);
         let project = aerix_session::project_key(&root);
-        let mut hooks = aerix_hooks::load(&trust.hook_files());
+        let mut hooks = trust.hooks();
         let mut agents =
             aerix_config::load_agents(&aerix_config::AgentDirs::standard(env, &root, cwd));
         // Plugins and skills: a plugin's agents and hooks join the others.
-        let sources = trust.plugin_sources();
-        let extensions = extensions::load(sources, env, &root, cwd, &mut agents, &mut hooks);
+        let extensions =
+            extensions::load(trust.plugins(), env, &root, cwd, &mut agents, &mut hooks);
         let loaded = loaded_line(&instructions, &hooks.files, &agents.definitions, &extensions);
         // A project's allow rules, default mode and added directories count only once trusted.
-        let project_trusted = trust.allows();
-        let remembered = Some(aerix_permissions::store_path(&data, &project));
-        let sources = permission_sources(settings, env, (&root, cwd), remembered);
-        let rules = aerix_permissions::load(&sources, project_trusted);
+        let rules = trust.permission_rules();
         let (worktrees, tree_notes) = worktrees::place(settings, &root, &data, &project);
         let checks = aerix_delegate::checks::commands(&settings.verify.commands, &root);
         let mut files = Files {
@@ -236,18 +233,18 @@ impl Files {
 fn permission_sources<'a>(
     settings: &'a Settings,
     env: &Env,
-    (root, cwd): (&Path, &Path),
+    (root, cwd): (PathBuf, PathBuf),
     remembered: Option<PathBuf>,
 ) -> aerix_permissions::Sources<'a> {
-    let claude = ClaudeSettings::standard(env.home.as_deref(), root);
+    let claude = ClaudeSettings::standard(env.home.as_deref(), &root);
     aerix_permissions::Sources {
         claude_user: claude.user,
         claude_project: claude.project,
         claude_local: claude.local,
         aerix: &settings.permissions,
         remembered,
-        cwd: cwd.to_owned(),
-        root: root.to_owned(),
+        cwd,
+        root,
         home: env.home.clone(),
     }
 }
