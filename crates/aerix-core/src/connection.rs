@@ -3,12 +3,15 @@
 //! the binary hands in; the turn loop's unit tests hand in a scripted fake, no daemon.
 
 use std::future::Future;
+use std::path::PathBuf;
 use std::pin::Pin;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use aerix_tools::Cancel;
 use caldrix_client::{Client, ClientError, Counts, FRAME_TIMEOUT};
-use caldrix_proto::{ContextId, Done, Edit, Generate, MemberInfo, Reply, Request, Segment};
+use caldrix_proto::{
+    ContextId, Done, Edit, ErrorKind, FrameFormat, Generate, MemberInfo, Reply, Request, Segment,
+};
 
 use crate::error::CoreError;
 
@@ -34,6 +37,45 @@ pub trait Connection: Send {
         cancel: &'a Cancel,
         streamed: &'a mut (dyn FnMut() + Send),
     ) -> Pending<'a, Done>;
+}
+
+/// Opens connections of their own to the pool, for agents that run beside their caller
+/// (delegation's pieces and attempts): [`PoolSocket`] in the binary, a scripted pool in tests.
+pub trait Connect: Send + Sync + std::fmt::Debug {
+    /// A new connection; waits while the pool has no room for one, until `cancel` is set.
+    fn connect<'a>(&'a self, cancel: &'a Cancel) -> Pending<'a, Box<dyn Connection>>;
+}
+
+/// How long a connection waits for the pool's room (its `max_connections`) before it fails:
+/// the bound of a control request.
+const CONNECT_WAIT: Duration = Duration::from_secs(30);
+const CONNECT_POLL: Duration = Duration::from_millis(100);
+
+/// The pool at its socket.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PoolSocket(pub PathBuf);
+
+impl Connect for PoolSocket {
+    /// The pool's `TooManyConnections` is waited out (an agent ending frees one), up to
+    /// `CONNECT_WAIT`.
+    fn connect<'a>(&'a self, cancel: &'a Cancel) -> Pending<'a, Box<dyn Connection>> {
+        Box::pin(async move {
+            let start = Instant::now();
+            loop {
+                match Client::connect(&self.0, FrameFormat::Cbor, "aerix").await {
+                    Ok(client) => return Ok(Box::new(client) as Box<dyn Connection>),
+                    Err(e)
+                        if e.kind() == Some(ErrorKind::TooManyConnections)
+                            && start.elapsed() < CONNECT_WAIT
+                            && !cancel.is_cancelled() =>
+                    {
+                        tokio::time::sleep(CONNECT_POLL).await;
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        })
+    }
 }
 
 impl Connection for Client {

@@ -133,7 +133,7 @@ pub(crate) async fn run(
     let mut sink = PieceSink::new(&shared.sink, &lane.prefix, &lane.trace);
     let roots = roots(shared, &lane.tree);
     let mut rt = Runtime::new(
-        &mut client,
+        &mut *client,
         &mut sink,
         shared.options.clone(),
         shared.prompts,

@@ -23,22 +23,21 @@ mod whole;
 
 pub use tree::WorktreePlace;
 
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use aerix_core::{
-    AskGate, Caller, Compaction, Definitions, Delegation, Options, Permissions, Prompts, Runtime,
-    RuntimeHooks, Sink, Skills, Stats,
+    AskGate, Caller, Compaction, Connect, Definitions, Delegation, Options, Permissions, Prompts,
+    Runtime, RuntimeHooks, Sink, Skills, Stats,
 };
 use aerix_tools::{Cancel, Roots, Sandbox, ToolError};
 use aerix_turn::Call;
 
 /// The `[delegation]` and `[verify]` settings and the pool a piece connects to.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct Delegator {
-    /// The pool's socket: each piece opens a connection of its own.
-    pub socket: PathBuf,
+    /// The pool: each piece and attempt opens a connection of its own.
+    pub pool: Arc<dyn Connect>,
     /// Pieces run at once.
     pub parallel: u32,
     /// Reruns of an implementer whose work failed verification.

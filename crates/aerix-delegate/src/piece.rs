@@ -6,15 +6,13 @@
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{Duration, Instant};
 
-use aerix_core::{CoreError, Definition, Runtime, Stats};
+use aerix_core::{Connection, CoreError, Definition, Runtime, Stats};
 use aerix_session::{Event, Outcome};
 use aerix_tools::ToolError;
 use aerix_turn::Call;
 use aerix_worktrees::Change;
-use caldrix_client::Client;
-use caldrix_proto::{ErrorKind, FrameFormat, Sampling};
+use caldrix_proto::Sampling;
 use serde_json::Value;
 
 use crate::attempt::{self, Judged, Lane, Verdict};
@@ -22,11 +20,6 @@ use crate::reasons;
 use crate::sink::{PieceSink, Trace};
 use crate::tree::Trees;
 use crate::{Shared, lock};
-
-/// How long a piece waits for a free pool connection (the pool's `max_connections`) before its
-/// call is an error: the bound of a control request.
-const CONNECT_WAIT: Duration = Duration::from_secs(30);
-const CONNECT_POLL: Duration = Duration::from_millis(100);
 
 /// The member a piece's agents run on.
 pub(crate) struct Member {
@@ -83,7 +76,7 @@ async fn prepare(
     let trace = Mutex::new(Trace::default());
     let mut sink = PieceSink::new(&shared.sink, piece, &trace);
     let mut rt = Runtime::new(
-        &mut client,
+        &mut *client,
         &mut sink,
         shared.options.clone(),
         shared.prompts,
@@ -346,26 +339,16 @@ fn seed(base: u64, piece: &str, k: u32) -> u64 {
     base ^ h
 }
 
-/// A connection of the piece's own; the pool's `TooManyConnections` is waited out (a piece
-/// ending frees one), up to `CONNECT_WAIT`.
-pub(crate) async fn connect(shared: &Shared<'_>) -> Result<Client, ToolError> {
-    let socket = &shared.delegator.socket;
-    let start = Instant::now();
-    loop {
-        match Client::connect(socket, FrameFormat::Cbor, "aerix").await {
-            Ok(client) => return Ok(client),
-            Err(e)
-                if e.kind() == Some(ErrorKind::TooManyConnections)
-                    && start.elapsed() < CONNECT_WAIT
-                    && !shared.cancel.is_cancelled() =>
-            {
-                tokio::time::sleep(CONNECT_POLL).await;
-            }
-            Err(e) => {
-                return Err(ToolError::new(format!("the piece could not reach the pool: {e}")));
-            }
-        }
-    }
+/// A connection of the piece's own (the pool's room waited for, up to its bound).
+pub(crate) async fn connect(shared: &Shared<'_>) -> Result<Box<dyn Connection>, ToolError> {
+    shared.delegator.pool.connect(&shared.cancel).await.map_err(|e| {
+        // The client's own words.
+        let e = match e {
+            CoreError::Pool(e) => e.to_string(),
+            other => other.to_string(),
+        };
+        ToolError::new(format!("the piece could not reach the pool: {e}"))
+    })
 }
 
 /// The `agent` call's input, checked.

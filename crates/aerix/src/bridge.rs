@@ -42,7 +42,7 @@ pub(crate) fn runtime<'a>(
     };
     let delegation = &settings.delegation;
     let delegator = aerix_delegate::Delegator {
-        socket: settings.pool.socket.clone(),
+        pool: Arc::new(aerix_core::PoolSocket(settings.pool.socket.clone())),
         parallel: delegation.parallel,
         retries: delegation.retries,
         max_turns: delegation.max_turns,
