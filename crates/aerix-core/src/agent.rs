@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Arc;
 
 use aerix_session::{Event, Outcome};
 use aerix_tools::{Cancel, FileSet, JobEnd, Jobs, ToolError};
@@ -69,8 +70,9 @@ pub struct Agent {
     pub turns: u32,
     /// Turns of earlier requests of the session (a resumed root), so ids stay unique.
     pub turn_base: u32,
-    pub(crate) jobs: Jobs,
-    pub(crate) files: FileSet,
+    /// Shared with the blocking thread a tool runs on.
+    pub(crate) jobs: Arc<Jobs>,
+    pub(crate) files: Arc<FileSet>,
     pub(crate) cancel: Cancel,
     /// This turn's `agent` results, run together after its other calls (`Delegation`).
     pub(crate) delegated: HashMap<String, Result<String, ToolError>>,
@@ -94,8 +96,8 @@ impl Agent {
             next_call: 0,
             turns: 0,
             turn_base: 0,
-            jobs: Jobs::default(),
-            files: FileSet::new(cwd),
+            jobs: Arc::default(),
+            files: Arc::new(FileSet::new(cwd)),
             cancel,
             delegated: HashMap::new(),
             stop_continues: 0,

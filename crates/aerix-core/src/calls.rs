@@ -44,26 +44,39 @@ pub(crate) async fn run(
             compaction.context_tool(&mut agent.context, window, rt, &call.input).await
         }
         "skill" => skill(rt, &call.input),
-        _ if tool.starts_with("mcp__") => tokio::task::block_in_place(|| {
-            rt.external.call(tool, &call.input).map_err(ToolError::new)
-        }),
+        _ if tool.starts_with("mcp__") => {
+            rt.external.call(tool, &call.input).await.map_err(ToolError::new)
+        }
         _ => {
-            let env = ToolEnv {
-                cwd: rt.cwd,
-                cancel: &agent.cancel,
-                jobs: &agent.jobs,
-                files: &agent.files,
-                roots: &rt.roots,
-                sandbox: rt.sandbox.as_ref(),
-            };
-            // Tools block (a command may run for minutes): keep the runtime's other tasks going.
-            let result = tokio::task::block_in_place(|| aerix_tools::run(tool, &call.input, &env));
+            let result = machine_tool(agent, rt, call).await;
             for (job, command) in agent.jobs.take_started() {
                 rt.sink.event(job_started(&agent.spec.id, &job, &command));
             }
             result
         }
     }
+}
+
+/// One of `aerix-tools`' calls, on a blocking thread of the runtime's pool: a command may run
+/// for minutes, and whatever else the runtime runs (another piece's agents, the screen) goes on
+/// meanwhile, on either flavor of runtime.
+async fn machine_tool(agent: &Agent, rt: &Runtime<'_>, call: &Call) -> Result<String, ToolError> {
+    let (tool, input) = (call.tool.clone(), call.input.clone());
+    let (cwd, cancel) = (rt.cwd.to_owned(), agent.cancel.clone());
+    let (jobs, files) = (Arc::clone(&agent.jobs), Arc::clone(&agent.files));
+    let (roots, sandbox) = (rt.roots.clone(), rt.sandbox.clone());
+    let run = tokio::task::spawn_blocking(move || {
+        let env = ToolEnv {
+            cwd: &cwd,
+            cancel: &cancel,
+            jobs: &jobs,
+            files: &files,
+            roots: &roots,
+            sandbox: sandbox.as_ref(),
+        };
+        aerix_tools::run(&tool, &input, &env)
+    });
+    run.await.unwrap_or_else(|e| Err(ToolError::new(format!("`{}` failed: {e}", call.tool))))
 }
 
 fn str_field<'a>(input: &'a Value, key: &str) -> Option<&'a str> {

@@ -335,7 +335,7 @@ async fn judge(
 ) -> Result<Verdict, ToolError> {
     let (attempt, round) = (judging.lane.number, judging.round + 1);
     if shared.checks.contains(&input.check) {
-        let run = command_check(rt, caller, judging, &input.check)?;
+        let run = command_check(rt, caller, judging, &input.check).await?;
         let (pass, reason) = match &run {
             Ok(run) => (run.passed(), if run.passed() { String::new() } else { run.reason() }),
             Err(refused) => (false, refused.clone()),
@@ -370,7 +370,7 @@ async fn judge(
 
 /// The check command, run as the verifier's `bash` call would be: through the permission rules
 /// (a refusal is the check's failure), in the attempt's tree, under `bash`'s bounds.
-fn command_check(
+async fn command_check(
     rt: &mut Runtime<'_>,
     caller: &Caller,
     judging: &Judging<'_>,
@@ -392,18 +392,27 @@ fn command_check(
             "the check `{command}` was refused: a PreToolUse hook left no command"
         )));
     };
+    // On a blocking thread of the runtime's pool, as a model's `bash` runs.
+    let (cwd, cancel) = (rt.cwd.to_owned(), rt.cancel.clone());
+    let (roots, sandbox) = (rt.roots.clone(), rt.sandbox.clone());
+    let owned = command.clone();
+    let run = tokio::task::spawn_blocking(move || {
+        let (jobs, files) = (Jobs::default(), FileSet::new(&cwd));
+        let env = ToolEnv {
+            cwd: &cwd,
+            cancel: &cancel,
+            jobs: &jobs,
+            files: &files,
+            roots: &roots,
+            sandbox: sandbox.as_ref(),
+        };
+        let run = checks::run(&owned, &env).map_err(|e| e.0);
+        drop(jobs.kill_all());
+        run
+    })
+    .await
+    .unwrap_or_else(|e| Err(e.to_string()));
     let command = command.as_str();
-    let (jobs, files) = (Jobs::default(), FileSet::new(rt.cwd));
-    let env = ToolEnv {
-        cwd: rt.cwd,
-        cancel: &rt.cancel,
-        jobs: &jobs,
-        files: &files,
-        roots: &rt.roots,
-        sandbox: rt.sandbox.as_ref(),
-    };
-    let run = tokio::task::block_in_place(|| checks::run(command, &env));
-    drop(jobs.kill_all());
     let run = run.map_err(|e| format!("the check `{command}` could not run: {e}"));
     let (text, error) = match &run {
         Ok(run) => {

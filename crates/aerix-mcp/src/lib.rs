@@ -14,7 +14,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use aerix_seams::ExternalTools;
+use aerix_seams::{Called, ExternalTools};
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -112,13 +112,12 @@ impl std::fmt::Debug for Server {
 pub struct Servers {
     pub servers: Vec<Server>,
     timeout: Duration,
-    handle: Option<tokio::runtime::Handle>,
 }
 
 impl Servers {
     /// No servers.
     pub fn none() -> Servers {
-        Servers { servers: Vec::new(), timeout: Duration::from_secs(60), handle: None }
+        Servers { servers: Vec::new(), timeout: Duration::from_secs(60) }
     }
 
     /// Starts every declared server at once (a project's only when `trusted`), each bounded by
@@ -153,7 +152,7 @@ impl Servers {
             }
         });
         let servers = futures::future::join_all(starts).await;
-        Servers { servers, timeout, handle: tokio::runtime::Handle::try_current().ok() }
+        Servers { servers, timeout }
     }
 
     /// One note per server that is not ready, and per tool left out.
@@ -365,15 +364,7 @@ impl ExternalTools for Servers {
         any.then_some(out)
     }
 
-    fn call(&self, tool: &str, input: &Value) -> Result<String, String> {
-        let Some(handle) = &self.handle else {
-            return Err(format!("no MCP tool named `{tool}` is running"));
-        };
-        // The caller blocks (a root's worker in place, or a piece's thread already inside a
-        // `block_on`): the call runs on a thread of its own, outside any runtime context.
-        std::thread::scope(|scope| {
-            let call = scope.spawn(|| handle.block_on(self.call_async(tool, input)));
-            call.join().unwrap_or_else(|_| Err(format!("the call of `{tool}` panicked")))
-        })
+    fn call<'a>(&'a self, tool: &'a str, input: &'a Value) -> Called<'a> {
+        Box::pin(self.call_async(tool, input))
     }
 }

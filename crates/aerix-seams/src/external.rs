@@ -3,7 +3,13 @@
 //! `NO_EXTERNAL_TOOLS` has none. A tool is offered only with an input schema the turn's
 //! constraint takes, so its calls' arguments are constrained as a built-in tool's are.
 
+use std::future::Future;
+use std::pin::Pin;
+
 use serde_json::Value;
+
+/// A call's result, later: the text, or the error's.
+pub type Called<'a> = Pin<Box<dyn Future<Output = Result<String, String>> + Send + 'a>>;
 
 /// A set of tools the runtime calls by name.
 pub trait ExternalTools: Send + Sync {
@@ -13,8 +19,9 @@ pub trait ExternalTools: Send + Sync {
     fn input_schema(&self, tool: &str) -> Option<Value>;
     /// The system segment's lines about the tools; `None` without tools.
     fn listing(&self) -> Option<String>;
-    /// Runs one call to its end (or its timeout): the result's text, or the error's.
-    fn call(&self, tool: &str, input: &Value) -> Result<String, String>;
+    /// Runs one call to its end (or its timeout): the result's text, or the error's. Async:
+    /// the servers' clients are, and the agent's task waits without holding a thread.
+    fn call<'a>(&'a self, tool: &'a str, input: &'a Value) -> Called<'a>;
 }
 
 /// No external tools.
@@ -34,8 +41,9 @@ impl ExternalTools for NoExternalTools {
         None
     }
 
-    fn call(&self, tool: &str, _: &Value) -> Result<String, String> {
-        Err(format!("no tool named `{tool}`: no MCP server is running"))
+    fn call<'a>(&'a self, tool: &'a str, _: &'a Value) -> Called<'a> {
+        let error = format!("no tool named `{tool}`: no MCP server is running");
+        Box::pin(async move { Err(error) })
     }
 }
 

@@ -10,7 +10,7 @@ mod permissions;
 mod skills;
 
 pub use definitions::{Definition, Definitions, NO_DEFINITIONS, NoDefinitions};
-pub use external::{ExternalTools, NO_EXTERNAL_TOOLS, NoExternalTools};
+pub use external::{Called, ExternalTools, NO_EXTERNAL_TOOLS, NoExternalTools};
 pub use gates::{
     ACCEPT_PLANS, AcceptPlans, AskAnswer, AskGate, DENY_ASKS, DenyAsks, PlanDecision, PlanGate,
 };

@@ -251,3 +251,23 @@ async fn a_stop_hook_continues_the_agent_at_most_five_times() {
     }
     assert_eq!(member.text(ran.context, "n6"), None);
 }
+
+/// A tool runs on a blocking thread of the runtime's pool, never in place: so on a
+/// current-thread runtime too (where `block_in_place` would panic), and without stalling
+/// whatever else the runtime runs.
+#[tokio::test(flavor = "current_thread")]
+async fn a_command_runs_on_a_current_thread_runtime() {
+    let bash = json!({"tool": "bash", "input": {"command": "echo from-bash"}});
+    let mut member = Member::new(&[&turn(json!([bash])), &final_turn("ran it")]);
+    let run = run(&mut member, &["bash"], "run it", &NO_HOOKS, None).await;
+    assert_eq!(run.end.outcome, Outcome::Done, "{:?}", run.end);
+    let result = run
+        .events
+        .iter()
+        .find_map(|e| match e {
+            Event::Message { role: aerix_session::Role::Tool, text, .. } => Some(text.clone()),
+            _ => None,
+        })
+        .expect("the call's result");
+    assert!(result.contains("from-bash"), "{result}");
+}
