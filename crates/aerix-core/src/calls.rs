@@ -60,8 +60,16 @@ pub(crate) async fn run(
 /// One of `aerix-tools`' calls, on a blocking thread of the runtime's pool: a command may run
 /// for minutes, and whatever else the runtime runs (another piece's agents, the screen) goes on
 /// meanwhile, on either flavor of runtime.
-async fn machine_tool(agent: &Agent, rt: &Runtime<'_>, call: &Call) -> Result<String, ToolError> {
+///
+/// What it needs is taken owned before anything is awaited: the future holds no borrow of the
+/// agent or the runtime, so an agent's future stays `Send` for a task of its own.
+fn machine_tool(
+    agent: &Agent,
+    rt: &Runtime<'_>,
+    call: &Call,
+) -> impl std::future::Future<Output = Result<String, ToolError>> + Send + 'static {
     let (tool, input) = (call.tool.clone(), call.input.clone());
+    let name = call.tool.clone();
     let (cwd, cancel) = (rt.cwd.to_owned(), agent.cancel.clone());
     let (jobs, files) = (Arc::clone(&agent.jobs), Arc::clone(&agent.files));
     let (roots, sandbox) = (rt.roots.clone(), rt.sandbox.clone());
@@ -76,7 +84,7 @@ async fn machine_tool(agent: &Agent, rt: &Runtime<'_>, call: &Call) -> Result<St
         };
         aerix_tools::run(&tool, &input, &env)
     });
-    run.await.unwrap_or_else(|e| Err(ToolError::new(format!("`{}` failed: {e}", call.tool))))
+    async move { run.await.unwrap_or_else(|e| Err(ToolError::new(format!("`{name}` failed: {e}")))) }
 }
 
 fn str_field<'a>(input: &'a Value, key: &str) -> Option<&'a str> {

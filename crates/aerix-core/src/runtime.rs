@@ -17,13 +17,13 @@ use serde_json::Value;
 use crate::connection::{Connection, Later};
 use crate::context::{Context, Segment};
 use crate::error::CoreError;
-use crate::hooks::{NO_HOOKS, RuntimeHooks};
+use crate::hooks::{NoHooks, RuntimeHooks};
 use crate::sink::{Live, Sink};
-use aerix_seams::{ACCEPT_PLANS, AskGate, DENY_ASKS, PlanGate};
-use aerix_seams::{ALLOW_ALL, Held, Permissions};
-use aerix_seams::{Definitions, NO_DEFINITIONS};
-use aerix_seams::{ExternalTools, NO_EXTERNAL_TOOLS};
-use aerix_seams::{NO_SKILLS, Skills};
+use aerix_seams::{AcceptPlans, AskGate, DenyAsks, PlanGate};
+use aerix_seams::{AllowAll, Held, Permissions};
+use aerix_seams::{Definitions, NoDefinitions};
+use aerix_seams::{ExternalTools, NoExternalTools};
+use aerix_seams::{NoSkills, Skills};
 
 /// What the runtime reads of the settings (the binary fills it from its settings files).
 #[derive(Clone, Debug, PartialEq)]
@@ -139,14 +139,17 @@ pub trait Delegation: Send + Sync {
     fn depth(&self) -> u32;
 
     /// Runs `calls`, one turn's `agent` calls of `caller`; each result by its call's id (a call
-    /// missing from them did not run). Blocks until they end.
-    fn run_all(
-        &self,
-        rt: &mut Runtime<'_>,
-        caller: &Caller,
-        calls: &[Call],
-    ) -> Vec<(String, Result<String, ToolError>)>;
+    /// missing from them did not run).
+    fn run_all<'a, 'r: 'a>(
+        &'a self,
+        rt: &'a mut Runtime<'r>,
+        caller: &'a Caller,
+        calls: &'a [Call],
+    ) -> Ran<'a>;
 }
+
+/// What a turn's `agent` calls come to: each result by its call's id.
+pub type Ran<'a> = Later<'a, Vec<(String, Result<String, ToolError>)>>;
 
 /// No delegation: no agent gets the `agent` tool.
 #[derive(Clone, Copy, Debug, Default)]
@@ -157,13 +160,13 @@ impl Delegation for NoDelegation {
         0
     }
 
-    fn run_all(
-        &self,
-        _: &mut Runtime<'_>,
-        _: &Caller,
-        _: &[Call],
-    ) -> Vec<(String, Result<String, ToolError>)> {
-        Vec::new()
+    fn run_all<'a, 'r: 'a>(
+        &'a self,
+        _: &'a mut Runtime<'r>,
+        _: &'a Caller,
+        _: &'a [Call],
+    ) -> Ran<'a> {
+        Box::pin(async { Vec::new() })
     }
 }
 
@@ -172,7 +175,7 @@ pub struct Runtime<'a> {
     pub client: &'a mut dyn Connection,
     pub sink: &'a mut dyn Sink,
     pub options: Options,
-    pub prompts: &'a Prompts,
+    pub prompts: Arc<Prompts>,
     pub cwd: &'a Path,
     /// Where the file tools may act: by default the working directory, and the sink's spool to
     /// read (`with_roots` sets the tree and the directories added).
@@ -182,24 +185,24 @@ pub struct Runtime<'a> {
     /// Set when the user cancels: generations get a `cancel` frame, tools and agents stop.
     pub cancel: Cancel,
     /// The hook events the runtime fires (compaction, delegation); `NO_HOOKS` by default.
-    pub hooks: &'a dyn RuntimeHooks,
+    pub hooks: Arc<dyn RuntimeHooks>,
     /// The agent definitions an `agent` call's `definition` names; `NO_DEFINITIONS` by default.
-    pub definitions: &'a dyn Definitions,
+    pub definitions: Arc<dyn Definitions>,
     /// The skills a `skill` call loads; `NO_SKILLS` (and no `skill` tool) by default.
-    pub skills: &'a dyn Skills,
+    pub skills: Arc<dyn Skills>,
     /// MCP servers' tools, offered to the root and implementers; `NO_EXTERNAL_TOOLS` by default.
-    pub external: &'a dyn ExternalTools,
+    pub external: Arc<dyn ExternalTools>,
     /// The pool's member aliases, for the `agent` call's `member` (empty: not offered).
     pub members: Vec<String>,
     /// The repository's test commands (`verify.commands`, else detected): an `agent` call's
     /// `check` offers them, and a check that is one of them is run by the harness.
     pub checks: Vec<String>,
     /// The root's first plan write of the request; `ACCEPT_PLANS` by default.
-    pub plan_gate: &'a dyn PlanGate,
+    pub plan_gate: Arc<dyn PlanGate>,
     /// A `PreToolUse` hook's `ask` and the permission rules' asking; `DENY_ASKS` by default.
-    pub ask_gate: &'a dyn AskGate,
+    pub ask_gate: Arc<dyn AskGate>,
     /// The user's permission rules, after `PreToolUse`; `ALLOW_ALL` by default.
-    pub permissions: &'a dyn Permissions,
+    pub permissions: Arc<dyn Permissions>,
     /// Each context's budget; `NoCompaction` by default.
     pub compaction: Arc<dyn Compaction>,
     /// The pieces of `agent` calls; `NoDelegation` (no `agent` tool) by default.
@@ -250,7 +253,7 @@ impl<'a> Runtime<'a> {
         client: &'a mut dyn Connection,
         sink: &'a mut dyn Sink,
         options: Options,
-        prompts: &'a Prompts,
+        prompts: Arc<Prompts>,
         cwd: &'a Path,
         cancel: Cancel,
     ) -> Runtime<'a> {
@@ -264,15 +267,15 @@ impl<'a> Runtime<'a> {
             roots,
             sandbox: None,
             cancel,
-            hooks: &NO_HOOKS,
-            definitions: &NO_DEFINITIONS,
-            skills: &NO_SKILLS,
-            external: &NO_EXTERNAL_TOOLS,
+            hooks: Arc::new(NoHooks),
+            definitions: Arc::new(NoDefinitions),
+            skills: Arc::new(NoSkills),
+            external: Arc::new(NoExternalTools),
             members: Vec::new(),
             checks: Vec::new(),
-            plan_gate: &ACCEPT_PLANS,
-            ask_gate: &DENY_ASKS,
-            permissions: &ALLOW_ALL,
+            plan_gate: Arc::new(AcceptPlans),
+            ask_gate: Arc::new(DenyAsks),
+            permissions: Arc::new(AllowAll),
             compaction: Arc::new(NoCompaction),
             delegation: Arc::new(NoDelegation),
             plan_gated: false,
@@ -291,17 +294,17 @@ impl<'a> Runtime<'a> {
         /// The same runtime, running `bash` in `sandbox`.
         with_sandbox(sandbox: Option<Sandbox>);
         /// The same runtime, firing its events through `hooks`.
-        with_hooks(hooks: &'a dyn RuntimeHooks);
+        with_hooks(hooks: Arc<dyn RuntimeHooks>);
         /// The same runtime, finding agent definitions in `definitions`.
-        with_definitions(definitions: &'a dyn Definitions);
+        with_definitions(definitions: Arc<dyn Definitions>);
         /// The same runtime, loading skills from `skills`.
-        with_skills(skills: &'a dyn Skills);
+        with_skills(skills: Arc<dyn Skills>);
         /// The same runtime, offering and calling `external`'s tools.
-        with_external(external: &'a dyn ExternalTools);
+        with_external(external: Arc<dyn ExternalTools>);
         /// The same runtime, asking `plan` and `ask` of the user.
-        with_gates(plan_gate: &'a dyn PlanGate, ask_gate: &'a dyn AskGate);
+        with_gates(plan_gate: Arc<dyn PlanGate>, ask_gate: Arc<dyn AskGate>);
         /// The same runtime, checking calls against `permissions`.
-        with_permissions(permissions: &'a dyn Permissions);
+        with_permissions(permissions: Arc<dyn Permissions>);
         /// The same runtime, knowing the pool's members (an `agent` call's `member` names one).
         with_members(members: Vec<String>);
         /// The same runtime, knowing the repository's test commands.
@@ -345,8 +348,8 @@ impl<'a> Runtime<'a> {
         answer: Answer,
         ids: ContextIds,
     ) -> String {
-        let (definitions, members, skills) = (self.definitions, &self.members, self.skills);
-        let (checks, external) = (&self.checks, self.external);
+        let (definitions, members, skills) = (&self.definitions, &self.members, &self.skills);
+        let (checks, external) = (&self.checks, &self.external);
         self.schemas.text(tools, answer, ids, &|tool| external.input_schema(tool), |schema| {
             schemas::restrict_agent_call(schema, &definitions.names(), members, checks);
             schemas::restrict_skill_call(schema, &skills.names());

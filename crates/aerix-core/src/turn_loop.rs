@@ -115,7 +115,7 @@ impl Agent {
                             }
                         }
                         let calls: Vec<Call> = to_run.iter().map(|(c, _)| c.clone()).collect();
-                        self.delegate(rt, &calls);
+                        self.delegate(rt, &calls).await;
                         for (call, context) in to_run {
                             results.push(self.run_checked(rt, call, context).await);
                         }
@@ -441,7 +441,7 @@ impl Agent {
 
     /// Runs this turn's `agent` calls together (`Delegation`); their results wait in
     /// `delegated` for the turn's result path.
-    fn delegate(&mut self, rt: &mut Runtime<'_>, calls: &[Call]) {
+    async fn delegate(&mut self, rt: &mut Runtime<'_>, calls: &[Call]) {
         let caller = Caller {
             id: self.spec.id.clone(),
             depth: self.spec.depth,
@@ -458,7 +458,7 @@ impl Agent {
                 .collect(),
         };
         let delegation = Arc::clone(&rt.delegation);
-        self.delegated.extend(delegation.run_all(rt, &caller, calls));
+        self.delegated.extend(delegation.run_all(rt, &caller, calls).await);
     }
 
     /// A final fires `Stop` (the root) or `SubagentStop`; a block continues the agent (the

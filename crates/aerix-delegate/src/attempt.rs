@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use aerix_core::gate::{self, Who};
 use aerix_core::{
-    ACCEPT_PLANS, AgentEnd, AgentSpec, Caller, CoreError, Definition, Held, HookFire, Label,
+    AcceptPlans, AgentEnd, AgentSpec, Caller, CoreError, Definition, Held, HookFire, Label,
     Runtime, Segment, Stats, fill, offer_skill, run_agent,
 };
 use aerix_session::{Event, Outcome};
@@ -105,10 +105,23 @@ pub(crate) struct Ended {
     pub(crate) change: Option<aerix_worktrees::Change>,
 }
 
+impl Ended {
+    /// A round that ended without a verdict, failed for `why`.
+    pub(crate) fn stopped(why: String) -> Ended {
+        Ended {
+            verdict: Verdict::Ended(Outcome::Failed, why),
+            summary: String::new(),
+            judged: Vec::new(),
+            stats: Stats::default(),
+            change: None,
+        }
+    }
+}
+
 /// Round `round` (from 0) of `lane`; `reasons`: why every attempt of the last round failed,
 /// grouped.
 pub(crate) async fn run(
-    shared: &Shared<'_>,
+    shared: &Shared,
     caller: &Caller,
     lane: &Lane,
     input: &Input,
@@ -130,25 +143,25 @@ pub(crate) async fn run(
             return ended;
         }
     };
-    let mut sink = PieceSink::new(&shared.sink, &lane.prefix, &lane.trace);
+    let mut sink = PieceSink::new(&shared.outlet, &lane.prefix, &lane.trace);
     let roots = roots(shared, &lane.tree);
     let mut rt = Runtime::new(
         &mut *client,
         &mut sink,
         shared.options.clone(),
-        shared.prompts,
+        Arc::clone(&shared.prompts),
         &lane.tree,
         lane.cancel.clone(),
     )
     .with_roots(roots)
     .with_sandbox(shared.sandbox.clone())
-    .with_hooks(shared.hooks)
-    .with_definitions(shared.definitions)
-    .with_skills(shared.skills)
-    .with_external(shared.external)
-    .with_gates(&ACCEPT_PLANS, shared.ask_gate)
-    .with_permissions(shared.permissions)
-    .with_checks(shared.checks.to_vec())
+    .with_hooks(Arc::clone(&shared.hooks))
+    .with_definitions(Arc::clone(&shared.definitions))
+    .with_skills(Arc::clone(&shared.skills))
+    .with_external(Arc::clone(&shared.external))
+    .with_gates(Arc::new(AcceptPlans), Arc::clone(&shared.ask_gate))
+    .with_permissions(Arc::clone(&shared.permissions))
+    .with_checks(shared.checks.clone())
     .with_compaction(Arc::clone(&shared.compaction))
     .with_delegation(Arc::clone(&shared.delegation));
     let implementer_id =
@@ -202,7 +215,7 @@ pub(crate) async fn run(
 /// The file tools' roots in `tree`: the tree, the caller's other directories, and a worktree's
 /// git directories (its own writable, the repository's shared one to read) so `git` works in it
 /// under the sandbox too.
-fn roots(shared: &Shared<'_>, tree: &std::path::Path) -> Roots {
+fn roots(shared: &Shared, tree: &std::path::Path) -> Roots {
     let mut roots = Roots::new(tree);
     for dir in shared.roots.writable().iter().filter(|d| d.as_path() != shared.roots.tree()) {
         roots = roots.with_dir(dir);
@@ -226,7 +239,7 @@ fn definition_held(tools: Vec<String>, definition: Option<&Definition>) -> Vec<S
 #[allow(clippy::too_many_arguments, reason = "the piece's parts, each once")]
 async fn implementer(
     rt: &mut Runtime<'_>,
-    shared: &Shared<'_>,
+    shared: &Shared,
     caller: &Caller,
     lane: &Lane,
     member: &Member,
@@ -244,7 +257,7 @@ async fn implementer(
             .collect(),
         None => ALL_TOOLS.iter().map(|t| (*t).to_owned()).collect(),
     };
-    let tools = offer_skill(tools, rt.skills);
+    let tools = offer_skill(tools, &*rt.skills);
     let spec = AgentSpec {
         id: id.to_owned(),
         member: member.alias.clone(),
@@ -325,7 +338,7 @@ struct Judging<'a> {
 #[allow(clippy::too_many_arguments, reason = "the piece's parts, each once")]
 async fn judge(
     rt: &mut Runtime<'_>,
-    shared: &Shared<'_>,
+    shared: &Shared,
     caller: &Caller,
     member: &Member,
     input: &Input,
@@ -430,7 +443,7 @@ async fn command_check(
 #[allow(clippy::too_many_arguments, reason = "the piece's parts, each once")]
 async fn verifier(
     rt: &mut Runtime<'_>,
-    shared: &Shared<'_>,
+    shared: &Shared,
     caller: &Caller,
     member: &Member,
     input: &Input,

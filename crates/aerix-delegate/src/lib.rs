@@ -4,11 +4,11 @@
 //! `delegation.parallel` at once; their changes land in the caller's tree in call order
 //! (`land.rs`).
 //!
-//! Each piece runs on a thread of its own (scoped, so it borrows the caller's prompts, hooks
-//! and sink) driving its future with the request's tokio handle, on a pool connection of its
-//! own: tools block (`bash` may run for minutes), and a blocking call in one piece must not
-//! stall the others, which concurrent futures on one task would. The caller's task waits in a
-//! blocking section meanwhile (it has nothing else to do until its pieces end).
+//! Each piece, and each attempt of a piece, is a task of the runtime's, on a pool connection of
+//! its own, holding the caller's services by `Arc` (`Shared`): a hook or an approval that
+//! blocks its worker (a tool runs on the blocking pool) stalls no other piece. The caller's
+//! task writes the pieces' events to its sink as they come, and lands their changes once all
+//! have ended. A piece that panics is a failed call, not a lost one.
 
 mod attempt;
 pub mod checks;
@@ -23,15 +23,18 @@ mod whole;
 
 pub use tree::WorktreePlace;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use aerix_core::{
     AskGate, Caller, Compaction, Connect, Definitions, Delegation, Options, Permissions, Prompts,
-    Runtime, RuntimeHooks, Sink, Skills, Stats,
+    Ran, Runtime, RuntimeHooks, Skills, Stats,
 };
 use aerix_tools::{Cancel, Roots, Sandbox, ToolError};
 use aerix_turn::Call;
+
+use crate::sink::{Outlet, forward};
 
 /// The `[delegation]` and `[verify]` settings and the pool a piece connects to.
 #[derive(Clone, Debug)]
@@ -62,28 +65,26 @@ pub struct Delegator {
     pub worktrees: Option<WorktreePlace>,
 }
 
-/// A piece that ran: its call's id, how it ended, its generations' time.
-type Ended = (String, Result<piece::Ending, ToolError>, Stats);
-
-/// What every piece of one turn shares: the caller's runtime, borrowed.
-pub(crate) struct Shared<'s> {
-    pub(crate) delegator: &'s Delegator,
-    pub(crate) options: &'s Options,
-    pub(crate) prompts: &'s Prompts,
-    pub(crate) cwd: &'s std::path::Path,
+/// What every piece of one turn shares, owned (each piece and attempt is a task of the
+/// runtime's, holding it by `Arc`): the caller's services and where events go.
+pub(crate) struct Shared {
+    pub(crate) delegator: Delegator,
+    pub(crate) options: Options,
+    pub(crate) prompts: Arc<Prompts>,
+    pub(crate) cwd: PathBuf,
     pub(crate) roots: Roots,
     pub(crate) sandbox: Option<Sandbox>,
-    pub(crate) hooks: &'s dyn RuntimeHooks,
-    pub(crate) definitions: &'s dyn Definitions,
-    pub(crate) skills: &'s dyn Skills,
-    pub(crate) external: &'s dyn aerix_core::ExternalTools,
-    pub(crate) ask_gate: &'s dyn AskGate,
-    pub(crate) permissions: &'s dyn Permissions,
-    pub(crate) checks: &'s [String],
+    pub(crate) hooks: Arc<dyn RuntimeHooks>,
+    pub(crate) definitions: Arc<dyn Definitions>,
+    pub(crate) skills: Arc<dyn Skills>,
+    pub(crate) external: Arc<dyn aerix_core::ExternalTools>,
+    pub(crate) ask_gate: Arc<dyn AskGate>,
+    pub(crate) permissions: Arc<dyn Permissions>,
+    pub(crate) checks: Vec<String>,
     pub(crate) compaction: Arc<dyn Compaction>,
     pub(crate) delegation: Arc<dyn Delegation>,
     pub(crate) cancel: Cancel,
-    pub(crate) sink: Mutex<&'s mut dyn Sink>,
+    pub(crate) outlet: Outlet,
 }
 
 impl Delegation for Delegator {
@@ -91,9 +92,21 @@ impl Delegation for Delegator {
         self.depth
     }
 
-    /// Runs `calls` as pieces, at most `parallel` at once; the pieces' time is added to the
-    /// caller's stats.
-    fn run_all(
+    /// Runs `calls` as pieces, each a task of the runtime's, at most `parallel` at once; the
+    /// caller's task writes their events to its sink meanwhile. The pieces' time is added to
+    /// the caller's stats.
+    fn run_all<'a, 'r: 'a>(
+        &'a self,
+        rt: &'a mut Runtime<'r>,
+        caller: &'a Caller,
+        calls: &'a [Call],
+    ) -> Ran<'a> {
+        Box::pin(self.run_pieces(rt, caller, calls))
+    }
+}
+
+impl Delegator {
+    async fn run_pieces(
         &self,
         rt: &mut Runtime<'_>,
         caller: &Caller,
@@ -105,59 +118,76 @@ impl Delegation for Delegator {
         // A piece asked twice in one turn (the same input) runs once: the copies would do the
         // same work on the same tree, and a small model repeats its one call up to the limit.
         let (calls, copies) = once_each(calls);
-        let calls = calls.as_slice();
         // In place (no worktrees), pieces would edit one tree at once: one at a time.
         let parallel = if self.worktrees.is_some() { self.parallel } else { 1 };
-        let workers = usize::try_from(parallel).unwrap_or(1).clamp(1, calls.len());
-        let checks = rt.checks.clone();
-        let handle = tokio::runtime::Handle::current();
-        let options = rt.options.clone();
-        let shared = Shared {
-            delegator: self,
-            options: &options,
-            prompts: rt.prompts,
-            cwd: rt.cwd,
+        let room = usize::try_from(parallel).unwrap_or(1).clamp(1, calls.len());
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let shared = Arc::new(Shared {
+            delegator: self.clone(),
+            options: rt.options.clone(),
+            prompts: Arc::clone(&rt.prompts),
+            cwd: rt.cwd.to_owned(),
             roots: rt.roots.clone(),
             sandbox: rt.sandbox.clone(),
-            hooks: rt.hooks,
-            definitions: rt.definitions,
-            skills: rt.skills,
-            external: rt.external,
-            ask_gate: rt.ask_gate,
-            permissions: rt.permissions,
-            checks: &checks,
+            hooks: Arc::clone(&rt.hooks),
+            definitions: Arc::clone(&rt.definitions),
+            skills: Arc::clone(&rt.skills),
+            external: Arc::clone(&rt.external),
+            ask_gate: Arc::clone(&rt.ask_gate),
+            permissions: Arc::clone(&rt.permissions),
+            checks: rt.checks.clone(),
             compaction: Arc::clone(&rt.compaction),
             delegation: Arc::clone(&rt.delegation),
             cancel: rt.cancel.clone(),
-            sink: Mutex::new(&mut *rt.sink),
-        };
-        let next = AtomicUsize::new(0);
-        let ended: Mutex<Vec<Ended>> = Mutex::new(Vec::new());
-        tokio::task::block_in_place(|| {
-            std::thread::scope(|scope| {
-                let running: Vec<_> = (0..workers)
-                    .map(|_| {
-                        scope.spawn(|| {
-                            // Each worker takes the next piece when its last one ends.
-                            while let Some(call) = calls.get(next.fetch_add(1, Ordering::SeqCst)) {
-                                if shared.cancel.is_cancelled() {
-                                    break;
-                                }
-                                let (result, stats) =
-                                    handle.block_on(piece::run(&shared, caller, call));
-                                lock(&ended).push((call.id.clone(), result, stats));
-                            }
-                        })
-                    })
-                    .collect();
-                for worker in running {
-                    // A worker that panicked loses its piece: its call reads "did not run".
-                    let _ = worker.join();
-                }
-            });
+            outlet: Outlet { tx, spool_dir: rt.sink.spool_dir() },
         });
+        let caller = Arc::new(caller.clone());
+        let room = Arc::new(tokio::sync::Semaphore::new(room));
+        let mut pieces = tokio::task::JoinSet::new();
+        let mut ids = HashMap::new();
+        let mut ended: Vec<Ended> = Vec::new();
+        // Pieces start in call order, each once it has room; the caller's task writes their
+        // events to its sink as they come.
+        let mut waiting = calls.iter();
+        let mut next = waiting.next();
+        while next.is_some() || !pieces.is_empty() {
+            tokio::select! {
+                biased;
+                Some(out) = rx.recv() => forward(&mut *rt.sink, out),
+                permit = Arc::clone(&room).acquire_owned(), if next.is_some() => {
+                    let (Some(call), Ok(permit)) = (next.take(), permit) else { break };
+                    // Cancelled first: this call and the rest read "did not run".
+                    if shared.cancel.is_cancelled() {
+                        continue;
+                    }
+                    let (shared, caller, call) =
+                        (Arc::clone(&shared), Arc::clone(&caller), call.clone());
+                    let id = call.id.clone();
+                    let task = pieces.spawn(async move {
+                        let _room = permit;
+                        piece::run(&shared, &caller, &call).await
+                    });
+                    ids.insert(task.id(), id);
+                    next = waiting.next();
+                }
+                Some(joined) = pieces.join_next_with_id() => match joined {
+                    Ok((task, (result, stats))) => {
+                        ended.push((ids.get(&task).cloned().unwrap_or_default(), result, stats));
+                    }
+                    Err(e) => {
+                        let how = if e.is_panic() { "panicked" } else { "was stopped" };
+                        let why = ToolError::new(format!("the piece failed: it {how}"));
+                        let id = ids.get(&e.id()).cloned().unwrap_or_default();
+                        ended.push((id, Err(why), Stats::default()));
+                    }
+                },
+            }
+        }
+        // Every piece has ended: what they sent last is written too.
         drop(shared);
-        let mut ended = std::mem::take(&mut *lock(&ended));
+        while let Ok(out) = rx.try_recv() {
+            forward(&mut *rt.sink, out);
+        }
         // Changes land in call order, each on the tree the earlier ones left.
         ended.sort_by_key(|(id, ..)| calls.iter().position(|c| c.id == *id));
         let cap = usize::try_from(rt.options.tool_cap("agent")).unwrap_or(usize::MAX);
@@ -181,6 +211,9 @@ impl Delegation for Delegator {
         results
     }
 }
+
+/// A piece that ran: its call's id, how it ended, its generations' time.
+type Ended = (String, Result<piece::Ending, ToolError>, Stats);
 
 /// The calls with distinct inputs (in order), and each copy's id with its first's.
 fn once_each(calls: &[Call]) -> (Vec<Call>, Vec<(String, String)>) {

@@ -4,8 +4,8 @@
 //! times. The winner's change lands in the caller's tree later, in call order (`lib.rs`); the
 //! caller gets `{summary, files_touched, checks_run, outcome, verdicts, landed}`.
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 
 use aerix_core::{Connection, CoreError, Definition, Runtime, Stats};
 use aerix_session::{Event, Outcome};
@@ -51,15 +51,15 @@ pub(crate) struct Landing {
 
 /// Runs the piece of `call`; how it ended, and the time its generations took.
 pub(crate) async fn run(
-    shared: &Shared<'_>,
-    caller: &aerix_core::Caller,
+    shared: &Arc<Shared>,
+    caller: &Arc<aerix_core::Caller>,
     call: &Call,
 ) -> (Result<Ending, ToolError>, Stats) {
     let piece = format!("{}.{}", caller.id, call.id);
     let mut stats = Stats::default();
     let ending = async {
         let (input, member) = prepare(shared, caller, &piece, call).await?;
-        rounds(shared, caller, &piece, &input, &member, &mut stats).await
+        rounds(shared, caller, &piece, input, member, &mut stats).await
     }
     .await;
     (ending, stats)
@@ -67,41 +67,42 @@ pub(crate) async fn run(
 
 /// The call's input and the member, on a connection of the piece's own.
 async fn prepare(
-    shared: &Shared<'_>,
+    shared: &Shared,
     caller: &aerix_core::Caller,
     piece: &str,
     call: &Call,
 ) -> Result<(Input, Member), ToolError> {
     let mut client = connect(shared).await?;
     let trace = Mutex::new(Trace::default());
-    let mut sink = PieceSink::new(&shared.sink, piece, &trace);
+    let mut sink = PieceSink::new(&shared.outlet, piece, &trace);
     let mut rt = Runtime::new(
         &mut *client,
         &mut sink,
         shared.options.clone(),
-        shared.prompts,
-        shared.cwd,
+        Arc::clone(&shared.prompts),
+        &shared.cwd,
         shared.cancel.clone(),
     )
-    .with_definitions(shared.definitions);
+    .with_definitions(Arc::clone(&shared.definitions));
     let input = input(&rt, &call.input)?;
     let member = member(&mut rt, caller, &input).await?;
     Ok((input, member))
 }
 
 async fn rounds(
-    shared: &Shared<'_>,
-    caller: &aerix_core::Caller,
+    shared: &Arc<Shared>,
+    caller: &Arc<aerix_core::Caller>,
     piece: &str,
-    input: &Input,
-    member: &Member,
+    input: Input,
+    member: Member,
     stats: &mut Stats,
 ) -> Result<Ending, ToolError> {
-    let delegator = shared.delegator;
+    let delegator = &shared.delegator;
     let trees = match &delegator.worktrees {
-        Some(place) => Trees::open(shared.cwd, place, shared.hooks)?,
+        Some(place) => Trees::open(&shared.cwd, place, Arc::clone(&shared.hooks))?.map(Arc::new),
         None => None,
     };
+    let (input, member) = (Arc::new(input), Arc::new(member));
     let in_place = trees.is_none();
     let n = if in_place { 1 } else { delegator.attempts.max(1) };
     let mut lanes = Vec::new();
@@ -109,9 +110,9 @@ async fn rounds(
         let prefix = if n == 1 { piece.to_owned() } else { format!("{piece}.a{k}") };
         let tree = match &trees {
             Some(trees) => trees.make(&prefix)?,
-            None => shared.cwd.to_owned(),
+            None => shared.cwd.clone(),
         };
-        lanes.push(Lane {
+        lanes.push(Arc::new(Lane {
             number: k,
             tree,
             sampling: (k > 1).then(|| Sampling {
@@ -124,15 +125,15 @@ async fn rounds(
             prefix,
             trace: Mutex::new(Trace::default()),
             cancel: shared.cancel.child(),
-        });
+        }));
     }
-    let handle = tokio::runtime::Handle::current();
-    let mut reasons: Vec<reasons::Group> = Vec::new();
+    let lanes = Arc::new(lanes);
+    let mut reasons: Arc<Vec<reasons::Group>> = Arc::default();
     let mut judged = Vec::new();
-    let mut live: Vec<&Lane> = lanes.iter().collect();
+    let mut live: Vec<Arc<Lane>> = lanes.iter().cloned().collect();
     for round in 0..=delegator.retries {
         for lane in &live {
-            lock(&shared.sink).event(Event::Attempt {
+            shared.outlet.event(Event::Attempt {
                 agent: piece.to_owned(),
                 attempt: lane.number,
                 of: n,
@@ -148,46 +149,56 @@ async fn rounds(
                 request_seed: lane.sampling.map(|_| delegator.seed),
             });
         }
-        let winner = AtomicU32::new(0);
-        let ended: Vec<(u32, attempt::Ended)> = tokio::task::block_in_place(|| {
-            std::thread::scope(|scope| {
-                let running: Vec<_> = live
-                    .iter()
-                    .map(|lane| {
-                        let (handle, winner, lanes, reasons) = (&handle, &winner, &lanes, &reasons);
-                        let trees = trees.as_ref();
-                        scope.spawn(move || {
-                            let mut ended = handle.block_on(attempt::run(
-                                shared, caller, lane, input, member, round, reasons,
-                            ));
-                            if let (Verdict::Pass, Some(trees)) = (&ended.verdict, trees) {
-                                tests_kept(shared, trees, lane, input, round, &mut ended);
-                            }
-                            // The first to pass wins; the others stop where they are.
-                            if matches!(ended.verdict, Verdict::Pass)
-                                && winner
-                                    .compare_exchange(
-                                        0,
-                                        lane.number,
-                                        Ordering::SeqCst,
-                                        Ordering::SeqCst,
-                                    )
-                                    .is_ok()
-                            {
-                                for other in lanes.iter().filter(|l| l.number != lane.number) {
-                                    other.cancel.cancel();
-                                }
-                            }
-                            (lane.number, ended)
-                        })
-                    })
-                    .collect();
-                running.into_iter().filter_map(|t| t.join().ok()).collect()
-            })
-        });
+        let winner = Arc::new(AtomicU32::new(0));
+        // Each attempt a task of its own; the first to pass wins and cancels the others.
+        let mut attempts = tokio::task::JoinSet::new();
+        let mut numbers = std::collections::HashMap::new();
+        for lane in &live {
+            let (shared, caller, lane, lanes) =
+                (Arc::clone(shared), Arc::clone(caller), Arc::clone(lane), Arc::clone(&lanes));
+            let (input, member, reasons, winner, trees) = (
+                Arc::clone(&input),
+                Arc::clone(&member),
+                Arc::clone(&reasons),
+                Arc::clone(&winner),
+                trees.clone(),
+            );
+            let number = lane.number;
+            let task = attempts.spawn(async move {
+                let mut ended =
+                    attempt::run(&shared, &caller, &lane, &input, &member, round, &reasons).await;
+                if let (Verdict::Pass, Some(trees)) = (&ended.verdict, &trees) {
+                    tests_kept(&shared, trees, &lane, &input, round, &mut ended);
+                }
+                if matches!(ended.verdict, Verdict::Pass)
+                    && winner
+                        .compare_exchange(0, lane.number, Ordering::SeqCst, Ordering::SeqCst)
+                        .is_ok()
+                {
+                    for other in lanes.iter().filter(|l| l.number != lane.number) {
+                        other.cancel.cancel();
+                    }
+                }
+                (lane.number, ended)
+            });
+            numbers.insert(task.id(), number);
+        }
+        let mut ended: Vec<(u32, attempt::Ended)> = Vec::new();
+        while let Some(joined) = attempts.join_next().await {
+            match joined {
+                Ok(one) => ended.push(one),
+                // An attempt that panicked ends as failed; the others' verdicts stand.
+                Err(e) => {
+                    let number = numbers.get(&e.id()).copied().unwrap_or_default();
+                    let why = if e.is_panic() { "panicked" } else { "was stopped" };
+                    ended.push((number, attempt::Ended::stopped(format!("the attempt {why}"))));
+                }
+            }
+        }
+        ended.sort_by_key(|(number, _)| *number);
         let won = winner.load(Ordering::SeqCst);
         let mut next_reasons = Vec::new();
-        let mut still = Vec::new();
+        let mut still: Vec<Arc<Lane>> = Vec::new();
         let (mut summary, mut change) = (None, None);
         let mut stopped: Option<(Outcome, String)> = None;
         for (number, end) in ended {
@@ -200,7 +211,7 @@ async fn rounds(
                 Verdict::Fail(reason) => {
                     next_reasons.push(reason);
                     if let Some(lane) = lanes.iter().find(|l| l.number == number) {
-                        still.push(lane);
+                        still.push(Arc::clone(lane));
                     }
                 }
                 Verdict::Ended(outcome, why) => {
@@ -255,7 +266,7 @@ async fn rounds(
                 stopped.take().unwrap_or((Outcome::Failed, "every attempt stopped".to_owned()));
             return Ok(ending(outcome, summary, &lanes, judged, in_place));
         }
-        reasons = reasons::group(&next_reasons);
+        reasons = Arc::new(reasons::group(&next_reasons));
         live = still;
     }
     let rounds = delegator.retries + 1;
@@ -274,7 +285,7 @@ async fn rounds(
 /// A passing attempt whose change edits the check's tests or removes tests fails instead
 /// (`tests_kept.rs`), logged and judged `by: tests`; a change that counts is kept for landing.
 fn tests_kept(
-    shared: &Shared<'_>,
+    shared: &Shared,
     trees: &Trees,
     lane: &Lane,
     input: &Input,
@@ -298,7 +309,7 @@ fn tests_kept(
     let agent =
         if round == 1 { lane.prefix.clone() } else { format!("{}.r{}", lane.prefix, round - 1) };
     let verdict = Judged { attempt, round, by: "tests", exit: None, verifier: None, pass: false };
-    lock(&shared.sink).event(verdict.event(agent, &input.check, why.clone()));
+    shared.outlet.event(verdict.event(agent, &input.check, why.clone()));
     ended.judged.push(verdict);
     ended.verdict = Verdict::Fail(why);
 }
@@ -307,7 +318,7 @@ fn tests_kept(
 fn ending(
     outcome: Outcome,
     summary: String,
-    lanes: &[Lane],
+    lanes: &[Arc<Lane>],
     judged: Vec<Judged>,
     in_place: bool,
 ) -> Ending {
@@ -340,7 +351,7 @@ fn seed(base: u64, piece: &str, k: u32) -> u64 {
 }
 
 /// A connection of the piece's own (the pool's room waited for, up to its bound).
-pub(crate) async fn connect(shared: &Shared<'_>) -> Result<Box<dyn Connection>, ToolError> {
+pub(crate) async fn connect(shared: &Shared) -> Result<Box<dyn Connection>, ToolError> {
     shared.delegator.pool.connect(&shared.cancel).await.map_err(|e| {
         // The client's own words.
         let e = match e {

@@ -1,19 +1,50 @@
-//! A piece's sink: its events go to the caller's sink (one lock per event, so lines of
-//! concurrent pieces never mix), and what its agents changed and ran is noted on the way for
-//! the piece's result.
+//! A piece's sink: its events go to the caller's task over a channel (the caller writes them to
+//! its sink in the order they come, so lines of concurrent pieces never mix), its spool files
+//! into the caller's spool directory, and what its agents changed and ran is noted on the way
+//! for the piece's result.
 
 use std::path::PathBuf;
 use std::sync::Mutex;
 
 use aerix_session::Event;
 use serde_json::Value;
+use tokio::sync::mpsc::UnboundedSender;
 
 use aerix_core::{Live, Sink};
 
 use crate::lock;
 
-pub(crate) struct PieceSink<'s, 'p> {
-    shared: &'s Mutex<&'p mut dyn Sink>,
+/// What a piece sends its caller's sink.
+pub(crate) enum Out {
+    Event(Box<Event>),
+    Live(String, Live),
+}
+
+/// Where a piece's events go: the caller's task, and its spool directory.
+#[derive(Clone)]
+pub(crate) struct Outlet {
+    pub(crate) tx: UnboundedSender<Out>,
+    pub(crate) spool_dir: Option<PathBuf>,
+}
+
+impl Outlet {
+    pub(crate) fn event(&self, event: Event) {
+        // The caller waits for every piece before it stops reading: a send fails only when
+        // it has gone, and then there is no one to tell.
+        let _ = self.tx.send(Out::Event(Box::new(event)));
+    }
+}
+
+/// Writes what pieces sent into `sink`.
+pub(crate) fn forward(sink: &mut dyn Sink, out: Out) {
+    match out {
+        Out::Event(event) => sink.event(*event),
+        Out::Live(agent, live) => sink.live(&agent, live),
+    }
+}
+
+pub(crate) struct PieceSink<'s> {
+    outlet: &'s Outlet,
     /// The piece's id (`a1.c3`): its implementers, verifiers and their own pieces start so.
     piece: String,
     trace: &'s Mutex<Trace>,
@@ -29,13 +60,9 @@ pub(crate) struct Trace {
     pub(crate) checks: Vec<String>,
 }
 
-impl<'s, 'p> PieceSink<'s, 'p> {
-    pub(crate) fn new(
-        shared: &'s Mutex<&'p mut dyn Sink>,
-        piece: &str,
-        trace: &'s Mutex<Trace>,
-    ) -> PieceSink<'s, 'p> {
-        PieceSink { shared, piece: piece.to_owned(), trace, spooled: 0 }
+impl<'s> PieceSink<'s> {
+    pub(crate) fn new(outlet: &'s Outlet, piece: &str, trace: &'s Mutex<Trace>) -> PieceSink<'s> {
+        PieceSink { outlet, piece: piece.to_owned(), trace, spooled: 0 }
     }
 
     fn note(&mut self, event: &Event) {
@@ -61,24 +88,27 @@ impl<'s, 'p> PieceSink<'s, 'p> {
     }
 }
 
-impl Sink for PieceSink<'_, '_> {
+impl Sink for PieceSink<'_> {
     fn event(&mut self, event: Event) {
         self.note(&event);
-        lock(self.shared).event(event);
+        self.outlet.event(event);
     }
 
     fn live(&mut self, agent: &str, live: Live) {
-        lock(self.shared).live(agent, live);
+        let _ = self.outlet.tx.send(Out::Live(agent.to_owned(), live));
     }
 
     fn spool_dir(&self) -> Option<PathBuf> {
-        lock(self.shared).spool_dir()
+        self.outlet.spool_dir.clone()
     }
 
     /// Names are made unique within the piece: every agent numbers its calls from `c1`.
     fn spool(&mut self, name: &str, text: &str) -> Option<PathBuf> {
         self.spooled += 1;
-        let name = format!("{}.{}-{name}", self.piece, self.spooled);
-        lock(self.shared).spool(&name, text)
+        let dir = self.outlet.spool_dir.as_ref()?;
+        let path = dir.join(format!("{}.{}-{name}", self.piece, self.spooled));
+        std::fs::create_dir_all(dir).ok()?;
+        std::fs::write(&path, text).ok()?;
+        Some(path)
     }
 }

@@ -3,8 +3,8 @@
 //! ends; outside a git work tree, the caller's tree itself.
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use aerix_core::{HookFire, RuntimeHooks};
 use aerix_tools::ToolError;
@@ -24,21 +24,21 @@ static MADE: AtomicU64 = AtomicU64::new(0);
 
 /// One piece's worktrees, all of one snapshot of the caller's tree; `WorktreeCreate` and
 /// `WorktreeRemove` fire around each.
-pub(crate) struct Trees<'h> {
+pub(crate) struct Trees {
     store: Store,
     base: Snapshot,
     /// Each worktree and the attempt's implementer it was made for.
     made: Mutex<Vec<(Worktree, String)>>,
-    hooks: &'h dyn RuntimeHooks,
+    hooks: Arc<dyn RuntimeHooks>,
 }
 
-impl<'h> Trees<'h> {
+impl Trees {
     /// `None` when `tree` is not in a git work tree: the piece runs in place.
     pub(crate) fn open(
         tree: &Path,
         place: &WorktreePlace,
-        hooks: &'h dyn RuntimeHooks,
-    ) -> Result<Option<Trees<'h>>, ToolError> {
+        hooks: Arc<dyn RuntimeHooks>,
+    ) -> Result<Option<Trees>, ToolError> {
         let failed = |e: aerix_worktrees::Error| {
             ToolError::new(format!("the piece could not set up its worktrees: {e}"))
         };
@@ -114,7 +114,7 @@ impl<'h> Trees<'h> {
     }
 }
 
-impl Drop for Trees<'_> {
+impl Drop for Trees {
     fn drop(&mut self) {
         self.clear();
     }

@@ -187,7 +187,11 @@ fn pinned_segments(rt: &Runtime<'_>, request: &Request) -> Vec<Segment> {
         id: "system".into(),
         role: Role::System,
         label: Label::System,
-        text: system_segment_with(rt.prompts, listing.as_deref(), rt.external.listing().as_deref()),
+        text: system_segment_with(
+            &rt.prompts,
+            listing.as_deref(),
+            rt.external.listing().as_deref(),
+        ),
         pinned: true,
         tokens: 0,
     }];
@@ -293,7 +297,7 @@ async fn run_root(
     };
     // The root is at depth 0: with `delegation.depth = 0` it cannot spawn either.
     let tools = rt.tools_at(tools, 0);
-    let tools = offer_skill(tools, rt.skills);
+    let tools = offer_skill(tools, &*rt.skills);
     rt.sink.event(Event::AgentSpawn {
         agent: ROOT.to_owned(),
         parent: None,

@@ -29,7 +29,7 @@ pub(crate) fn runtime<'a>(
     client: &'a mut dyn Connection,
     sink: &'a mut dyn Sink,
     settings: &Settings,
-    prompts: &'a Prompts,
+    prompts: Arc<Prompts>,
     place: Place<'a>,
     cancel: Cancel,
 ) -> Runtime<'a> {
@@ -123,9 +123,9 @@ pub(crate) fn options(settings: &Settings) -> Options {
 
 /// The agent definitions `aerix-config` reads (Claude Code's tool names already mapped to
 /// aerix's), as the runtime finds them.
-pub(crate) struct Agents<'a>(pub(crate) &'a AgentDefinitions);
+pub(crate) struct Agents(pub(crate) Arc<AgentDefinitions>);
 
-impl Definitions for Agents<'_> {
+impl Definitions for Agents {
     fn get(&self, name: &str) -> Option<Definition> {
         let d = self.0.get(name)?;
         Some(Definition {
@@ -146,12 +146,12 @@ impl Definitions for Agents<'_> {
 /// The session's permission rules (`aerix-permissions`), as the runtime checks a call against
 /// them. `failed` shows a line when an "always" answer cannot be kept on disk (it still holds
 /// for this run).
-pub(crate) struct Rules<'a> {
-    pub(crate) permissions: &'a aerix_permissions::Permissions,
-    pub(crate) failed: &'a (dyn Fn(String) + Send + Sync),
+pub(crate) struct Rules {
+    pub(crate) permissions: Arc<aerix_permissions::Permissions>,
+    pub(crate) failed: Box<dyn Fn(String) + Send + Sync>,
 }
 
-impl Rules<'_> {
+impl Rules {
     fn held<'h>(call: &'h Asked<'_>) -> Vec<aerix_permissions::Held<'h>> {
         call.held
             .iter()
@@ -160,7 +160,7 @@ impl Rules<'_> {
     }
 }
 
-impl aerix_core::Permissions for Rules<'_> {
+impl aerix_core::Permissions for Rules {
     fn check(&self, call: &Asked<'_>) -> Permission {
         match self.permissions.check(call.tool, call.input, &Rules::held(call)) {
             aerix_permissions::Verdict::Allow => Permission::Allow,
@@ -179,9 +179,9 @@ impl aerix_core::Permissions for Rules<'_> {
 }
 
 /// The skills `aerix-skills` loaded, as the runtime lists and loads them.
-pub(crate) struct SkillSet<'a>(pub(crate) &'a aerix_skills::Skills);
+pub(crate) struct SkillSet(pub(crate) Arc<aerix_skills::Skills>);
 
-impl aerix_core::Skills for SkillSet<'_> {
+impl aerix_core::Skills for SkillSet {
     fn names(&self) -> Vec<String> {
         self.0.model_names()
     }

@@ -2,7 +2,7 @@
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use aerix_config::{Env, Settings};
@@ -193,6 +193,7 @@ pub async fn run(
             .collect(),
     );
 
+    let mut servers = Arc::new(servers);
     // The profile, after the pool is bound: its prompts, overlays and lines, read once.
     let at = ProfileAt {
         flag: options.profile.as_deref(),
@@ -202,6 +203,9 @@ pub async fn run(
         cwd: &options.cwd,
     };
     let Profiled { attached, skills, definitions } = files.profile(settings, env, &at, &mut front);
+    // Shared by `Arc` with every request's runtime and the pieces it runs.
+    let (skills, definitions) = (Arc::new(skills), Arc::new(definitions));
+    let (prompts, permissions) = (Arc::new(attached.prompts.clone()), Arc::new(permissions));
     // The snapshot the diff is taken against, recorded as the request's start commit (one
     // source: `aerix tune --eval` replays the request at it).
     end.snapshot = Snapshot::take(&files.root);
@@ -226,7 +230,7 @@ pub async fn run(
 
     // The session hooks: SessionStart's context is pinned in the root's context,
     // UserPromptSubmit's is appended to the prompt; a block or `continue: false` ends the run.
-    let hooks = end.hooks.insert(hooks);
+    let hooks = &**end.hooks.insert(Arc::new(hooks));
     let resumed = rebuilt.is_some();
     let hook_context = match startup::session_start(
         hooks,
@@ -255,7 +259,7 @@ pub async fn run(
                 files: &files,
                 skills: &skills,
                 definitions: &definitions,
-                prompts: &attached.prompts,
+                prompts: &prompts,
                 permissions: &permissions,
                 members: &members,
                 main: &main,
@@ -327,8 +331,11 @@ pub async fn run(
     if let Some(root) = live.take() {
         root.drop_context(&mut client).await;
     }
-    // The MCP servers outlive every request of the session.
-    servers.shutdown().await;
+    // The MCP servers outlive every request of the session. Every runtime holding them has
+    // ended; were one left, dropping the servers still ends their processes.
+    if let Some(servers) = Arc::get_mut(&mut servers) {
+        servers.shutdown().await;
+    }
     exit
 }
 
@@ -337,13 +344,13 @@ struct RequestIn<'a> {
     settings: &'a Settings,
     options: &'a Options,
     files: &'a Files,
-    skills: &'a aerix_skills::Skills,
-    definitions: &'a aerix_config::AgentDefinitions,
-    prompts: &'a aerix_core::Prompts,
-    permissions: &'a aerix_permissions::Permissions,
+    skills: &'a Arc<aerix_skills::Skills>,
+    definitions: &'a Arc<aerix_config::AgentDefinitions>,
+    prompts: &'a Arc<aerix_core::Prompts>,
+    permissions: &'a Arc<aerix_permissions::Permissions>,
     members: &'a [String],
     main: &'a crate::pool::Bound,
-    servers: &'a aerix_mcp::Servers,
+    servers: &'a Arc<aerix_mcp::Servers>,
     decision: Option<String>,
     hook_context: Option<String>,
 }
@@ -406,19 +413,20 @@ async fn request(
     };
     let (worktrees, checks) = (files.worktrees.clone(), files.checks.clone());
     let agent_hooks = AgentHooks {
-        hooks,
+        hooks: Arc::clone(hooks),
         log: sink.log.try_clone().ok().map(Mutex::new),
         cancel: cancel.clone(),
         quiet: options.quiet,
     };
-    let (core_agents, core_skills) = (bridge::Agents(definitions), bridge::SkillSet(skills));
-    let failed = |line: String| eprintln!("aerix: {line}");
-    let rules = bridge::Rules { permissions, failed: &failed };
+    let core_agents = bridge::Agents(Arc::clone(definitions));
+    let core_skills = bridge::SkillSet(Arc::clone(skills));
+    let failed = Box::new(|line: String| eprintln!("aerix: {line}"));
+    let rules = bridge::Rules { permissions: Arc::clone(permissions), failed };
     let runtime = bridge::runtime(
         client,
         sink,
         settings,
-        prompts,
+        Arc::clone(prompts),
         bridge::Place {
             cwd: &options.cwd,
             additional: permissions.additional_directories(),
@@ -428,10 +436,12 @@ async fn request(
         cancel.clone(),
     )
     .with_members(at.members.to_vec())
-    .with_hooks(&agent_hooks);
-    let runtime =
-        runtime.with_definitions(&core_agents).with_skills(&core_skills).with_permissions(&rules);
-    let mut runtime = runtime.with_external(at.servers);
+    .with_hooks(Arc::new(agent_hooks))
+    .with_definitions(Arc::new(core_agents))
+    .with_skills(Arc::new(core_skills))
+    .with_permissions(Arc::new(rules));
+    let mut runtime =
+        runtime.with_external(Arc::clone(at.servers) as Arc<dyn aerix_core::ExternalTools>);
     let request_start = Instant::now();
     let result = run_request(&mut runtime, request).await;
     let stats = runtime.stats.clone();
@@ -475,7 +485,7 @@ struct End<'a> {
     project: &'a str,
     signals: &'a Signals,
     /// Set once `SessionStart` has fired: `SessionEnd` fires too.
-    hooks: Option<SessionHooks>,
+    hooks: Option<Arc<SessionHooks>>,
     /// Set once the request is about to run: its diff is printed.
     snapshot: Option<Snapshot>,
     /// `session.start` until it is written.

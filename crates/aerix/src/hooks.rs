@@ -5,7 +5,7 @@
 //! (`aerix_claude::view`), and an `updatedInput` is mapped back and checked against the tool's
 //! input schema.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use aerix_core::{HookFire, HookReply, RuntimeHooks, Sink};
 use aerix_hooks::{CompactTrigger, Fire, Fired, HookEvent, Hooks, Session, Subagent, ToolCall};
@@ -84,8 +84,8 @@ impl SessionHooks {
 /// The runtime's hook events through the session's hooks. The runtime holds the sink, so runs
 /// are logged (as `hook` events of the agent that fired them) through a second handle on the
 /// session log, which appends whole lines.
-pub struct AgentHooks<'a> {
-    pub hooks: &'a SessionHooks,
+pub struct AgentHooks {
+    pub hooks: Arc<SessionHooks>,
     pub log: Option<Mutex<Log>>,
     pub cancel: Cancel,
     pub quiet: bool,
@@ -109,7 +109,7 @@ fn updated_input(tool: &str, updated: &Value) -> Result<Value, String> {
     Ok(input)
 }
 
-impl AgentHooks<'_> {
+impl AgentHooks {
     /// Fires, logs the runs as `agent`'s, prints the notes and notifies them.
     fn run(&self, agent: &str, fire: Fire<'_>) -> Fired {
         let fired = self.hooks.run(fire, &self.cancel);
@@ -202,7 +202,7 @@ fn reply(fired: Fired) -> HookReply {
     }
 }
 
-impl RuntimeHooks for AgentHooks<'_> {
+impl RuntimeHooks for AgentHooks {
     fn fire(&self, event: HookFire<'_>) -> HookReply {
         if let Some(reply) = self.tool_event(event) {
             return reply;

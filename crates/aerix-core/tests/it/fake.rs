@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use aerix_core::{
     Agent, AgentEnd, AgentSpec, Caller, Connection, Context, CoreError, Delegation, HookFire,
-    HookReply, Label, Options, Pending, Prompts, Runtime, RuntimeHooks, Segment, Sink,
+    HookReply, Label, Options, Pending, Prompts, Ran, Runtime, RuntimeHooks, Segment, Sink,
 };
 use aerix_session::Event;
 use aerix_tools::{Cancel, ToolError};
@@ -232,15 +232,17 @@ impl Delegation for Pieces {
         1
     }
 
-    fn run_all(
-        &self,
-        _: &mut Runtime<'_>,
-        caller: &Caller,
-        calls: &[Call],
-    ) -> Vec<(String, Result<String, ToolError>)> {
+    fn run_all<'a, 'r: 'a>(
+        &'a self,
+        _: &'a mut Runtime<'r>,
+        caller: &'a Caller,
+        calls: &'a [Call],
+    ) -> Ran<'a> {
         let ids: Vec<&str> = calls.iter().map(|c| c.id.as_str()).collect();
         note(&self.record, format!("delegation of {} runs {}", caller.id, ids.join(" ")));
-        calls.iter().map(|c| (c.id.clone(), Ok(format!("piece {} done", c.id)))).collect()
+        let results: Vec<(String, Result<String, ToolError>)> =
+            calls.iter().map(|c| (c.id.clone(), Ok(format!("piece {} done", c.id)))).collect();
+        Box::pin(async move { results })
     }
 }
 
@@ -270,7 +272,7 @@ pub async fn run(
     member: &mut Member,
     tools: &[&str],
     prompt: &str,
-    hooks: &dyn RuntimeHooks,
+    hooks: Arc<dyn RuntimeHooks>,
     delegation: Option<Arc<dyn Delegation>>,
 ) -> Run {
     let mut events = Spooled::default();
@@ -312,13 +314,13 @@ pub async fn run_in(
     member: &mut Member,
     tools: &[&str],
     prompt: &str,
-    hooks: &dyn RuntimeHooks,
+    hooks: Arc<dyn RuntimeHooks>,
     delegation: Option<Arc<dyn Delegation>>,
     at: At<'_>,
     events: &mut Spooled,
 ) -> Run {
     let cwd = at.cwd;
-    let prompts = Prompts::embedded();
+    let prompts = Arc::new(Prompts::embedded());
     let cancel = Cancel::default();
     let segment = |id: &str, role, label, text: &str| Segment {
         id: id.to_owned(),
@@ -351,7 +353,7 @@ pub async fn run_in(
     };
     let mut agent = Agent::new(spec, context, cwd, cancel.clone());
     let mut rt =
-        Runtime::new(member, &mut *events, at.options, &prompts, cwd, cancel).with_hooks(hooks);
+        Runtime::new(member, &mut *events, at.options, prompts, cwd, cancel).with_hooks(hooks);
     if let Some(delegation) = delegation {
         rt = rt.with_delegation(delegation);
     }

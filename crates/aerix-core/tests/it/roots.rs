@@ -3,7 +3,9 @@
 
 use std::path::PathBuf;
 
-use aerix_core::NO_HOOKS;
+use std::sync::Arc;
+
+use aerix_core::NoHooks;
 use aerix_session::Event;
 use serde_json::json;
 
@@ -49,7 +51,7 @@ async fn a_capped_result_is_read_back_from_the_spool_and_nothing_else_outside_is
     options.tool_caps.insert("bash".to_owned(), 2_000);
     let at = At { cwd: &tree, options };
     let tools = ["bash", "read", "write"];
-    let ran = run_in(&mut member, &tools, "p", &NO_HOOKS, None, at, &mut sink).await;
+    let ran = run_in(&mut member, &tools, "p", Arc::new(NoHooks), None, at, &mut sink).await;
     let results = results(&ran.events);
     let text = |id: &str| results.iter().find(|(c, _)| c == id).unwrap().1.clone();
     assert!(text("c1").contains(&format!("read with read(path=\"{}\"", spooled.display())));

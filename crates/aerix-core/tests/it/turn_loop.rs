@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use aerix_core::{Delegation, NO_HOOKS, STOP_CONTINUES};
+use aerix_core::{Delegation, NoHooks, STOP_CONTINUES};
 use aerix_session::{Event, Outcome, SegmentOp};
 use caldrix_proto::{Edit, StopReason};
 use serde_json::json;
@@ -25,7 +25,7 @@ fn plan_read() -> serde_json::Value {
 async fn a_final_ends_the_agent_and_a_normalized_turn_replaces_the_generated_text() {
     // Fenced and without a thought: read, then stored as the turn it means.
     let mut member = Member::new(&["```json\n{\"final\": \"hello\"}\n```"]);
-    let run = run(&mut member, &["plan"], "say hello", &NO_HOOKS, None).await;
+    let run = run(&mut member, &["plan"], "say hello", Arc::new(NoHooks), None).await;
     assert_eq!(run.end.outcome, Outcome::Done);
     assert_eq!(run.end.final_text.as_deref(), Some("hello"));
     assert_eq!(run.end.turns, 1);
@@ -43,7 +43,7 @@ async fn a_final_ends_the_agent_and_a_normalized_turn_replaces_the_generated_tex
 #[tokio::test(flavor = "multi_thread")]
 async fn a_generated_turn_takes_its_counts_from_done_without_a_counts_request() {
     let mut member = Member::new(&[&turn(json!([plan_read()])), &final_turn("done")]);
-    let run = run(&mut member, &["plan"], "read the plan", &NO_HOOKS, None).await;
+    let run = run(&mut member, &["plan"], "read the plan", Arc::new(NoHooks), None).await;
     assert_eq!(run.end.outcome, Outcome::Done);
     assert_eq!(member.counts_asked, 0, "a counts request followed a generation");
     // Each turn's logged count is the pool's, as `done` carried it.
@@ -71,7 +71,7 @@ async fn a_generated_turn_takes_its_counts_from_done_without_a_counts_request() 
 async fn a_turn_that_does_not_parse_is_asked_again_twice_then_the_agent_fails() {
     let good = final_turn("at last");
     let mut member = Member::new(&["not json", r#"{"thought": 7, "final": "x"}"#, &good]);
-    let ran = run(&mut member, &["plan"], "p", &NO_HOOKS, None).await;
+    let ran = run(&mut member, &["plan"], "p", Arc::new(NoHooks), None).await;
     assert_eq!(ran.end.outcome, Outcome::Done);
     assert_eq!(ran.end.final_text.as_deref(), Some("at last"));
     assert_eq!(member.generations.len(), 3);
@@ -81,7 +81,7 @@ async fn a_turn_that_does_not_parse_is_asked_again_twice_then_the_agent_fails() 
     assert!(notes[1].starts_with("[parse error] `thought` must be a string"), "{notes:?}");
 
     let mut member = Member::new(&["no", "still no", "never"]);
-    let ran = run(&mut member, &["plan"], "p", &NO_HOOKS, None).await;
+    let ran = run(&mut member, &["plan"], "p", Arc::new(NoHooks), None).await;
     assert_eq!(ran.end.outcome, Outcome::Failed);
     let reason = ran.end.reason.unwrap_or_default();
     assert!(reason.starts_with("the turn did not parse after 2 retries"), "{reason}");
@@ -93,7 +93,7 @@ async fn a_turn_cut_by_the_token_limit_leaves_the_context_and_is_asked_again_sho
     let mut member = Member::default();
     member.then(r#"{"thought": "a very long thou"#, StopReason::MaxTokens);
     member.then(&final_turn("short"), StopReason::EndOfTurn);
-    let ran = run(&mut member, &["plan"], "p", &NO_HOOKS, None).await;
+    let ran = run(&mut member, &["plan"], "p", Arc::new(NoHooks), None).await;
     assert_eq!(ran.end.final_text.as_deref(), Some("short"));
     // The cut turn `t1` went; the note says why; the next turn reuses its id.
     assert_eq!(member.ids(ran.context), ["system", "p1", "n1", "t1"]);
@@ -108,7 +108,7 @@ async fn ten_calls_become_eight_with_a_note_and_ids_go_on_from_the_kept_ones() {
     let calls: Vec<serde_json::Value> = (0..10).map(|_| plan_read()).collect();
     let next = turn(json!([plan_read()]));
     let mut member = Member::new(&[&turn(json!(calls)), &next, &final_turn("ok")]);
-    let ran = run(&mut member, &["plan"], "p", &NO_HOOKS, None).await;
+    let ran = run(&mut member, &["plan"], "p", Arc::new(NoHooks), None).await;
     assert_eq!(ran.end.outcome, Outcome::Done);
     let results: Vec<String> =
         ran.mirror.iter().filter(|id| id.starts_with('c')).cloned().collect();
@@ -134,7 +134,7 @@ async fn calls_run_in_order_and_their_results_go_in_together_in_call_order() {
     let mut member = Member::new(&[&turn(calls), &final_turn("ok")]);
     let record = Record::default();
     let hooks = Hooks { record: record.clone(), stop_block: None };
-    let ran = run(&mut member, &["plan"], "p", &hooks, None).await;
+    let ran = run(&mut member, &["plan"], "p", Arc::new(hooks), None).await;
     assert_eq!(ran.end.outcome, Outcome::Done);
     // The read sees the write before it; an error is a result, not the end of the loop.
     assert_eq!(member.text(ran.context, "c1").as_deref(), Some("[plan c1]\nplan saved"));
@@ -193,7 +193,7 @@ async fn agent_calls_run_after_the_others_together_and_their_results_keep_call_o
     let record = Record::default();
     let hooks = Hooks { record: record.clone(), stop_block: None };
     let pieces: Arc<dyn Delegation> = Arc::new(Pieces { record: record.clone() });
-    let ran = run(&mut member, &["plan", "agent"], "p", &hooks, Some(pieces)).await;
+    let ran = run(&mut member, &["plan", "agent"], "p", Arc::new(hooks), Some(pieces)).await;
     assert_eq!(ran.end.outcome, Outcome::Done);
     assert_eq!(
         lines(&record),
@@ -223,7 +223,7 @@ async fn agent_calls_run_after_the_others_together_and_their_results_keep_call_o
 async fn without_delegation_an_agent_call_is_refused_as_a_tool_the_agent_lacks() {
     let calls = json!([{"tool": "agent", "input": {"brief": "b", "check": "c"}}]);
     let mut member = Member::new(&[&turn(calls), &final_turn("ok")]);
-    let ran = run(&mut member, &["plan"], "p", &NO_HOOKS, None).await;
+    let ran = run(&mut member, &["plan"], "p", Arc::new(NoHooks), None).await;
     assert_eq!(ran.end.outcome, Outcome::Done);
     let result = member.text(ran.context, "c1").unwrap_or_default();
     assert!(result.starts_with("[agent c1]\nerror: refused: `agent` is not one of your tools"));
@@ -236,7 +236,7 @@ async fn a_stop_hook_continues_the_agent_at_most_five_times() {
     let mut member = Member::new(&finals);
     let record = Record::default();
     let hooks = Hooks { record: record.clone(), stop_block: Some("check the tests".into()) };
-    let ran = run(&mut member, &["plan"], "p", &hooks, None).await;
+    let ran = run(&mut member, &["plan"], "p", Arc::new(hooks), None).await;
     assert_eq!(ran.end.outcome, Outcome::Done);
     assert_eq!(ran.end.final_text.as_deref(), Some("answer 6"));
     assert_eq!(STOP_CONTINUES, 5);
@@ -259,7 +259,7 @@ async fn a_stop_hook_continues_the_agent_at_most_five_times() {
 async fn a_command_runs_on_a_current_thread_runtime() {
     let bash = json!({"tool": "bash", "input": {"command": "echo from-bash"}});
     let mut member = Member::new(&[&turn(json!([bash])), &final_turn("ran it")]);
-    let run = run(&mut member, &["bash"], "run it", &NO_HOOKS, None).await;
+    let run = run(&mut member, &["bash"], "run it", Arc::new(NoHooks), None).await;
     assert_eq!(run.end.outcome, Outcome::Done, "{:?}", run.end);
     let result = run
         .events

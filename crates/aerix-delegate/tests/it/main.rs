@@ -86,7 +86,7 @@ async fn delegate(
     tree: &Path,
     calls: &[Call],
 ) -> (Vec<(String, Value)>, Vec<Event>) {
-    let prompts = Prompts::embedded();
+    let prompts = Arc::new(Prompts::embedded());
     let mut events = Recorded::default();
     let mut client = pool.client();
     let system = Segment {
@@ -113,10 +113,10 @@ async fn delegate(
     let delegator = Arc::new(delegator);
     let results = {
         let mut rt =
-            Runtime::new(&mut client, &mut events, options(), &prompts, tree, Cancel::default())
+            Runtime::new(&mut client, &mut events, options(), prompts, tree, Cancel::default())
                 .with_checks(vec![CHECK.to_owned()])
                 .with_delegation(Arc::clone(&delegator) as Arc<dyn Delegation>);
-        delegator.run_all(&mut rt, &caller, calls)
+        delegator.run_all(&mut rt, &caller, calls).await
     };
     let results = results
         .into_iter()
@@ -276,4 +276,22 @@ async fn two_pieces_of_one_turn_both_land_in_call_order() {
     }
     assert_eq!(read(repo.path(), "one.txt"), "mine\n");
     assert_eq!(read(repo.path(), "two.txt"), "mine\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_piece_whose_attempt_panics_is_a_failed_call_not_a_lost_one() {
+    let repo = repository();
+    let data = tempfile::tempdir().unwrap();
+    let pool = Pool::new(|_: Reply<'_>| panic!("the member broke"));
+    let (results, _) = delegate(
+        &pool,
+        delegator(&pool, data.path(), 1, 0),
+        repo.path(),
+        &[agent_call("c1", "make the check pass")],
+    )
+    .await;
+    let (id, result) = &results[0];
+    assert_eq!(id, "c1", "the call has its result");
+    assert_eq!(result["outcome"], "failed", "{result}");
+    assert!(result["summary"].as_str().unwrap().contains("the attempt panicked"), "{result}");
 }

@@ -92,13 +92,13 @@ struct Session {
     /// The MCP servers started at startup; their processes end with the screen.
     mcp: Arc<aerix_mcp::Servers>,
     /// The prompts read from the session's profile at startup, once.
-    prompts: Prompts,
+    prompts: Arc<Prompts>,
     /// `session.start`'s `profile`, `profile_branch`, `profile_commit`.
     profile: Option<(String, String, String)>,
     hooks: Arc<SessionHooks>,
     hook_context: Option<String>,
     /// The permission rules, the mode, and the screen as who answers.
-    permissions: aerix_permissions::Permissions,
+    permissions: Arc<aerix_permissions::Permissions>,
     main: pool::Bound,
     decision: Option<String>,
     members: Vec<String>,

@@ -131,7 +131,7 @@ async fn request(
             };
         }
     };
-    let prompts = session.prompts.clone();
+    let prompts = Arc::clone(&session.prompts);
     let request = Request {
         prompt: expanded,
         instructions: session.instructions.clone(),
@@ -145,7 +145,7 @@ async fn request(
         start,
     };
     let agent_hooks = AgentHooks {
-        hooks: &session.hooks,
+        hooks: Arc::clone(&session.hooks),
         log: sink.log.try_clone().ok().map(Mutex::new),
         cancel: cancel.clone(),
         quiet: true,
@@ -155,13 +155,16 @@ async fn request(
     let failed = move |line: String| {
         let _ = notes.send(Msg::Feed(Feed::Note(Note { level: Level::Warning, text: line })));
     };
-    let rules = bridge::Rules { permissions: &session.permissions, failed: &failed };
-    let (agents, skills) = (bridge::Agents(&session.agents), bridge::SkillSet(&session.skills));
+    let rules =
+        bridge::Rules { permissions: Arc::clone(&session.permissions), failed: Box::new(failed) };
+    let agents = bridge::Agents(Arc::clone(&session.agents));
+    let skills = bridge::SkillSet(Arc::clone(&session.skills));
+    let gates = Arc::new(gates);
     let mut runtime = bridge::runtime(
         &mut client,
         &mut sink,
         settings,
-        &prompts,
+        prompts,
         bridge::Place {
             cwd: &session.cwd,
             additional: session.permissions.additional_directories(),
@@ -171,12 +174,12 @@ async fn request(
         cancel.clone(),
     )
     .with_members(session.members.clone())
-    .with_hooks(&agent_hooks)
-    .with_definitions(&agents)
-    .with_skills(&skills)
-    .with_external(&*session.mcp)
-    .with_gates(&gates, &gates)
-    .with_permissions(&rules);
+    .with_hooks(Arc::new(agent_hooks))
+    .with_definitions(Arc::new(agents))
+    .with_skills(Arc::new(skills))
+    .with_external(Arc::clone(&session.mcp) as Arc<dyn aerix_core::ExternalTools>)
+    .with_gates(Arc::clone(&gates) as Arc<dyn aerix_core::PlanGate>, gates)
+    .with_permissions(Arc::new(rules));
     let result = run_request(&mut runtime, request).await;
     drop(runtime);
     let (outcome, answer, error, root) = match result {
