@@ -185,6 +185,9 @@ pub(super) async fn startup(
     let mut sink = BufferSink(Vec::new());
     let cancel = Cancel::default();
     let resumed = resume_id.is_some();
+    // The diff is taken against the tree before `SessionStart`, as `aerix -p` takes it: what a
+    // session hook writes is the session's change.
+    let base = Snapshot::take(&files.root);
     let hook_context = match startup::session_start(
         &hooks,
         resumed,
@@ -214,7 +217,7 @@ pub(super) async fn startup(
         store: files.store,
         project: files.project,
         cwd: options.cwd.clone(),
-        base: Snapshot::take(&files.root),
+        base,
         instructions: files.instructions,
         agents: Arc::new(definitions),
         skills: Arc::new(skills),

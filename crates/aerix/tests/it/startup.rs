@@ -257,3 +257,36 @@ fn a_screen_closed_without_a_request_leaves_no_profile_branch() {
     );
     assert_eq!(branches(&world), [expected]);
 }
+
+/// A `SessionStart` hook that changes a file: its change is the session's in both front ends'
+/// diffs (each takes its snapshot before the session hooks run).
+#[test]
+fn a_change_a_session_start_hook_makes_is_in_both_front_ends_diff() {
+    let mut replies = Vec::new();
+    for i in 0..2 {
+        replies.push("answer".to_owned());
+        replies.push(final_turn("Done.", &format!("answer {i}")));
+    }
+    let world = World::scripted("start-diff", &replies, true);
+    let write = "cat > /dev/null; echo '# hooked' >> calc.sh";
+    let hooks =
+        json!({"hooks": {"SessionStart": [{"hooks": [{"type": "command", "command": write}]}]}});
+    std::fs::write(world.home.join("config/aerix/hooks.json"), hooks.to_string()).unwrap();
+
+    let out = world.aerix(&["-p", "Hello."]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let diff = String::from_utf8_lossy(&out.stdout);
+    assert!(diff.contains("+# hooked"), "the -p diff: {diff}");
+    world.git(&["checkout", "calc.sh"]);
+
+    let pane = Pane::start(&world, "start-diff", "true", &|aerix| {
+        format!("'{aerix}' 2>../screen.err; echo \"aerix exited $?\"; exec sleep 60")
+    });
+    pane.wait_for("ready in", STARTUP);
+    pane.type_line("Hello.");
+    pane.wait_for("answer 1", STEP);
+    let text = pane.wait_for("in 1 file", STEP);
+    assert!(text.contains("diff +1 −0 in 1 file"), "the screen's diff line: {text}");
+    pane.keys(&["C-d"]);
+    pane.wait_for("aerix exited", STARTUP);
+}
