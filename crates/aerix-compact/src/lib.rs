@@ -33,7 +33,7 @@ pub struct Compactor {
 
 impl Compactor {
     fn budget(&self, rt: &Runtime<'_>, window: u32) -> Budget {
-        Budget::new(&self.ratios, rt.options.max_new_tokens, window)
+        Budget::new(&self.ratios, rt.services.options.max_new_tokens, window)
     }
 }
 

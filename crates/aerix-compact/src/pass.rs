@@ -35,7 +35,7 @@ pub(crate) async fn pass(
         return Ok(Pass::Nothing);
     }
     let id = context.agent.clone();
-    let pre = rt.hooks.fire(HookFire::PreCompact { agent: &id, trigger: "auto" });
+    let pre = rt.services.hooks.fire(HookFire::PreCompact { agent: &id, trigger: "auto" });
     if let Some(reason) = pre.stop {
         return Err(CoreError::Killed(format!("a PreCompact hook ended the agent: {reason}")));
     }
@@ -82,11 +82,16 @@ pub(crate) async fn pass(
         )
         .await?;
     rt.sink.event(event(&id, why, &budget, before, after, compacted, None));
-    let post = rt.hooks.fire(HookFire::ContextCompact { agent: &id, before, after, compacted: n });
+    let post = rt.services.hooks.fire(HookFire::ContextCompact {
+        agent: &id,
+        before,
+        after,
+        compacted: n,
+    });
     if let Some(reason) = post.stop {
         return Err(CoreError::Killed(format!("a ContextCompact hook ended the agent: {reason}")));
     }
-    let post = rt.hooks.fire(HookFire::PostCompact { agent: &id, trigger: "auto" });
+    let post = rt.services.hooks.fire(HookFire::PostCompact { agent: &id, trigger: "auto" });
     if let Some(reason) = post.stop {
         return Err(CoreError::Killed(format!("a PostCompact hook ended the agent: {reason}")));
     }

@@ -39,13 +39,13 @@ pub(crate) async fn run(
         }),
         "plan" => plan(agent, rt, &call.input),
         "context" => {
-            let compaction = Arc::clone(&rt.compaction);
+            let compaction = Arc::clone(&rt.services.compaction);
             let window = agent.spec.window;
             compaction.context_tool(&mut agent.context, window, rt, &call.input).await
         }
         "skill" => skill(rt, &call.input),
         _ if tool.starts_with("mcp__") => {
-            rt.external.call(tool, &call.input).await.map_err(ToolError::new)
+            rt.services.external.call(tool, &call.input).await.map_err(ToolError::new)
         }
         _ => {
             let result = machine_tool(agent, rt, call).await;
@@ -72,7 +72,7 @@ fn machine_tool(
     let name = call.tool.clone();
     let (cwd, cancel) = (rt.cwd.to_owned(), agent.cancel.clone());
     let (jobs, files) = (Arc::clone(&agent.jobs), Arc::clone(&agent.files));
-    let (roots, sandbox) = (rt.roots.clone(), rt.sandbox.clone());
+    let (roots, sandbox) = (rt.roots.clone(), rt.services.sandbox.clone());
     let run = tokio::task::spawn_blocking(move || {
         let env = ToolEnv {
             cwd: &cwd,
@@ -103,7 +103,7 @@ fn plan(agent: &mut Agent, rt: &mut Runtime<'_>, input: &Value) -> Result<String
             // one: headless accepts it).
             if agent.spec.depth == 0 && !rt.plan_gated {
                 rt.plan_gated = true;
-                match rt.plan_gate.plan(&agent.spec.id, &text) {
+                match rt.services.plan_gate.plan(&agent.spec.id, &text) {
                     PlanDecision::Accept => {}
                     PlanDecision::Replace(edited) if !edited.trim().is_empty() => text = edited,
                     PlanDecision::Replace(_) => {}
@@ -123,8 +123,10 @@ fn plan(agent: &mut Agent, rt: &mut Runtime<'_>, input: &Value) -> Result<String
 
 fn skill(rt: &Runtime<'_>, input: &Value) -> Result<String, ToolError> {
     match str_field(input, "name") {
-        Some(name) => rt.skills.load(name, str_field(input, "args").unwrap_or_default()),
-        None if input.get("list").and_then(Value::as_bool) == Some(true) => Ok(rt.skills.list()),
+        Some(name) => rt.services.skills.load(name, str_field(input, "args").unwrap_or_default()),
+        None if input.get("list").and_then(Value::as_bool) == Some(true) => {
+            Ok(rt.services.skills.list())
+        }
         None => Err("give a skill's `name`, or `list: true`".to_owned()),
     }
     .map_err(ToolError::new)
@@ -132,7 +134,7 @@ fn skill(rt: &Runtime<'_>, input: &Value) -> Result<String, ToolError> {
 
 /// A result over its tool's cap is cut, and the whole of it spooled once with a pointer line.
 pub(crate) fn cap(rt: &mut Runtime<'_>, call: &Call, text: String) -> String {
-    let cap = usize::try_from(rt.options.tool_cap(&call.tool)).unwrap_or(usize::MAX);
+    let cap = usize::try_from(rt.services.options.tool_cap(&call.tool)).unwrap_or(usize::MAX);
     if text.len() <= cap {
         return text;
     }

@@ -52,7 +52,8 @@ pub fn before(
     input: &Value,
 ) -> Result<Passed, Refused> {
     let Who { agent, agent_type, held } = who;
-    let reply = rt.hooks.fire(HookFire::PreToolUse { agent, agent_type, call, tool, input });
+    let reply =
+        rt.services.hooks.fire(HookFire::PreToolUse { agent, agent_type, call, tool, input });
     if let Some(reason) = reply.stop {
         let stop = Some(format!("a PreToolUse hook ended the agent: {reason}"));
         return Err(Refused { why: reason, by_hook: true, stop });
@@ -64,7 +65,7 @@ pub fn before(
     let refused = |why: String, by_hook: bool| Err(Refused { why, by_hook, stop: None });
     // A skill hands the model a file: the `Read` rules judge that file as they judge `read`.
     let checked = match (tool, input.get("name").and_then(Value::as_str)) {
-        ("skill", Some(name)) => rt.skills.file(name).map(|file| {
+        ("skill", Some(name)) => rt.services.skills.file(name).map(|file| {
             let mut checked = input.clone();
             checked["file"] = Value::from(file.display().to_string());
             checked
@@ -72,22 +73,22 @@ pub fn before(
         _ => None,
     };
     let asked = Asked { agent, agent_type, held, tool, input: checked.as_ref().unwrap_or(&input) };
-    match rt.permissions.check(&asked) {
+    match rt.services.permissions.check(&asked) {
         Permission::Deny(why) => return refused(why, false),
         Permission::Ask { reason, always } => {
             let reason = match &reply.ask {
                 Some(hook) => format!("{reason}; a PreToolUse hook asks too: {hook}"),
                 None => reason,
             };
-            match rt.ask_gate.ask_permission(agent, tool, &input, &reason, always) {
+            match rt.services.ask_gate.ask_permission(agent, tool, &input, &reason, always) {
                 AskAnswer::Once => {}
-                AskAnswer::Always => rt.permissions.remember(&asked),
+                AskAnswer::Always => rt.services.permissions.remember(&asked),
                 AskAnswer::Deny(why) => return refused(why, false),
             }
         }
         Permission::Allow => {
             if let Some(reason) = &reply.ask
-                && let Err(why) = rt.ask_gate.ask(agent, tool, &input, reason)
+                && let Err(why) = rt.services.ask_gate.ask(agent, tool, &input, reason)
             {
                 return refused(why, true);
             }
@@ -109,7 +110,7 @@ pub fn after(
     interrupted: bool,
 ) -> HookReply {
     let Who { agent, agent_type, .. } = who;
-    rt.hooks.fire(HookFire::PostToolUse {
+    rt.services.hooks.fire(HookFire::PostToolUse {
         agent,
         agent_type,
         call,

@@ -37,7 +37,8 @@ pub use context::{Context, Label, Segment};
 pub use error::{CoreError, pool_gone};
 pub use hooks::{HookFire, HookReply, NO_HOOKS, NoHooks, RuntimeHooks};
 pub use runtime::{
-    Caller, Compaction, Delegation, NoCompaction, NoDelegation, Options, Ran, Runtime, Stats,
+    Caller, Compaction, Delegation, NoCompaction, NoDelegation, Options, Ran, Runtime, Services,
+    Stats,
 };
 pub use sink::{Live, Sink};
 pub use turn_loop::{HARD_LIMIT_HITS, MIN_TURN_TOKENS, STOP_CONTINUES, run_agent};

@@ -170,43 +170,74 @@ impl Delegation for NoDelegation {
     }
 }
 
-/// What every agent of a request shares.
-pub struct Runtime<'a> {
-    pub client: &'a mut dyn Connection,
-    pub sink: &'a mut dyn Sink,
+/// What a session's agents share and none owns: the options, the prompts and every seam the
+/// binary fills. One set per request, held by `Arc`: a piece's runtime holds its caller's.
+#[derive(Clone)]
+pub struct Services {
     pub options: Options,
     pub prompts: Arc<Prompts>,
-    pub cwd: &'a Path,
-    /// Where the file tools may act: by default the working directory, and the sink's spool to
-    /// read (`with_roots` sets the tree and the directories added).
-    pub roots: Roots,
     /// `bash`'s sandbox; `None` by default.
     pub sandbox: Option<Sandbox>,
-    /// Set when the user cancels: generations get a `cancel` frame, tools and agents stop.
-    pub cancel: Cancel,
-    /// The hook events the runtime fires (compaction, delegation); `NO_HOOKS` by default.
+    /// The hook events the runtime fires (compaction, delegation); `NoHooks` by default.
     pub hooks: Arc<dyn RuntimeHooks>,
-    /// The agent definitions an `agent` call's `definition` names; `NO_DEFINITIONS` by default.
+    /// The agent definitions an `agent` call's `definition` names; `NoDefinitions` by default.
     pub definitions: Arc<dyn Definitions>,
-    /// The skills a `skill` call loads; `NO_SKILLS` (and no `skill` tool) by default.
+    /// The skills a `skill` call loads; `NoSkills` (and no `skill` tool) by default.
     pub skills: Arc<dyn Skills>,
-    /// MCP servers' tools, offered to the root and implementers; `NO_EXTERNAL_TOOLS` by default.
+    /// MCP servers' tools, offered to the root and implementers; `NoExternalTools` by default.
     pub external: Arc<dyn ExternalTools>,
     /// The pool's member aliases, for the `agent` call's `member` (empty: not offered).
     pub members: Vec<String>,
     /// The repository's test commands (`verify.commands`, else detected): an `agent` call's
     /// `check` offers them, and a check that is one of them is run by the harness.
     pub checks: Vec<String>,
-    /// The root's first plan write of the request; `ACCEPT_PLANS` by default.
+    /// The root's first plan write of the request (an agent at depth 0 only); `AcceptPlans`
+    /// by default.
     pub plan_gate: Arc<dyn PlanGate>,
-    /// A `PreToolUse` hook's `ask` and the permission rules' asking; `DENY_ASKS` by default.
+    /// A `PreToolUse` hook's `ask` and the permission rules' asking; `DenyAsks` by default.
     pub ask_gate: Arc<dyn AskGate>,
-    /// The user's permission rules, after `PreToolUse`; `ALLOW_ALL` by default.
+    /// The user's permission rules, after `PreToolUse`; `AllowAll` by default.
     pub permissions: Arc<dyn Permissions>,
     /// Each context's budget; `NoCompaction` by default.
     pub compaction: Arc<dyn Compaction>,
     /// The pieces of `agent` calls; `NoDelegation` (no `agent` tool) by default.
     pub delegation: Arc<dyn Delegation>,
+}
+
+impl Services {
+    /// `options` and `prompts`, every seam at its default.
+    pub fn new(options: Options, prompts: Arc<Prompts>) -> Services {
+        Services {
+            options,
+            prompts,
+            sandbox: None,
+            hooks: Arc::new(NoHooks),
+            definitions: Arc::new(NoDefinitions),
+            skills: Arc::new(NoSkills),
+            external: Arc::new(NoExternalTools),
+            members: Vec::new(),
+            checks: Vec::new(),
+            plan_gate: Arc::new(AcceptPlans),
+            ask_gate: Arc::new(DenyAsks),
+            permissions: Arc::new(AllowAll),
+            compaction: Arc::new(NoCompaction),
+            delegation: Arc::new(NoDelegation),
+        }
+    }
+}
+
+/// One agent tree's runtime: a connection, a sink and a tree of its own, and the services it
+/// shares.
+pub struct Runtime<'a> {
+    pub client: &'a mut dyn Connection,
+    pub sink: &'a mut dyn Sink,
+    pub services: Arc<Services>,
+    pub cwd: &'a Path,
+    /// Where the file tools may act: by default the working directory, and the sink's spool to
+    /// read (`with_roots` sets the tree and the directories added).
+    pub roots: Roots,
+    /// Set when the user cancels: generations get a `cancel` frame, tools and agents stop.
+    pub cancel: Cancel,
     /// Whether the root's first plan write of this request has been through the gate.
     pub(crate) plan_gated: bool,
     /// Where the request's time went.
@@ -239,11 +270,14 @@ impl Stats {
     }
 }
 
-/// `with_x(self, x) -> Runtime`: the same runtime with its fields set, one builder a line.
+/// `with_x(self, x) -> Runtime`: the same runtime with its services' fields set, one builder a
+/// line (the services are copied first when another runtime shares them).
 macro_rules! with {
     ($($(#[$doc:meta])* $name:ident($($field:ident: $ty:ty),+);)*) => {
-        $($(#[$doc])* pub fn $name(self, $($field: $ty),+) -> Runtime<'a> {
-            Runtime { $($field,)+ ..self }
+        $($(#[$doc])* pub fn $name(mut self, $($field: $ty),+) -> Runtime<'a> {
+            let services = Arc::make_mut(&mut self.services);
+            $(services.$field = $field;)+
+            self
         })*
     };
 }
@@ -257,27 +291,26 @@ impl<'a> Runtime<'a> {
         cwd: &'a Path,
         cancel: Cancel,
     ) -> Runtime<'a> {
+        let services = Arc::new(Services::new(options, prompts));
+        Runtime::sharing(client, sink, services, cwd, cancel)
+    }
+
+    /// A runtime on `services` (a piece's: its caller's).
+    pub fn sharing(
+        client: &'a mut dyn Connection,
+        sink: &'a mut dyn Sink,
+        services: Arc<Services>,
+        cwd: &'a Path,
+        cancel: Cancel,
+    ) -> Runtime<'a> {
         let roots = with_spool(Roots::new(cwd), &*sink);
         Runtime {
             client,
             sink,
-            options,
-            prompts,
+            services,
             cwd,
             roots,
-            sandbox: None,
             cancel,
-            hooks: Arc::new(NoHooks),
-            definitions: Arc::new(NoDefinitions),
-            skills: Arc::new(NoSkills),
-            external: Arc::new(NoExternalTools),
-            members: Vec::new(),
-            checks: Vec::new(),
-            plan_gate: Arc::new(AcceptPlans),
-            ask_gate: Arc::new(DenyAsks),
-            permissions: Arc::new(AllowAll),
-            compaction: Arc::new(NoCompaction),
-            delegation: Arc::new(NoDelegation),
             plan_gated: false,
             stats: Stats::default(),
             schemas: SchemaCache::default(),
@@ -318,9 +351,9 @@ impl<'a> Runtime<'a> {
     /// `tools` for an agent at `depth`: without `agent` at the delegation's depth limit; with
     /// the external tools.
     pub fn tools_at(&self, tools: Vec<String>, depth: u32) -> Vec<String> {
-        let limit = depth >= self.delegation.depth();
+        let limit = depth >= self.services.delegation.depth();
         let tools = tools.into_iter().filter(|t| !(limit && t == "agent"));
-        tools.chain(self.external.names()).collect()
+        tools.chain(self.services.external.names()).collect()
     }
 
     /// A generation of `agent`, timed into `stats`, its progress to the sink; the cancel flag
@@ -348,8 +381,9 @@ impl<'a> Runtime<'a> {
         answer: Answer,
         ids: ContextIds,
     ) -> String {
-        let (definitions, members, skills) = (&self.definitions, &self.members, &self.skills);
-        let (checks, external) = (&self.checks, &self.external);
+        let (definitions, members, skills) =
+            (&self.services.definitions, &self.services.members, &self.services.skills);
+        let (checks, external) = (&self.services.checks, &self.services.external);
         self.schemas.text(tools, answer, ids, &|tool| external.input_schema(tool), |schema| {
             schemas::restrict_agent_call(schema, &definitions.names(), members, checks);
             schemas::restrict_skill_call(schema, &skills.names());

@@ -138,7 +138,7 @@ impl Agent {
     async fn next_turn(&mut self, rt: &mut Runtime<'_>) -> Result<Turn, CoreError> {
         let mut retries = 0;
         loop {
-            let compaction = Arc::clone(&rt.compaction);
+            let compaction = Arc::clone(&rt.services.compaction);
             compaction.before_turn(&mut self.context, self.spec.window, rt).await?;
             let max_new_tokens = self.turn_tokens(rt)?;
             let segment_id = self.fresh_id("t");
@@ -267,7 +267,7 @@ impl Agent {
     /// `min(max_new_tokens, W / 4)`, cut to the room left on a hard-limit hit.
     fn turn_tokens(&mut self, rt: &Runtime<'_>) -> Result<u32, CoreError> {
         let window = self.spec.window;
-        let wanted = rt.options.max_new_tokens.min(window / 4).max(1);
+        let wanted = rt.services.options.max_new_tokens.min(window / 4).max(1);
         let room = window.saturating_sub(self.context.total_tokens);
         if room >= wanted {
             return Ok(wanted);
@@ -285,7 +285,7 @@ impl Agent {
     /// The tools this turn's schema offers: the agent's, less what the repeat guard takes
     /// out, and none on the budget's last turn under `last_turn_final` (only a final).
     fn offered_tools(&self, rt: &Runtime<'_>) -> Vec<String> {
-        let options = &rt.options;
+        let options = &rt.services.options;
         if options.last_turn_final && self.turns + 1 >= self.spec.max_turns {
             Vec::new()
         } else if options.repeat_guard {
@@ -299,7 +299,7 @@ impl Agent {
     /// guard's pointer, or `PreToolUse` (a deny is the result `refused: <reason>`), the call
     /// and `PostToolUse`.
     async fn run_call(&mut self, rt: &mut Runtime<'_>, mut call: Call) -> Segment {
-        let guard = rt.options.repeat_guard;
+        let guard = rt.services.options.repeat_guard;
         let jobs = self.jobs.running();
         if guard && let Some((pointer, failed)) = self.guard.answer(&call, &self.context, jobs) {
             return self.result_segment(rt, &call, pointer, failed);
@@ -318,7 +318,7 @@ impl Agent {
         pre_context: Option<String>,
     ) -> Segment {
         let result = calls::run(self, rt, &call).await;
-        if rt.options.repeat_guard {
+        if rt.services.options.repeat_guard {
             self.guard.ran(&call, result.is_ok(), self.jobs.running());
         }
         let (mut text, error) = match result {
@@ -435,7 +435,7 @@ impl Agent {
         rt: &mut Runtime<'_>,
         results: Vec<Segment>,
     ) -> Result<(), CoreError> {
-        let compaction = Arc::clone(&rt.compaction);
+        let compaction = Arc::clone(&rt.services.compaction);
         compaction.append_results(&mut self.context, self.spec.window, rt, results).await
     }
 
@@ -457,7 +457,7 @@ impl Agent {
                 .map(|s| Segment { tokens: 0, ..s.clone() })
                 .collect(),
         };
-        let delegation = Arc::clone(&rt.delegation);
+        let delegation = Arc::clone(&rt.services.delegation);
         self.delegated.extend(delegation.run_all(rt, &caller, calls).await);
     }
 
@@ -474,14 +474,17 @@ impl Agent {
         let (event, reply) = match self.spec.agent_type.clone() {
             Some(agent_type) => (
                 "SubagentStop",
-                rt.hooks.fire(HookFire::SubagentStop {
+                rt.services.hooks.fire(HookFire::SubagentStop {
                     agent: &id,
                     agent_type: &agent_type,
                     last_message,
                     active,
                 }),
             ),
-            None => ("Stop", rt.hooks.fire(HookFire::Stop { agent: &id, last_message, active })),
+            None => (
+                "Stop",
+                rt.services.hooks.fire(HookFire::Stop { agent: &id, last_message, active }),
+            ),
         };
         match reply.block {
             Some(reason) if reply.stop.is_none() && self.stop_continues < STOP_CONTINUES => {

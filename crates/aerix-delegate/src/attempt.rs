@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 
 use aerix_core::gate::{self, Who};
 use aerix_core::{
-    AcceptPlans, AgentEnd, AgentSpec, Caller, CoreError, Definition, Held, HookFire, Label,
-    Runtime, Segment, Stats, fill, offer_skill, run_agent,
+    AgentEnd, AgentSpec, Caller, CoreError, Definition, Held, HookFire, Label, Runtime, Segment,
+    Stats, fill, offer_skill, run_agent,
 };
 use aerix_session::{Event, Outcome};
 use aerix_tools::{Cancel, FileSet, Jobs, Roots, ToolEnv, ToolError};
@@ -145,25 +145,12 @@ pub(crate) async fn run(
     };
     let mut sink = PieceSink::new(&shared.outlet, &lane.prefix, &lane.trace);
     let roots = roots(shared, &lane.tree);
-    let mut rt = Runtime::new(
-        &mut *client,
-        &mut sink,
-        shared.options.clone(),
-        Arc::clone(&shared.prompts),
-        &lane.tree,
-        lane.cancel.clone(),
-    )
-    .with_roots(roots)
-    .with_sandbox(shared.sandbox.clone())
-    .with_hooks(Arc::clone(&shared.hooks))
-    .with_definitions(Arc::clone(&shared.definitions))
-    .with_skills(Arc::clone(&shared.skills))
-    .with_external(Arc::clone(&shared.external))
-    .with_gates(Arc::new(AcceptPlans), Arc::clone(&shared.ask_gate))
-    .with_permissions(Arc::clone(&shared.permissions))
-    .with_checks(shared.checks.clone())
-    .with_compaction(Arc::clone(&shared.compaction))
-    .with_delegation(Arc::clone(&shared.delegation));
+    // The caller's services as they are: the plan gate is the root's alone (an attempt's
+    // agents are deeper), the rest is the session's.
+    let services = Arc::clone(&shared.services);
+    let mut rt =
+        Runtime::sharing(&mut *client, &mut sink, services, &lane.tree, lane.cancel.clone())
+            .with_roots(roots);
     let implementer_id =
         if round == 0 { lane.prefix.clone() } else { format!("{}.r{round}", lane.prefix) };
     let verdict = async {
@@ -182,7 +169,7 @@ pub(crate) async fn run(
             // check (cheap, and read by the harness, not a model) still judges the tree of an
             // implementer that ran out of turns or failed (`stuck` included). Not after a
             // cancel, nor after a hook or a bound ended it.
-            let command = shared.checks.contains(&input.check);
+            let command = shared.services.checks.contains(&input.check);
             if command && matches!(end.outcome, Outcome::Budget | Outcome::Failed) {
                 // What a `verify.review` verifier reads: it runs only once the check passed.
                 let summary = format!("{what}. The check passed in its tree afterwards.");
@@ -257,7 +244,7 @@ async fn implementer(
             .collect(),
         None => ALL_TOOLS.iter().map(|t| (*t).to_owned()).collect(),
     };
-    let tools = offer_skill(tools, &*rt.skills);
+    let tools = offer_skill(tools, &*rt.services.skills);
     let spec = AgentSpec {
         id: id.to_owned(),
         member: member.alias.clone(),
@@ -276,7 +263,7 @@ async fn implementer(
         segments.push(user("definition", Label::Instructions, definition.body.trim().to_owned()));
     }
     let mut brief = fill(
-        rt.prompts.get("brief.md"),
+        rt.services.prompts.get("brief.md"),
         &[
             ("brief", &input.brief),
             ("check", &input.check),
@@ -305,7 +292,7 @@ async fn implementer(
         }
     }
     segments.push(user("brief", Label::Prompt, brief));
-    let command = shared.checks.contains(&input.check).then(|| input.check.clone());
+    let command = shared.services.checks.contains(&input.check).then(|| input.check.clone());
     let mut opening = Opening::new(command, &input.brief, &input.check, &lane.tree);
     if shared.delegator.whole {
         let (member, sampling) = (member.alias.clone(), lane.sampling);
@@ -347,7 +334,7 @@ async fn judge(
     judged: &mut Vec<Judged>,
 ) -> Result<Verdict, ToolError> {
     let (attempt, round) = (judging.lane.number, judging.round + 1);
-    if shared.checks.contains(&input.check) {
+    if shared.services.checks.contains(&input.check) {
         let run = command_check(rt, caller, judging, &input.check).await?;
         let (pass, reason) = match &run {
             Ok(run) => (run.passed(), if run.passed() { String::new() } else { run.reason() }),
@@ -407,7 +394,7 @@ async fn command_check(
     };
     // On a blocking thread of the runtime's pool, as a model's `bash` runs.
     let (cwd, cancel) = (rt.cwd.to_owned(), rt.cancel.clone());
-    let (roots, sandbox) = (rt.roots.clone(), rt.sandbox.clone());
+    let (roots, sandbox) = (rt.roots.clone(), rt.services.sandbox.clone());
     let owned = command.clone();
     let run = tokio::task::spawn_blocking(move || {
         let (jobs, files) = (Jobs::default(), FileSet::new(&cwd));
@@ -467,7 +454,7 @@ async fn verifier(
         sampling: None,
     };
     let text = fill(
-        rt.prompts.get("verifier.md"),
+        rt.services.prompts.get("verifier.md"),
         &[
             ("brief", &input.brief),
             ("check", &input.check),
@@ -544,7 +531,7 @@ async fn spawn(
     });
     let mut stopped = None;
     let mut fire = |event: HookFire<'_>, segments: &mut Vec<Segment>| {
-        let reply = rt.hooks.fire(event);
+        let reply = rt.services.hooks.fire(event);
         if let Some(context) = reply.context
             && let Some(brief) = segments.last_mut()
         {

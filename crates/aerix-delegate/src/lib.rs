@@ -27,11 +27,8 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use aerix_core::{
-    AskGate, Caller, Compaction, Connect, Definitions, Delegation, Options, Permissions, Prompts,
-    Ran, Runtime, RuntimeHooks, Skills, Stats,
-};
-use aerix_tools::{Cancel, Roots, Sandbox, ToolError};
+use aerix_core::{Caller, Connect, Delegation, Ran, Runtime, Services, Stats};
+use aerix_tools::{Cancel, Roots, ToolError};
 use aerix_turn::Call;
 
 use crate::sink::{Outlet, forward};
@@ -66,23 +63,12 @@ pub struct Delegator {
 }
 
 /// What every piece of one turn shares, owned (each piece and attempt is a task of the
-/// runtime's, holding it by `Arc`): the caller's services and where events go.
+/// runtime's, holding it by `Arc`): the caller's services, tree and cancel, and where events go.
 pub(crate) struct Shared {
     pub(crate) delegator: Delegator,
-    pub(crate) options: Options,
-    pub(crate) prompts: Arc<Prompts>,
+    pub(crate) services: Arc<Services>,
     pub(crate) cwd: PathBuf,
     pub(crate) roots: Roots,
-    pub(crate) sandbox: Option<Sandbox>,
-    pub(crate) hooks: Arc<dyn RuntimeHooks>,
-    pub(crate) definitions: Arc<dyn Definitions>,
-    pub(crate) skills: Arc<dyn Skills>,
-    pub(crate) external: Arc<dyn aerix_core::ExternalTools>,
-    pub(crate) ask_gate: Arc<dyn AskGate>,
-    pub(crate) permissions: Arc<dyn Permissions>,
-    pub(crate) checks: Vec<String>,
-    pub(crate) compaction: Arc<dyn Compaction>,
-    pub(crate) delegation: Arc<dyn Delegation>,
     pub(crate) cancel: Cancel,
     pub(crate) outlet: Outlet,
 }
@@ -124,20 +110,9 @@ impl Delegator {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let shared = Arc::new(Shared {
             delegator: self.clone(),
-            options: rt.options.clone(),
-            prompts: Arc::clone(&rt.prompts),
+            services: Arc::clone(&rt.services),
             cwd: rt.cwd.to_owned(),
             roots: rt.roots.clone(),
-            sandbox: rt.sandbox.clone(),
-            hooks: Arc::clone(&rt.hooks),
-            definitions: Arc::clone(&rt.definitions),
-            skills: Arc::clone(&rt.skills),
-            external: Arc::clone(&rt.external),
-            ask_gate: Arc::clone(&rt.ask_gate),
-            permissions: Arc::clone(&rt.permissions),
-            checks: rt.checks.clone(),
-            compaction: Arc::clone(&rt.compaction),
-            delegation: Arc::clone(&rt.delegation),
             cancel: rt.cancel.clone(),
             outlet: Outlet { tx, spool_dir: rt.sink.spool_dir() },
         });
@@ -190,7 +165,7 @@ impl Delegator {
         }
         // Changes land in call order, each on the tree the earlier ones left.
         ended.sort_by_key(|(id, ..)| calls.iter().position(|c| c.id == *id));
-        let cap = usize::try_from(rt.options.tool_cap("agent")).unwrap_or(usize::MAX);
+        let cap = usize::try_from(rt.services.options.tool_cap("agent")).unwrap_or(usize::MAX);
         let mut results = Vec::new();
         for (id, ending, stats) in ended {
             rt.stats.add(&stats);

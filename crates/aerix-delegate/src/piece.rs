@@ -75,15 +75,9 @@ async fn prepare(
     let mut client = connect(shared).await?;
     let trace = Mutex::new(Trace::default());
     let mut sink = PieceSink::new(&shared.outlet, piece, &trace);
-    let mut rt = Runtime::new(
-        &mut *client,
-        &mut sink,
-        shared.options.clone(),
-        Arc::clone(&shared.prompts),
-        &shared.cwd,
-        shared.cancel.clone(),
-    )
-    .with_definitions(Arc::clone(&shared.definitions));
+    let services = Arc::clone(&shared.services);
+    let mut rt =
+        Runtime::sharing(&mut *client, &mut sink, services, &shared.cwd, shared.cancel.clone());
     let input = input(&rt, &call.input)?;
     let member = member(&mut rt, caller, &input).await?;
     Ok((input, member))
@@ -99,7 +93,9 @@ async fn rounds(
 ) -> Result<Ending, ToolError> {
     let delegator = &shared.delegator;
     let trees = match &delegator.worktrees {
-        Some(place) => Trees::open(&shared.cwd, place, Arc::clone(&shared.hooks))?.map(Arc::new),
+        Some(place) => {
+            Trees::open(&shared.cwd, place, Arc::clone(&shared.services.hooks))?.map(Arc::new)
+        }
         None => None,
     };
     let (input, member) = (Arc::new(input), Arc::new(member));
@@ -377,7 +373,8 @@ fn input(rt: &Runtime<'_>, value: &Value) -> Result<Input, ToolError> {
     let check = text("check").ok_or_else(|| ToolError::new("`agent` needs a `check`"))?;
     let definition = match text("definition") {
         Some(name) => Some(
-            rt.definitions
+            rt.services
+                .definitions
                 .get(name)
                 .ok_or_else(|| ToolError::new(format!("no agent definition named `{name}`")))?,
         ),

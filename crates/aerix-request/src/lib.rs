@@ -182,15 +182,16 @@ fn default_check<'c>(request: &str, checks: &'c [String]) -> Option<&'c str> {
 /// The root's pinned segments as this start reads them: the system segment (the profile's
 /// prompts, the skills' listing), the instruction files, the `SessionStart` hooks' context.
 fn pinned_segments(rt: &Runtime<'_>, request: &Request) -> Vec<Segment> {
-    let listing = rt.skills.listing(usize::try_from(rt.options.skills_chars).unwrap_or(0));
+    let listing =
+        rt.services.skills.listing(usize::try_from(rt.services.options.skills_chars).unwrap_or(0));
     let mut segments = vec![Segment {
         id: "system".into(),
         role: Role::System,
         label: Label::System,
         text: system_segment_with(
-            &rt.prompts,
+            &rt.services.prompts,
             listing.as_deref(),
-            rt.external.listing().as_deref(),
+            rt.services.external.listing().as_deref(),
         ),
         pinned: true,
         tokens: 0,
@@ -266,7 +267,7 @@ pub async fn run_request(
 async fn routed(rt: &mut Runtime<'_>, request: &Request) -> Result<Routed, CoreError> {
     let router = request.decision.clone().unwrap_or_else(|| request.main.clone());
     let route = route(rt, ROOT, &router, &request.prompt).await?;
-    let decided = rt.hooks.fire(HookFire::RouteDecision {
+    let decided = rt.services.hooks.fire(HookFire::RouteDecision {
         agent: ROOT,
         route: route.route.as_str(),
         scores: &route.scores,
@@ -286,7 +287,7 @@ async fn run_root(
 ) -> Result<RequestEnd, CoreError> {
     let planner = matches!(route.route, aerix_session::Route::Edit | aerix_session::Route::Plan);
     let tools: Vec<String> = if planner {
-        let allowed = &rt.options.planner_tools;
+        let allowed = &rt.services.options.planner_tools;
         ALL_TOOLS
             .iter()
             .filter(|t| allowed.iter().any(|a| a == *t))
@@ -297,7 +298,7 @@ async fn run_root(
     };
     // The root is at depth 0: with `delegation.depth = 0` it cannot spawn either.
     let tools = rt.tools_at(tools, 0);
-    let tools = offer_skill(tools, &*rt.skills);
+    let tools = offer_skill(tools, &*rt.services.skills);
     rt.sink.event(Event::AgentSpawn {
         agent: ROOT.to_owned(),
         parent: None,
@@ -313,7 +314,7 @@ async fn run_root(
         prompt.push_str(&hook_context_text(context));
     }
     if planner {
-        prompt.push_str(&planner_note(&tools, &request.prompt, &rt.checks));
+        prompt.push_str(&planner_note(&tools, &request.prompt, &rt.services.checks));
     }
     let pinned = pinned_segments(rt, &request);
     // What the agent continues from: the log's (resumed) or the previous request's (live).

@@ -30,7 +30,7 @@ pub async fn route(
         Segment {
             id: "routing".into(),
             role: Role::System,
-            text: rt.prompts.get("routing.md").to_owned(),
+            text: rt.services.prompts.get("routing.md").to_owned(),
             pinned: true,
         },
         Segment { id: "request".into(), role: Role::User, text: request.to_owned(), pinned: false },
