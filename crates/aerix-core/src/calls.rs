@@ -37,7 +37,7 @@ pub(crate) async fn run(
                 "this piece did not run: the request was cancelled before it started",
             ))
         }),
-        "plan" => plan(agent, rt, &call.input),
+        "plan" => plan(agent, rt, &call.input).await,
         "context" => {
             let compaction = Arc::clone(&rt.services.compaction);
             let window = agent.spec.window;
@@ -91,7 +91,7 @@ fn str_field<'a>(input: &'a Value, key: &str) -> Option<&'a str> {
     input.get(key).and_then(Value::as_str)
 }
 
-fn plan(agent: &mut Agent, rt: &mut Runtime<'_>, input: &Value) -> Result<String, ToolError> {
+async fn plan(agent: &mut Agent, rt: &mut Runtime<'_>, input: &Value) -> Result<String, ToolError> {
     match str_field(input, "op") {
         Some("read") => Ok(agent.plan.clone().unwrap_or_else(|| "(no plan yet)".to_owned())),
         Some("write") => {
@@ -103,7 +103,8 @@ fn plan(agent: &mut Agent, rt: &mut Runtime<'_>, input: &Value) -> Result<String
             // one: headless accepts it).
             if agent.spec.depth == 0 && !rt.plan_gated {
                 rt.plan_gated = true;
-                match rt.services.plan_gate.plan(&agent.spec.id, &text) {
+                let gate = Arc::clone(&rt.services.plan_gate);
+                match gate.plan(&agent.spec.id, &text).await {
                     PlanDecision::Accept => {}
                     PlanDecision::Replace(edited) if !edited.trim().is_empty() => text = edited,
                     PlanDecision::Replace(_) => {}

@@ -44,7 +44,7 @@ impl Refused {
 /// `PreToolUse` for a call, then the permission rules on the input it left, and the user's
 /// answer when either asks. One prompt at most: the rules' (naming a hook's ask too), else a
 /// hook's.
-pub fn before(
+pub async fn before(
     rt: &mut Runtime<'_>,
     who: Who<'_>,
     call: &str,
@@ -80,7 +80,7 @@ pub fn before(
                 Some(hook) => format!("{reason}; a PreToolUse hook asks too: {hook}"),
                 None => reason,
             };
-            match rt.services.ask_gate.ask_permission(agent, tool, &input, &reason, always) {
+            match rt.services.ask_gate.ask_permission(agent, tool, &input, &reason, always).await {
                 AskAnswer::Once => {}
                 AskAnswer::Always => rt.services.permissions.remember(&asked),
                 AskAnswer::Deny(why) => return refused(why, false),
@@ -88,7 +88,7 @@ pub fn before(
         }
         Permission::Allow => {
             if let Some(reason) = &reply.ask
-                && let Err(why) = rt.services.ask_gate.ask(agent, tool, &input, reason)
+                && let Err(why) = rt.services.ask_gate.ask(agent, tool, &input, reason).await
             {
                 return refused(why, true);
             }

@@ -25,7 +25,8 @@ mod turn_loop;
 
 pub use aerix_prompts::{EMBEDDED, Prompts, fill};
 pub use aerix_seams::{
-    ACCEPT_PLANS, AcceptPlans, AskAnswer, AskGate, DENY_ASKS, DenyAsks, PlanDecision, PlanGate,
+    ACCEPT_PLANS, AcceptPlans, Answering, AskAnswer, AskGate, DENY_ASKS, DenyAsks, PlanDecision,
+    PlanGate,
 };
 pub use aerix_seams::{ALLOW_ALL, AllowAll, Asked, Held, Permission, Permissions};
 pub use aerix_seams::{Definition, Definitions, NO_DEFINITIONS, NoDefinitions};

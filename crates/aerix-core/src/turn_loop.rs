@@ -107,7 +107,7 @@ impl Agent {
                         // PreToolUse before the pieces run together: a refused one never runs.
                         let mut to_run = Vec::new();
                         for mut call in pieces {
-                            match self.pre_tool(rt, &mut call) {
+                            match self.pre_tool(rt, &mut call).await {
                                 Ok(context) => to_run.push((call, context)),
                                 Err(refusal) => {
                                     results.push(self.result_segment(rt, &call, refusal, true))
@@ -304,7 +304,7 @@ impl Agent {
         if guard && let Some((pointer, failed)) = self.guard.answer(&call, &self.context, jobs) {
             return self.result_segment(rt, &call, pointer, failed);
         }
-        match self.pre_tool(rt, &mut call) {
+        match self.pre_tool(rt, &mut call).await {
             Ok(context) => self.run_checked(rt, call, context).await,
             Err(refusal) => self.result_segment(rt, &call, refusal, true),
         }
@@ -347,7 +347,7 @@ impl Agent {
 
     /// `PreToolUse`, the rules and the approval for a call ([`gate::before`]): its context, or
     /// the refusal that is its result (a hook's stop ends the agent after it).
-    fn pre_tool(
+    async fn pre_tool(
         &mut self,
         rt: &mut Runtime<'_>,
         call: &mut Call,
@@ -355,7 +355,7 @@ impl Agent {
         let agent_type = self.spec.agent_type.clone();
         let who =
             Who { agent: &self.spec.id, agent_type: agent_type.as_deref(), held: &self.spec.held };
-        match gate::before(rt, who, &call.id, &call.tool, &call.input) {
+        match gate::before(rt, who, &call.id, &call.tool, &call.input).await {
             Ok(passed) => {
                 call.input = passed.input;
                 Ok(passed.context)

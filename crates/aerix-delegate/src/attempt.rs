@@ -380,7 +380,7 @@ async fn command_check(
     // rules, the approval, then the sandbox below), and PostToolUse sees its result.
     let who = Who { agent: judging.verifier, agent_type: Some("verifier"), held: &caller.held };
     let call = format!("{}-check", judging.verifier);
-    let input = match gate::before(rt, who, &call, "bash", &json!({"command": command})) {
+    let input = match gate::before(rt, who, &call, "bash", &json!({"command": command})).await {
         Ok(passed) => passed.input,
         Err(refused) => {
             return Ok(Err(format!("the check `{command}` was refused: {}", refused.why)));

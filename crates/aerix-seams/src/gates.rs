@@ -1,15 +1,22 @@
 //! What the runtime asks of the user, when there is one to ask: the root's first plan write of
-//! a request, a `PreToolUse` hook's `ask`, and a call the permission rules ask about. The runtime knows no screen: the binary answers
-//! through these traits (the interactive screen asks; headless accepts the plan and denies the
-//! ask), tests with scripts.
+//! a request, a `PreToolUse` hook's `ask`, and a call the permission rules ask about. The
+//! runtime knows no screen: the binary answers through these traits (the interactive screen
+//! asks; headless accepts the plan and denies the ask), tests with scripts. Asking is async:
+//! the agent's task waits for the answer without holding a thread.
+
+use std::future::Future;
+use std::pin::Pin;
 
 use serde_json::Value;
 
+/// An answer, later.
+pub type Answering<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
 /// The root's first `plan` write of a request, before it is saved.
 pub trait PlanGate: Send + Sync {
-    /// Called on the agent's task; an implementation that waits on the user blocks it (the
-    /// runtime is multi-threaded), and should give up when the request is cancelled.
-    fn plan(&self, agent: &str, text: &str) -> PlanDecision;
+    /// Resolves when the user answers; an implementation gives up (`Abort`) when the request
+    /// is cancelled.
+    fn plan<'a>(&'a self, agent: &'a str, text: &'a str) -> Answering<'a, PlanDecision>;
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -35,23 +42,31 @@ pub enum AskAnswer {
 /// ask about it.
 pub trait AskGate: Send + Sync {
     /// `Ok(())` runs the call; `Err(reason)` refuses it with `refused: <reason>`.
-    fn ask(&self, agent: &str, tool: &str, input: &Value, reason: &str) -> Result<(), String>;
+    fn ask<'a>(
+        &'a self,
+        agent: &'a str,
+        tool: &'a str,
+        input: &'a Value,
+        reason: &'a str,
+    ) -> Answering<'a, Result<(), String>>;
 
     /// The permission rules ask (`always`: "always for this project" may be answered). By
     /// default asked as a hook's ask is, without that choice.
-    fn ask_permission(
-        &self,
-        agent: &str,
-        tool: &str,
-        input: &Value,
-        reason: &str,
+    fn ask_permission<'a>(
+        &'a self,
+        agent: &'a str,
+        tool: &'a str,
+        input: &'a Value,
+        reason: &'a str,
         always: bool,
-    ) -> AskAnswer {
+    ) -> Answering<'a, AskAnswer> {
         let _ = always;
-        match self.ask(agent, tool, input, reason) {
-            Ok(()) => AskAnswer::Once,
-            Err(why) => AskAnswer::Deny(why),
-        }
+        Box::pin(async move {
+            match self.ask(agent, tool, input, reason).await {
+                Ok(()) => AskAnswer::Once,
+                Err(why) => AskAnswer::Deny(why),
+            }
+        })
     }
 }
 
@@ -60,8 +75,8 @@ pub trait AskGate: Send + Sync {
 pub struct AcceptPlans;
 
 impl PlanGate for AcceptPlans {
-    fn plan(&self, _: &str, _: &str) -> PlanDecision {
-        PlanDecision::Accept
+    fn plan<'a>(&'a self, _: &'a str, _: &'a str) -> Answering<'a, PlanDecision> {
+        Box::pin(async { PlanDecision::Accept })
     }
 }
 
@@ -70,14 +85,29 @@ impl PlanGate for AcceptPlans {
 pub struct DenyAsks;
 
 impl AskGate for DenyAsks {
-    fn ask(&self, _: &str, _: &str, _: &Value, reason: &str) -> Result<(), String> {
-        Err(format!(
+    fn ask<'a>(
+        &'a self,
+        _: &'a str,
+        _: &'a str,
+        _: &'a Value,
+        reason: &'a str,
+    ) -> Answering<'a, Result<(), String>> {
+        let why = format!(
             "a PreToolUse hook asks to confirm this call, which a headless run cannot: {reason}"
-        ))
+        );
+        Box::pin(async move { Err(why) })
     }
 
-    fn ask_permission(&self, _: &str, _: &str, _: &Value, reason: &str, _: bool) -> AskAnswer {
-        AskAnswer::Deny(format!("{reason}, and no one can be asked"))
+    fn ask_permission<'a>(
+        &'a self,
+        _: &'a str,
+        _: &'a str,
+        _: &'a Value,
+        reason: &'a str,
+        _: bool,
+    ) -> Answering<'a, AskAnswer> {
+        let why = format!("{reason}, and no one can be asked");
+        Box::pin(async move { AskAnswer::Deny(why) })
     }
 }
 

@@ -12,7 +12,8 @@ mod skills;
 pub use definitions::{Definition, Definitions, NO_DEFINITIONS, NoDefinitions};
 pub use external::{Called, ExternalTools, NO_EXTERNAL_TOOLS, NoExternalTools};
 pub use gates::{
-    ACCEPT_PLANS, AcceptPlans, AskAnswer, AskGate, DENY_ASKS, DenyAsks, PlanDecision, PlanGate,
+    ACCEPT_PLANS, AcceptPlans, Answering, AskAnswer, AskGate, DENY_ASKS, DenyAsks, PlanDecision,
+    PlanGate,
 };
 pub use permissions::{ALLOW_ALL, AllowAll, Asked, Held, Permission, Permissions};
 pub use skills::{NO_SKILLS, NoSkills, Skills, offer_skill};

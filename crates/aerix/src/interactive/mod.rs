@@ -5,7 +5,6 @@
 //! events through a channel, so a redraw never waits on the pool.
 
 use std::path::PathBuf;
-use std::sync::mpsc as std_mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -57,7 +56,8 @@ enum Msg {
     Input(Input),
     Feed(Feed),
     /// A gate waits for the user; the answer goes back on the sender.
-    Gate(Gate, std_mpsc::Sender<Answer>),
+    /// A gate to show; the answer goes back on the sender.
+    Gate(Gate, tokio::sync::oneshot::Sender<Answer>),
     /// A request's thread ended.
     Ended(Box<Ended>),
     /// SIGTERM, SIGHUP or SIGINT came (`Signals::first` says which came first).
@@ -179,7 +179,7 @@ pub async fn run(
     let mut root: Option<aerix_request::Root> = None;
     let mut log_slot: Option<Log> = log.take();
     let mut cancel = Cancel::default();
-    let mut gate_reply: Option<std_mpsc::Sender<Answer>> = None;
+    let mut gate_reply: Option<tokio::sync::oneshot::Sender<Answer>> = None;
     let mut requests = 0u32;
     let mut tick = tokio::time::interval(Duration::from_millis(100));
     // Set by a signal: the screen closes when the running request has ended, or at this time.
@@ -353,7 +353,7 @@ fn end_unfinished(session: &Session, exit: Exit) -> Option<Log> {
     Some(log)
 }
 
-fn reply(slot: &mut Option<std_mpsc::Sender<Answer>>, answer: Answer) {
+fn reply(slot: &mut Option<tokio::sync::oneshot::Sender<Answer>>, answer: Answer) {
     if let Some(sender) = slot.take() {
         let _ = sender.send(answer);
     }

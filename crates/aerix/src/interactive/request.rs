@@ -1,11 +1,12 @@
 //! One request of the screen: its runtime on a thread of its own, its sinks and gates.
 
 use std::path::PathBuf;
-use std::sync::mpsc as std_mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use aerix_core::{AskAnswer as Answered, AskGate, CoreError, Live, PlanDecision, PlanGate, Sink};
+use aerix_core::{
+    Answering, AskAnswer as Answered, AskGate, CoreError, Live, PlanDecision, PlanGate, Sink,
+};
 use aerix_request::{Request, Root, Start, run_request};
 use aerix_session::{Event, Log, Outcome};
 use aerix_tools::Cancel;
@@ -150,7 +151,8 @@ async fn request(
         cancel: cancel.clone(),
         quiet: true,
     };
-    let gates = ScreenGates { tx: tx.clone(), cancel: cancel.clone(), one: Mutex::new(()) };
+    let gates =
+        ScreenGates { tx: tx.clone(), cancel: cancel.clone(), one: tokio::sync::Mutex::new(()) };
     let notes = tx.clone();
     let failed = move |line: String| {
         let _ = notes.send(Msg::Feed(Feed::Note(Note { level: Level::Warning, text: line })));
@@ -254,78 +256,86 @@ impl Sink for BufferSink {
     }
 }
 
-/// The gates, answered on the screen: the runtime's thread waits (checking the cancel flag).
-/// One at a time: the screen shows one gate, and pieces running together may each ask.
+/// The gates, answered on the screen: the agent's task awaits the answer (or the cancel flag),
+/// holding no thread. One at a time: the screen shows one gate, and pieces running together
+/// may each ask.
 struct ScreenGates {
     tx: UnboundedSender<Msg>,
     cancel: Cancel,
-    one: Mutex<()>,
+    one: tokio::sync::Mutex<()>,
 }
 
+/// How often a gate waiting for its answer looks at the cancel flag.
+const CANCEL_POLL: Duration = Duration::from_millis(50);
+
 impl ScreenGates {
-    fn wait(&self, gate: Gate) -> Option<Answer> {
-        let wait = || {
-            let _one = self.one.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            if self.cancel.is_cancelled() {
-                return None;
-            }
-            let (send, recv) = std_mpsc::channel();
-            self.tx.send(Msg::Gate(gate, send)).ok()?;
-            loop {
-                match recv.recv_timeout(Duration::from_millis(50)) {
-                    Ok(answer) => return Some(answer),
-                    Err(std_mpsc::RecvTimeoutError::Timeout) if !self.cancel.is_cancelled() => {}
-                    Err(_) => return None,
-                }
+    async fn wait(&self, gate: Gate) -> Option<Answer> {
+        let _one = self.one.lock().await;
+        if self.cancel.is_cancelled() {
+            return None;
+        }
+        let (send, answer) = tokio::sync::oneshot::channel();
+        self.tx.send(Msg::Gate(gate, send)).ok()?;
+        let cancelled = async {
+            while !self.cancel.is_cancelled() {
+                tokio::time::sleep(CANCEL_POLL).await;
             }
         };
-        match tokio::runtime::Handle::try_current() {
-            Ok(_) => tokio::task::block_in_place(wait),
-            Err(_) => wait(),
+        tokio::select! {
+            answer = answer => answer.ok(),
+            () = cancelled => None,
         }
     }
 }
 
 impl PlanGate for ScreenGates {
-    fn plan(&self, agent: &str, text: &str) -> PlanDecision {
-        match self.wait(Gate::Plan { agent: agent.to_owned(), text: text.to_owned() }) {
-            Some(Answer::Plan(PlanAnswer::Accept)) => PlanDecision::Accept,
-            Some(Answer::Plan(PlanAnswer::Edited(text))) => PlanDecision::Replace(text),
-            _ => PlanDecision::Abort,
-        }
+    fn plan<'a>(&'a self, agent: &'a str, text: &'a str) -> Answering<'a, PlanDecision> {
+        Box::pin(async move {
+            match self.wait(Gate::Plan { agent: agent.to_owned(), text: text.to_owned() }).await {
+                Some(Answer::Plan(PlanAnswer::Accept)) => PlanDecision::Accept,
+                Some(Answer::Plan(PlanAnswer::Edited(text))) => PlanDecision::Replace(text),
+                _ => PlanDecision::Abort,
+            }
+        })
     }
 }
 
 impl AskGate for ScreenGates {
-    fn ask(
-        &self,
-        agent: &str,
-        tool: &str,
-        input: &serde_json::Value,
-        reason: &str,
-    ) -> Result<(), String> {
-        let reason_line = format!("a PreToolUse hook asks: {reason}");
-        match self.wait(ask_gate(agent, tool, input, reason_line, false)) {
-            Some(Answer::Ask(AskAnswer::Once | AskAnswer::Always)) => Ok(()),
-            _ => Err(format!("the user denied the call a PreToolUse hook asked about: {reason}")),
-        }
+    fn ask<'a>(
+        &'a self,
+        agent: &'a str,
+        tool: &'a str,
+        input: &'a serde_json::Value,
+        reason: &'a str,
+    ) -> Answering<'a, Result<(), String>> {
+        Box::pin(async move {
+            let reason_line = format!("a PreToolUse hook asks: {reason}");
+            match self.wait(ask_gate(agent, tool, input, reason_line, false)).await {
+                Some(Answer::Ask(AskAnswer::Once | AskAnswer::Always)) => Ok(()),
+                _ => {
+                    Err(format!("the user denied the call a PreToolUse hook asked about: {reason}"))
+                }
+            }
+        })
     }
 
-    fn ask_permission(
-        &self,
-        agent: &str,
-        tool: &str,
-        input: &serde_json::Value,
-        reason: &str,
+    fn ask_permission<'a>(
+        &'a self,
+        agent: &'a str,
+        tool: &'a str,
+        input: &'a serde_json::Value,
+        reason: &'a str,
         always: bool,
-    ) -> Answered {
-        match self.wait(ask_gate(agent, tool, input, reason.to_owned(), always)) {
-            Some(Answer::Ask(AskAnswer::Once)) => Answered::Once,
-            Some(Answer::Ask(AskAnswer::Always)) if always => Answered::Always,
-            // "Always" where it was not offered counts once.
-            Some(Answer::Ask(AskAnswer::Always)) => Answered::Once,
-            _ => Answered::Deny(format!("denied by the user ({reason})")),
-        }
+    ) -> Answering<'a, Answered> {
+        Box::pin(async move {
+            match self.wait(ask_gate(agent, tool, input, reason.to_owned(), always)).await {
+                Some(Answer::Ask(AskAnswer::Once)) => Answered::Once,
+                Some(Answer::Ask(AskAnswer::Always)) if always => Answered::Always,
+                // "Always" where it was not offered counts once.
+                Some(Answer::Ask(AskAnswer::Always)) => Answered::Once,
+                _ => Answered::Deny(format!("denied by the user ({reason})")),
+            }
+        })
     }
 }
 
