@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use aerix_session::Event;
-use aerix_tools::{ToolEnv, ToolError};
+use aerix_tools::{OwnedEnv, ToolError};
 use aerix_turn::{Call, RESERVED_TOOLS};
 use serde_json::Value;
 
@@ -69,21 +69,16 @@ fn machine_tool(
     call: &Call,
 ) -> impl std::future::Future<Output = Result<String, ToolError>> + Send + 'static {
     let (tool, input) = (call.tool.clone(), call.input.clone());
+    let env = OwnedEnv {
+        cwd: rt.cwd.to_owned(),
+        cancel: agent.cancel.clone(),
+        jobs: Arc::clone(&agent.jobs),
+        files: Arc::clone(&agent.files),
+        roots: rt.roots.clone(),
+        sandbox: rt.services.sandbox.clone(),
+    };
+    let run = tokio::task::spawn_blocking(move || aerix_tools::run(&tool, &input, &env.env()));
     let name = call.tool.clone();
-    let (cwd, cancel) = (rt.cwd.to_owned(), agent.cancel.clone());
-    let (jobs, files) = (Arc::clone(&agent.jobs), Arc::clone(&agent.files));
-    let (roots, sandbox) = (rt.roots.clone(), rt.services.sandbox.clone());
-    let run = tokio::task::spawn_blocking(move || {
-        let env = ToolEnv {
-            cwd: &cwd,
-            cancel: &cancel,
-            jobs: &jobs,
-            files: &files,
-            roots: &roots,
-            sandbox: sandbox.as_ref(),
-        };
-        aerix_tools::run(&tool, &input, &env)
-    });
     async move { run.await.unwrap_or_else(|e| Err(ToolError::new(format!("`{name}` failed: {e}")))) }
 }
 

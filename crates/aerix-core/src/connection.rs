@@ -144,7 +144,9 @@ async fn run(
     }
 }
 
-async fn cancelled(cancel: &Cancel) {
+/// Resolves once `cancel` is set (looked at every 50 ms): what an awaited generation, gate or
+/// step races against.
+pub async fn cancelled(cancel: &Cancel) {
     while !cancel.is_cancelled() {
         tokio::time::sleep(CANCEL_POLL).await;
     }

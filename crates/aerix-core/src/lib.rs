@@ -33,7 +33,7 @@ pub use aerix_seams::{Definition, Definitions, NO_DEFINITIONS, NoDefinitions};
 pub use aerix_seams::{ExternalTools, NO_EXTERNAL_TOOLS, NoExternalTools};
 pub use aerix_seams::{NO_SKILLS, NoSkills, Skills, offer_skill};
 pub use agent::{Agent, AgentEnd, AgentSpec, Opened, Opening};
-pub use connection::{Connect, Connection, Later, Pending, PoolSocket};
+pub use connection::{Connect, Connection, Later, Pending, PoolSocket, cancelled};
 pub use context::{Context, Label, Segment};
 pub use error::{CoreError, pool_gone};
 pub use hooks::{HookFire, HookReply, NO_HOOKS, NoHooks, RuntimeHooks};

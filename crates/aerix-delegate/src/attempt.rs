@@ -11,7 +11,7 @@ use aerix_core::{
     Stats, fill, offer_skill, run_agent,
 };
 use aerix_session::{Event, Outcome};
-use aerix_tools::{Cancel, FileSet, Jobs, Roots, ToolEnv, ToolError};
+use aerix_tools::{Cancel, FileSet, OwnedEnv, Roots, ToolError};
 use aerix_turn::{ALL_TOOLS, Answer, VERIFIER_TOOLS};
 use caldrix_proto::{Role, Sampling};
 use serde_json::{Value, json};
@@ -393,21 +393,18 @@ async fn command_check(
         )));
     };
     // On a blocking thread of the runtime's pool, as a model's `bash` runs.
-    let (cwd, cancel) = (rt.cwd.to_owned(), rt.cancel.clone());
-    let (roots, sandbox) = (rt.roots.clone(), rt.services.sandbox.clone());
+    let env = OwnedEnv {
+        cwd: rt.cwd.to_owned(),
+        cancel: rt.cancel.clone(),
+        jobs: Arc::default(),
+        files: Arc::new(FileSet::new(rt.cwd)),
+        roots: rt.roots.clone(),
+        sandbox: rt.services.sandbox.clone(),
+    };
     let owned = command.clone();
     let run = tokio::task::spawn_blocking(move || {
-        let (jobs, files) = (Jobs::default(), FileSet::new(&cwd));
-        let env = ToolEnv {
-            cwd: &cwd,
-            cancel: &cancel,
-            jobs: &jobs,
-            files: &files,
-            roots: &roots,
-            sandbox: sandbox.as_ref(),
-        };
-        let run = checks::run(&owned, &env).map_err(|e| e.0);
-        drop(jobs.kill_all());
+        let run = checks::run(&owned, &env.env()).map_err(|e| e.0);
+        drop(env.jobs.kill_all());
         run
     })
     .await

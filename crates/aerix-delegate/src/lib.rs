@@ -140,18 +140,17 @@ impl Delegator {
                     let id = call.id.clone();
                     let task = pieces.spawn(async move {
                         let _room = permit;
-                        piece::run(&shared, &caller, &call).await
+                        let (result, stats) = piece::run(&shared, &caller, &call).await;
+                        (call.id, result, stats)
                     });
+                    // Only a piece that did not return needs its call found this way.
                     ids.insert(task.id(), id);
                     next = waiting.next();
                 }
-                Some(joined) = pieces.join_next_with_id() => match joined {
-                    Ok((task, (result, stats))) => {
-                        ended.push((ids.get(&task).cloned().unwrap_or_default(), result, stats));
-                    }
+                Some(joined) = pieces.join_next() => match joined {
+                    Ok(one) => ended.push(one),
                     Err(e) => {
-                        let how = if e.is_panic() { "panicked" } else { "was stopped" };
-                        let why = ToolError::new(format!("the piece failed: it {how}"));
+                        let why = ToolError::new(format!("the piece failed: it {}", stopped(&e)));
                         let id = ids.get(&e.id()).cloned().unwrap_or_default();
                         ended.push((id, Err(why), Stats::default()));
                     }
@@ -201,6 +200,11 @@ fn once_each(calls: &[Call]) -> (Vec<Call>, Vec<(String, String)>) {
         }
     }
     (distinct, copies)
+}
+
+/// How a piece's or an attempt's task ended without returning.
+pub(crate) fn stopped(e: &tokio::task::JoinError) -> &'static str {
+    if e.is_panic() { "panicked" } else { "was stopped" }
 }
 
 /// A lock whose holder panicked still guards plain data.

@@ -186,8 +186,8 @@ async fn rounds(
                 // An attempt that panicked ends as failed; the others' verdicts stand.
                 Err(e) => {
                     let number = numbers.get(&e.id()).copied().unwrap_or_default();
-                    let why = if e.is_panic() { "panicked" } else { "was stopped" };
-                    ended.push((number, attempt::Ended::stopped(format!("the attempt {why}"))));
+                    let why = format!("the attempt {}", crate::stopped(&e));
+                    ended.push((number, attempt::Ended::stopped(why)));
                 }
             }
         }
@@ -349,13 +349,17 @@ fn seed(base: u64, piece: &str, k: u32) -> u64 {
 /// A connection of the piece's own (the pool's room waited for, up to its bound).
 pub(crate) async fn connect(shared: &Shared) -> Result<Box<dyn Connection>, ToolError> {
     shared.delegator.pool.connect(&shared.cancel).await.map_err(|e| {
-        // The client's own words.
-        let e = match e {
-            CoreError::Pool(e) => e.to_string(),
-            other => other.to_string(),
-        };
-        ToolError::new(format!("the piece could not reach the pool: {e}"))
+        ToolError::new(format!("the piece could not reach the pool: {}", client_words(e)))
     })
+}
+
+/// A pool error in the client's own words (without the core's `the pool:`), as the piece's
+/// result said them before the connection was a trait.
+fn client_words(e: CoreError) -> String {
+    match e {
+        CoreError::Pool(e) => e.to_string(),
+        other => other.to_string(),
+    }
 }
 
 /// The `agent` call's input, checked.
@@ -403,14 +407,10 @@ async fn member(
             json: caller.json,
         });
     }
-    let members = rt.client.members().await.map_err(|e| {
-        // The client's own words, as before the connection was a trait.
-        let e = match e {
-            CoreError::Pool(e) => e.to_string(),
-            other => other.to_string(),
-        };
-        ToolError::new(format!("listing the pool's members: {e}"))
-    })?;
+    let members =
+        rt.client.members().await.map_err(|e| {
+            ToolError::new(format!("listing the pool's members: {}", client_words(e)))
+        })?;
     let find = |name: &str| members.iter().find(|m| m.alias == name || m.reference == name);
     let found = match (&wanted, &from_definition) {
         (Some(name), _) => Some(find(name).ok_or_else(|| {

@@ -106,9 +106,6 @@ impl Sink for PieceSink<'_> {
     fn spool(&mut self, name: &str, text: &str) -> Option<PathBuf> {
         self.spooled += 1;
         let dir = self.outlet.spool_dir.as_ref()?;
-        let path = dir.join(format!("{}.{}-{name}", self.piece, self.spooled));
-        std::fs::create_dir_all(dir).ok()?;
-        std::fs::write(&path, text).ok()?;
-        Some(path)
+        aerix_session::spool(dir, &format!("{}.{}-{name}", self.piece, self.spooled), text).ok()
     }
 }

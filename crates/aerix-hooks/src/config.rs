@@ -157,7 +157,7 @@ pub struct Loaded {
     /// The files that held hooks.
     pub files: Vec<PathBuf>,
     /// One line each: a file that could not be used, handlers that are skipped, and (from
-    /// [`load`]) the events aerix never fires that files name.
+    /// [`join`]) the events aerix never fires that files name.
     pub notes: Vec<String>,
     /// Claude Code events with handlers that aerix never fires, and the files naming them.
     pub never_fired: Vec<(String, PathBuf)>,
@@ -208,13 +208,8 @@ pub fn read(path: &Path) -> FileRead {
     FileRead { path: path.to_owned(), loaded }
 }
 
-/// Reads every file that exists; a broken one is a note and its hooks are not run.
-pub fn load(paths: &[&Path]) -> Loaded {
-    let reads: Vec<FileRead> = paths.iter().map(|path| read(path)).collect();
-    join(&reads)
-}
-
-/// Files already read, in order, as [`load`] joins them.
+/// Files already read, in order, as one set of hooks: a missing file adds nothing, a broken one
+/// is a note and its hooks are not run.
 pub fn join<'a>(reads: impl IntoIterator<Item = &'a FileRead>) -> Loaded {
     let mut out = Loaded::default();
     for read in reads {
@@ -242,7 +237,7 @@ pub fn join<'a>(reads: impl IntoIterator<Item = &'a FileRead>) -> Loaded {
 }
 
 /// One file; `None` when it does not exist.
-pub fn load_file(path: &Path) -> Result<Option<Loaded>, HooksError> {
+fn load_file(path: &Path) -> Result<Option<Loaded>, HooksError> {
     let text = match std::fs::read_to_string(path) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -455,7 +450,7 @@ mod tests {
             r#"{"hooks": {"Setup": [{"hooks": [{"type": "command", "command": "t"}]}], "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "g"}]}]}}"#,
         )
         .unwrap();
-        let loaded = super::load(&[&a, &b]);
+        let loaded = super::join(&[super::read(&a), super::read(&b)]);
         assert_eq!(loaded.hooks.len(), 2);
         assert_eq!(
             loaded.notes,

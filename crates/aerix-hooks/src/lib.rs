@@ -24,7 +24,7 @@ mod process;
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub use config::{ClaudeSettings, FileRead, HookFiles, Hooks, Loaded, join, load, load_file, read};
+pub use config::{ClaudeSettings, FileRead, HookFiles, Hooks, Loaded, join, read};
 pub use fire::{
     Blocked, CompactTrigger, EndReason, Fire, Fired, Session, StartSource, Subagent, ToolCall,
 };

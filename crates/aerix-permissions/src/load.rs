@@ -45,9 +45,6 @@ pub struct Loaded {
     pub additional_directories: Vec<PathBuf>,
     /// One line per rule skipped and per part of an untrusted project's file left out.
     pub notes: Vec<String>,
-    /// What the project's files would widen, trusted or not (its file, `key = value`): the
-    /// trust step lists and hashes it with what the project would run.
-    pub widening: Vec<(PathBuf, String)>,
     pub(crate) cwd: PathBuf,
     pub(crate) root: PathBuf,
     pub(crate) home: Option<PathBuf>,
@@ -164,7 +161,6 @@ impl Read {
             default_mode: None,
             additional_directories: Vec::new(),
             notes: Vec::new(),
-            widening: Vec::new(),
             cwd: self.cwd.clone(),
             root: self.root.clone(),
             home: self.home.clone(),
@@ -184,9 +180,27 @@ impl Read {
         loaded
     }
 
-    /// What the project's files would widen, trusted or not (its file, `key = value`).
+    /// What the project's files would widen, trusted or not (its file, `key = value`): the
+    /// trust step lists and hashes it with what the project would run.
     pub fn widening(&self) -> Vec<(PathBuf, String)> {
-        self.load(false).widening
+        let mut widening = Vec::new();
+        for file in self.files.iter().filter(|f| f.owner == Owner::Project) {
+            let Some(table) = &file.table else { continue };
+            let mut widen = |what: String| widening.push((file.path.clone(), what));
+            for (kind, rules) in &table.lists {
+                if *kind == Kind::Allow {
+                    rules.iter().for_each(|r| widen(format!("permissions.allow = {r}")));
+                }
+            }
+            if let Some(mode) = table.default_mode {
+                widen(format!("permissions.defaultMode = {mode}"));
+            }
+            table
+                .additional
+                .iter()
+                .for_each(|d| widen(format!("permissions.additionalDirectories = {d}")));
+        }
+        widening
     }
 }
 
@@ -281,21 +295,6 @@ impl Loaded {
     /// untrusted project's file (one note each).
     fn table(&mut self, path: &Path, owner: Owner, table: Table, anchors: &Anchors, trusted: bool) {
         let narrows_only = owner == Owner::Project && !trusted;
-        if owner == Owner::Project {
-            let mut widen = |what: String| self.widening.push((path.to_owned(), what));
-            for (kind, rules) in &table.lists {
-                if *kind == Kind::Allow {
-                    rules.iter().for_each(|r| widen(format!("permissions.allow = {r}")));
-                }
-            }
-            if let Some(mode) = table.default_mode {
-                widen(format!("permissions.defaultMode = {mode}"));
-            }
-            table
-                .additional
-                .iter()
-                .for_each(|d| widen(format!("permissions.additionalDirectories = {d}")));
-        }
         let untrusted = "the project is not trusted, so";
         for (kind, rules) in table.lists {
             if kind == Kind::Allow && narrows_only && !rules.is_empty() {

@@ -16,7 +16,7 @@ use std::path::PathBuf;
 pub use event::{Event, Outcome, SegmentOp, Usage};
 pub use index::{ImportOutcome, IndexEntry, Store};
 pub use key::project_key;
-pub use log::{Log, ReadLog, read_log};
+pub use log::{Log, ReadLog, read_log, spool};
 pub use rebuild::{Rebuilt, RebuiltSegment, rebuild};
 pub use record::{Label, Role, Route};
 pub use rewind::{Request, live, live_mask, requests};

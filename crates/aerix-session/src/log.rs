@@ -77,13 +77,7 @@ impl Log {
 
     /// Writes `text` to the spool once and returns its path.
     pub fn spool(&self, name: &str, text: &str) -> Result<PathBuf, SessionError> {
-        let dir = self.spool_dir();
-        let io =
-            |error| SessionError::Io { what: "cannot write the spool", path: dir.clone(), error };
-        std::fs::create_dir_all(&dir).map_err(io)?;
-        let path = dir.join(name);
-        std::fs::write(&path, text).map_err(io)?;
-        Ok(path)
+        spool(&self.spool_dir(), name, text)
     }
 
     /// A log whose last line was cut by a crash gets a newline, so the next event starts a line
@@ -154,4 +148,15 @@ pub fn read_log(path: &Path) -> Result<ReadLog, SessionError> {
         }
     }
     Ok(out)
+}
+
+/// Writes `text` as `name` in the spool directory `dir` (made when missing) and returns its
+/// path: a log's spool, or a delegated piece's writing into its caller's.
+pub fn spool(dir: &Path, name: &str, text: &str) -> Result<PathBuf, SessionError> {
+    let io =
+        |error| SessionError::Io { what: "cannot write the spool", path: dir.to_owned(), error };
+    std::fs::create_dir_all(dir).map_err(io)?;
+    let path = dir.join(name);
+    std::fs::write(&path, text).map_err(io)?;
+    Ok(path)
 }

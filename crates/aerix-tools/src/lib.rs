@@ -16,7 +16,7 @@ mod sandbox;
 mod search;
 mod tolerant;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 
@@ -31,6 +31,31 @@ pub use files::{EDIT_MAX_BYTES, READ_BYTES};
 pub use fileset::FileSet;
 pub use sandbox::{BWRAP_PACKAGE, Sandbox, SandboxError};
 pub use search::GREP_FILE_LIMIT;
+
+/// A [`ToolEnv`]'s parts, owned: what a call takes to a blocking thread of its own (the jobs
+/// and the file set shared with the agent by `Arc`).
+#[derive(Clone, Debug)]
+pub struct OwnedEnv {
+    pub cwd: PathBuf,
+    pub cancel: Cancel,
+    pub jobs: Arc<Jobs>,
+    pub files: Arc<FileSet>,
+    pub roots: Roots,
+    pub sandbox: Option<Sandbox>,
+}
+
+impl OwnedEnv {
+    pub fn env(&self) -> ToolEnv<'_> {
+        ToolEnv {
+            cwd: &self.cwd,
+            cancel: &self.cancel,
+            jobs: &self.jobs,
+            files: &self.files,
+            roots: &self.roots,
+            sandbox: self.sandbox.as_ref(),
+        }
+    }
+}
 
 /// What a tool call runs with.
 pub struct ToolEnv<'a> {

@@ -205,7 +205,7 @@ pub async fn run(
     let Profiled { attached, skills, definitions } = files.profile(settings, env, &at, &mut front);
     // Shared by `Arc` with every request's runtime and the pieces it runs.
     let (skills, definitions) = (Arc::new(skills), Arc::new(definitions));
-    let (prompts, permissions) = (Arc::new(attached.prompts.clone()), Arc::new(permissions));
+    let (prompts, permissions) = (Arc::new(attached.prompts), Arc::new(permissions));
     // The snapshot the diff is taken against, recorded as the request's start commit (one
     // source: `aerix tune --eval` replays the request at it).
     end.snapshot = Snapshot::take(&files.root);
@@ -221,7 +221,7 @@ pub async fn run(
         *start_commit = end.snapshot.as_ref().and_then(|s| s.base.clone());
     }
     // This run is the session's request: its `session.start` makes `session/<id>`.
-    end.branch = attached.branch.clone();
+    end.branch = attached.branch;
     // A later request of a stream-json input writes it again, as its own.
     let first_start = end.start.clone();
     end.write_start(&mut sink);

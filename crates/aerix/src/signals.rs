@@ -133,11 +133,7 @@ impl Signals {
 }
 
 /// Resolves once the first signal has come.
-pub async fn cancelled(cancel: &Cancel) {
-    while !cancel.is_cancelled() {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
+pub use aerix_core::cancelled;
 
 /// The first of the signals a command stops for at its next safe point (`aerix tune`, `aerix
 /// profile sync`, the screen): which came first, waited for or looked at.

@@ -32,7 +32,6 @@ fn loaded(deny: &[&str], ask: &[&str], allow: &[&str]) -> Loaded {
         default_mode: None,
         additional_directories: Vec::new(),
         notes: Vec::new(),
-        widening: Vec::new(),
         cwd: PathBuf::from(CWD),
         root: PathBuf::from(CWD),
         home: Some(PathBuf::from("/home/alice")),
@@ -553,7 +552,8 @@ fn an_untrusted_project_s_files_only_narrow() {
     assert_eq!(untrusted.default_mode, None);
     assert!(untrusted.additional_directories.is_empty());
     // What it would widen is listed all the same, for the trust step to list and hash.
-    let widening: Vec<&str> = untrusted.widening.iter().map(|(_, what)| what.as_str()).collect();
+    let widening = read(&sources(&root, &home, &aerix)).widening();
+    let widening: Vec<&str> = widening.iter().map(|(_, what)| what.as_str()).collect();
     for grant in [
         "permissions.allow = Bash(*)",
         "permissions.defaultMode = bypassPermissions",

@@ -2,7 +2,6 @@
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use aerix_core::{
     Answering, AskAnswer as Answered, AskGate, CoreError, Live, PlanDecision, PlanGate, Sink,
@@ -265,9 +264,6 @@ struct ScreenGates {
     one: tokio::sync::Mutex<()>,
 }
 
-/// How often a gate waiting for its answer looks at the cancel flag.
-const CANCEL_POLL: Duration = Duration::from_millis(50);
-
 impl ScreenGates {
     async fn wait(&self, gate: Gate) -> Option<Answer> {
         let _one = self.one.lock().await;
@@ -276,14 +272,9 @@ impl ScreenGates {
         }
         let (send, answer) = tokio::sync::oneshot::channel();
         self.tx.send(Msg::Gate(gate, send)).ok()?;
-        let cancelled = async {
-            while !self.cancel.is_cancelled() {
-                tokio::time::sleep(CANCEL_POLL).await;
-            }
-        };
         tokio::select! {
             answer = answer => answer.ok(),
-            () = cancelled => None,
+            () = aerix_core::cancelled(&self.cancel) => None,
         }
     }
 }
