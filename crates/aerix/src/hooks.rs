@@ -9,11 +9,11 @@ use std::sync::{Arc, Mutex};
 
 use aerix_core::{HookFire, HookReply, RuntimeHooks, Sink};
 use aerix_hooks::{CompactTrigger, Fire, Fired, HookEvent, Hooks, Session, Subagent, ToolCall};
-use aerix_session::{Event, Log};
+use aerix_session::Event;
 use aerix_tools::Cancel;
 use serde_json::Value;
 
-use crate::sink::progress;
+use crate::session::Recorder;
 
 /// `Notification`'s `title`.
 const TITLE: &str = "aerix";
@@ -82,13 +82,12 @@ impl SessionHooks {
 }
 
 /// The runtime's hook events through the session's hooks. The runtime holds the sink, so runs
-/// are logged (as `hook` events of the agent that fired them) through a second handle on the
-/// session log, which appends whole lines.
+/// are recorded (as `hook` events of the agent that fired them) through a second handle on the
+/// session's recorder: to the log and the front end alike.
 pub struct AgentHooks {
     pub hooks: Arc<SessionHooks>,
-    pub log: Option<Mutex<Log>>,
+    pub record: Mutex<Recorder>,
     pub cancel: Cancel,
-    pub quiet: bool,
 }
 
 fn trigger(trigger: &str) -> CompactTrigger {
@@ -113,17 +112,11 @@ impl AgentHooks {
     /// Fires, logs the runs as `agent`'s, prints the notes and notifies them.
     fn run(&self, agent: &str, fire: Fire<'_>) -> Fired {
         let fired = self.hooks.run(fire, &self.cancel);
+        let mut record = self.record.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         for event in hook_events(&fired, Some(agent)) {
-            if !self.quiet {
-                progress(&event);
-            }
-            if let Some(log) = &self.log
-                && let Ok(mut log) = log.lock()
-                && let Err(e) = log.append(&event)
-            {
-                self.hooks.note(&format!("aerix: a hook event could not be logged: {e}"));
-            }
+            record.event(event);
         }
+        drop(record);
         for note in &fired.notes {
             self.hooks.note(note);
         }

@@ -3,6 +3,7 @@
 //! claude` copies Claude Code's sessions in. Plain `aerix` on a terminal opens the interactive
 //! screen (`interactive.rs`).
 
+mod acp;
 mod attach;
 mod bridge;
 mod checkpoint;
@@ -18,6 +19,7 @@ mod mcp;
 mod output;
 mod pool;
 mod profile;
+mod session;
 mod sessions;
 mod signals;
 mod sink;
@@ -105,6 +107,9 @@ enum Command {
         #[arg(long, value_name = "DIR", conflicts_with = "list")]
         revoke: Option<PathBuf>,
     },
+    /// Serve the Agent Client Protocol on stdin and stdout (Zed, Neovim's and Emacs's ACP
+    /// clients): each of the client's sessions is an aerix session in its directory.
+    Acp,
     /// The project's sessions.
     Sessions {
         #[command(subcommand)]
@@ -289,8 +294,12 @@ fn run(cli: Cli, started: std::time::Instant) -> anyhow::Result<Exit> {
             (dir, _, None) => trust::trust(&env, dir.as_deref().unwrap_or(&cwd)),
         };
     }
-    let layered = aerix_config::load_layered(&SettingsPaths::standard(&env, &root), &env)?;
-    let trust = startup::Trust::survey(&layered, &env, (&root, &cwd), cli.trust);
+    if let Some(Command::Acp) = &cli.command {
+        let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+        let serving = acp::Serving { env, model: cli.model, started };
+        return runtime.block_on(acp::serve(serving));
+    }
+    let (layered, trust) = project(&env, &cwd, cli.trust)?;
     let formats = (cli.output_format, cli.input_format);
     let plain = formats == (output::Format::Text, output::InputFormat::Text);
     let screen = cli.prompt.is_none() && cli.command.is_none() && plain && interactive::wanted();
@@ -401,7 +410,7 @@ fn run(cli: Cli, started: std::time::Instant) -> anyhow::Result<Exit> {
     }
     let _ = cli.in_place;
     runtime.block_on(headless::run(
-        &settings,
+        settings,
         &env,
         &trust,
         headless::Options {
@@ -419,6 +428,19 @@ fn run(cli: Cli, started: std::time::Instant) -> anyhow::Result<Exit> {
             inputs,
         },
     ))
+}
+
+/// The settings files of the project at `cwd`, read once, and what its trust allows of them
+/// (`for_run`: `--trust`, this run only).
+pub(crate) fn project(
+    env: &Env,
+    cwd: &Path,
+    for_run: bool,
+) -> anyhow::Result<(aerix_config::Layered, startup::Trust)> {
+    let root = aerix_config::project_root(cwd);
+    let layered = aerix_config::load_layered(&SettingsPaths::standard(env, &root), env)?;
+    let trust = startup::Trust::survey(&layered, env, (&root, cwd), for_run);
+    Ok((layered, trust))
 }
 
 /// The settings as the command line completes them: `--model`, and `caldrix` beside `aerix`.

@@ -75,10 +75,6 @@ impl Output {
         }
     }
 
-    pub fn format(&self) -> Format {
-        self.format
-    }
-
     /// The `init` line's mode.
     pub fn set_permission_mode(&mut self, mode: &str) {
         self.permission_mode = mode.to_owned();

@@ -11,11 +11,11 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use aerix_session::{Event, Log, Outcome, Store};
 use aerix_tools::Cancel;
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::exit::Exit;
+use crate::session::Recorder;
 
 /// After a second signal, how long the tools and hooks have to signal their process groups
 /// (they look every 20 ms) before the process exits.
@@ -27,25 +27,9 @@ pub struct Signals {
     pub cancel: Cancel,
     /// The exit status the first signal asks for; 0 before any.
     status: Arc<AtomicI32>,
-    /// The session's `session.end`, written by whoever comes first: the run, or a second
-    /// signal.
-    end: Arc<Mutex<SessionEnd>>,
-}
-
-#[derive(Default)]
-struct SessionEnd {
-    /// What a second signal writes to.
-    pending: Option<Pending>,
-    ended: bool,
-}
-
-/// A session whose `session.end` is not written yet.
-pub struct Pending {
-    pub log: Log,
-    pub store: Store,
-    pub project: String,
-    /// `session.start` while the run has not written it (before the profile is attached).
-    pub start: Option<Event>,
+    /// The session a second signal ends (its running request's `session.end`, written by
+    /// whoever comes first: the session, or the signal).
+    session: Arc<Mutex<Option<Recorder>>>,
 }
 
 impl Signals {
@@ -57,7 +41,7 @@ impl Signals {
         let signals = Signals {
             cancel: Cancel::default(),
             status: Arc::new(AtomicI32::new(0)),
-            end: Arc::default(),
+            session: Arc::default(),
         };
         let handler = signals.clone();
         tokio::spawn(async move {
@@ -84,17 +68,10 @@ impl Signals {
         let exit = self.exit();
         self.cancel.hurry();
         tokio::time::sleep(LAST_TERM).await;
-        // The run may have written it meanwhile; else it is written here, last.
-        self.end_session(|pending| {
-            let Some(Pending { mut log, store, project, start }) = pending else { return };
-            if let Some(start) = start {
-                let _ = log.append(&start);
-            }
-            let cancelled =
-                Event::SessionEnd { outcome: Outcome::Cancelled, exit_code: exit.code() };
-            let _ = log.append(&cancelled);
-            let _ = store.finish(&project, log.id(), Outcome::Cancelled.as_str());
-        });
+        // The session may have written it meanwhile; else it is written here, last.
+        if let Some(record) = self.session.lock().unwrap_or_else(PoisonError::into_inner).take() {
+            record.abandon(exit);
+        }
         eprintln!("aerix: {name}: exiting at once");
         std::process::exit(exit.code());
     }
@@ -108,27 +85,9 @@ impl Signals {
         }
     }
 
-    /// The session a second signal ends if the run has not yet.
-    pub fn pending(&self, pending: Pending) {
-        self.end.lock().unwrap_or_else(PoisonError::into_inner).pending = Some(pending);
-    }
-
-    /// The run wrote `session.start`: a second signal writes only `session.end`.
-    pub fn started(&self) {
-        let mut end = self.end.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(pending) = end.pending.as_mut() {
-            pending.start = None;
-        }
-    }
-
-    /// Runs `write` (given the pending session, if any), unless `session.end` was written
-    /// already. The lock is held while `write` runs, so it is written once and whole.
-    pub fn end_session(&self, write: impl FnOnce(Option<Pending>)) {
-        let mut end = self.end.lock().unwrap_or_else(PoisonError::into_inner);
-        if !end.ended {
-            end.ended = true;
-            write(end.pending.take());
-        }
+    /// The session a second signal ends.
+    pub fn on_second(&self, record: Recorder) {
+        *self.session.lock().unwrap_or_else(PoisonError::into_inner) = Some(record);
     }
 }
 

@@ -1,53 +1,6 @@
-//! The headless run's sink: every event to the session log, a line per tool call to stderr,
-//! and what `--output-format` prints of it to stdout.
+//! The headless run's progress lines: a line on stderr per event a reader wants to follow.
 
-use std::path::PathBuf;
-
-use aerix_core::Sink;
-use aerix_session::{Event, Log};
-
-use crate::output::Output;
-
-pub struct HeadlessSink {
-    pub log: Log,
-    /// The first write failure, reported once at the end.
-    pub failed: Option<String>,
-    pub quiet: bool,
-    /// What stdout shows of the events (`--output-format`).
-    pub output: Output,
-    /// The current request's answer, for its `result` object (`json`, `stream-json`).
-    pub answer: String,
-}
-
-impl Sink for HeadlessSink {
-    fn event(&mut self, event: Event) {
-        if !self.quiet {
-            progress(&event);
-        }
-        self.output.event(&event);
-        if let Err(e) = self.log.append(&event)
-            && self.failed.is_none()
-        {
-            self.failed = Some(e.to_string());
-        }
-    }
-
-    fn spool(&mut self, name: &str, text: &str) -> Option<PathBuf> {
-        match self.log.spool(name, text) {
-            Ok(path) => Some(path),
-            Err(e) => {
-                if self.failed.is_none() {
-                    self.failed = Some(e.to_string());
-                }
-                None
-            }
-        }
-    }
-
-    fn spool_dir(&self) -> Option<PathBuf> {
-        Some(self.log.spool_dir())
-    }
-}
+use aerix_session::Event;
 
 /// One line on stderr for what a reader of a headless run wants to follow.
 pub fn progress(event: &Event) {

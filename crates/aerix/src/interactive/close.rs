@@ -23,7 +23,8 @@ use crate::signals::Interrupt;
 /// The screen's signals: the first one's status, and what a second hurries.
 pub(super) struct Signals {
     first: Interrupt,
-    /// Hurried by a second signal: a `SessionEnd` handler still running is ended.
+    /// Cancelled by the first signal (the session ends `cancelled`), hurried by a second: a
+    /// `SessionEnd` handler still running is ended.
     pub(super) hurry: Cancel,
 }
 
@@ -34,12 +35,20 @@ impl Signals {
         let hurry = Cancel::default();
         let second = hurry.clone();
         let first = Interrupt::install(true, move |first| {
-            if !first {
+            // The first marks the session's end as cancelled; a second hurries its handlers.
+            if first {
+                second.cancel();
+            } else {
                 second.hurry();
             }
             let _ = tx.send(Msg::Signal);
         })?;
         Ok(Signals { first, hurry })
+    }
+
+    /// The first signal, for whoever must look at it later.
+    pub(super) fn interrupt(&self) -> Interrupt {
+        self.first.clone()
     }
 
     /// The first signal's name and status, once one has come.

@@ -1,17 +1,13 @@
-//! Plain `aerix` on a terminal: the screen (`aerix-tui`). Startup as `aerix -p` does it (the
-//! rows of the startup block instead of lines on stderr), then each request is its own runtime
-//! over the session, as `--continue` would run it: the root rebuilt from the log, `session.start`
-//! and `session.end` around it. The runtime runs on a thread of its own; the screen gets its
-//! events through a channel, so a redraw never waits on the pool.
+//! Plain `aerix` on a terminal: the screen (`aerix-tui`) as the session's front end
+//! (`crate::session`): its startup shown as the rows of the startup block, each typed prompt an
+//! operation, each of the session's outputs fed to the screen. The session runs on a task of its
+//! own, so a redraw never waits on the pool.
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use aerix_config::{Env, Layered, Settings};
-use aerix_core::Prompts;
-use aerix_hooks::{EndReason, Fire};
-use aerix_session::{Event, Log, Outcome, Store};
 use aerix_tools::Cancel;
 use aerix_tui::terminal::{Input, Tty, read_input};
 use aerix_tui::{
@@ -20,19 +16,15 @@ use aerix_tui::{
 use anyhow::Context as _;
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
-use crate::attach::SessionBranch;
 use crate::exit::Exit;
-use crate::hooks::SessionHooks;
-use crate::pool;
-use crate::startup::{Snapshot, Trust};
+use crate::session::{Ask, CancelledExit, Ended, Op, Out, Reply};
+use crate::startup::Trust;
 
 mod close;
-mod request;
 mod startup;
 
 use close::{Signals, Stderr};
 
-use request::{LogSink, spawn_request};
 use startup::startup;
 
 pub struct Options {
@@ -51,73 +43,11 @@ pub struct Options {
     pub started: Instant,
 }
 
-/// What reaches the screen's loop.
+/// What reaches the screen's loop besides the session's outputs.
 enum Msg {
     Input(Input),
-    Feed(Feed),
-    /// A gate waits for the user; the answer goes back on the sender.
-    /// A gate to show; the answer goes back on the sender.
-    Gate(Gate, tokio::sync::oneshot::Sender<Answer>),
-    /// A request's thread ended.
-    Ended(Box<Ended>),
     /// SIGTERM, SIGHUP or SIGINT came (`Signals::first` says which came first).
     Signal,
-}
-
-enum Answer {
-    Plan(PlanAnswer),
-    Ask(AskAnswer),
-}
-
-/// What a request hands back: the connection and the log, for the next.
-struct Ended {
-    client: caldrix_client::Client,
-    log: Log,
-    outcome: Outcome,
-    answer: Option<String>,
-    error: Option<String>,
-    /// The root, live for the next request (none after a failed or cancelled one).
-    root: Option<aerix_request::Root>,
-}
-
-/// The session's fixed parts, shared by its requests.
-struct Session {
-    settings: Arc<Settings>,
-    store: Store,
-    project: String,
-    cwd: PathBuf,
-    instructions: Vec<aerix_config::InstructionFile>,
-    agents: Arc<aerix_config::AgentDefinitions>,
-    skills: Arc<aerix_skills::Skills>,
-    /// The MCP servers started at startup; their processes end with the screen.
-    mcp: Arc<aerix_mcp::Servers>,
-    /// The prompts read from the session's profile at startup, once.
-    prompts: Arc<Prompts>,
-    /// `session.start`'s `profile`, `profile_branch`, `profile_commit`.
-    profile: Option<(String, String, String)>,
-    hooks: Arc<SessionHooks>,
-    hook_context: Option<String>,
-    /// The permission rules, the mode, and the screen as who answers.
-    permissions: Arc<aerix_permissions::Permissions>,
-    main: pool::Bound,
-    decision: Option<String>,
-    members: Vec<String>,
-    /// Where pieces' worktrees live (`None`: in place) and the repository's test commands.
-    worktrees: Option<aerix_delegate::WorktreePlace>,
-    checks: Vec<String>,
-    max_turns: u32,
-    /// The startup's hook runs, logged after the first request's `session.start`.
-    early: Mutex<Vec<Event>>,
-    /// The session's id.
-    id: String,
-    /// The working tree the session started on (its diff line is against it).
-    base: Option<Snapshot>,
-    /// The profile's `session/<id>`, made by the screen's first request.
-    branch: Option<SessionBranch>,
-    resumed: bool,
-    /// The number of the session's first request on this screen (a resumed session's go on
-    /// from its log's).
-    first_request: u32,
 }
 
 /// After a signal, how long the running request has to end (a command's `TERM` grace, the
@@ -146,8 +76,12 @@ pub async fn run(
         let _ = tty.terminal.draw(|frame| aerix_tui::draw(frame, screen, now));
     };
     draw(&mut tty, &screen);
+    let (outs_tx, mut outs) = unbounded_channel();
+    let first = signals.interrupt();
+    let cancelled_exit: CancelledExit =
+        Arc::new(move || first.got().map_or(Exit::Cancelled, |(_, exit)| exit));
     let started = tokio::select! {
-        started = startup((layered, trust), env, &options, &mut screen, &mut tty, (&mut rx, &tx), &mut stderr) => started,
+        started = startup((layered, trust), env, &options, (&mut screen, &mut tty, &mut rx), (outs_tx, cancelled_exit), &mut stderr) => started,
         (name, exit) = signals.wait() => {
             drop(tty);
             drop(stderr);
@@ -155,8 +89,8 @@ pub async fn run(
             return Ok(exit);
         }
     };
-    let (session, mut log, client) = match started {
-        Ok(Some(started)) => started,
+    let session = match started {
+        Ok(Some(session)) => session,
         Ok(None) => return Ok(Exit::Done),
         Err(e) => {
             screen.startup.notes.push(Note { level: Level::Error, text: format!("{e:#}") });
@@ -173,65 +107,66 @@ pub async fn run(
         }
     };
     screen.startup.ready = Some(options.started.elapsed());
-    let session = Arc::new(session);
-    let mut client = Some(client);
-    // The root the last request left, live in the pool for the next one.
-    let mut root: Option<aerix_request::Root> = None;
-    let mut log_slot: Option<Log> = log.take();
+    let max_turns = session.max_turns();
+    let record = session.recorder();
+    let (ops, ops_rx) = unbounded_channel();
+    let running = tokio::spawn(session.run(ops_rx));
     let mut cancel = Cancel::default();
-    let mut gate_reply: Option<tokio::sync::oneshot::Sender<Answer>> = None;
-    let mut requests = 0u32;
+    let mut gate_reply: Option<tokio::sync::oneshot::Sender<Reply>> = None;
     let mut tick = tokio::time::interval(Duration::from_millis(100));
-    // Set by a signal: the screen closes when the running request has ended, or at this time.
-    let mut closing: Option<Instant> = None;
+    // Set by a signal or Ctrl-D: the screen closes when the session has closed, or (a signal)
+    // at this time.
+    let mut closing: Option<Option<Instant>> = None;
     draw(&mut tty, &screen);
     loop {
-        let msg = tokio::select! {
-            msg = rx.recv() => msg,
-            _ = tick.tick(), if screen.is_running() || closing.is_some() => None,
+        let (msg, out) = tokio::select! {
+            msg = rx.recv() => (msg, None),
+            out = outs.recv() => match out {
+                Some(out) => (None, Some(out)),
+                None => break,
+            },
+            _ = tick.tick(), if screen.is_running() || closing.is_some() => (None, None),
         };
-        if closing.is_some_and(|deadline| Instant::now() >= deadline) {
+        if closing.flatten().is_some_and(|deadline| Instant::now() >= deadline) {
+            // The request did not end in time: its log line ends here, as a second signal
+            // ends a headless run's.
+            record.abandon(signals.first().map_or(Exit::Cancelled, |(_, exit)| exit));
             break;
         }
         let mut submit = None;
+        let mut close = false;
         match msg {
             None => {}
             Some(Msg::Signal) => {
-                // A second signal, or nothing to wait for: close now.
-                if closing.is_some() || !screen.is_running() {
+                // A second signal: close now.
+                if closing.flatten().is_some() {
+                    record.abandon(signals.first().map_or(Exit::Cancelled, |(_, exit)| exit));
                     break;
                 }
-                closing = Some(Instant::now() + CLOSE_WAIT);
+                closing = Some(Some(Instant::now() + CLOSE_WAIT));
                 cancel.cancel();
+                close = true;
             }
             Some(Msg::Input(Input::Key(key))) => match screen.key(key) {
                 None => {}
-                Some(Action::Exit) if !screen.is_running() => break,
+                Some(Action::Exit) if !screen.is_running() && closing.is_none() => {
+                    closing = Some(None);
+                    close = true;
+                }
                 Some(Action::Exit) => {}
                 Some(Action::Submit(prompt)) => submit = Some(prompt),
                 Some(Action::Cancel) => cancel.cancel(),
-                Some(Action::Plan(answer)) => reply(&mut gate_reply, Answer::Plan(answer)),
-                Some(Action::Ask(answer)) => reply(&mut gate_reply, Answer::Ask(answer)),
+                Some(Action::Plan(answer)) => reply(&mut gate_reply, plan_reply(answer)),
+                Some(Action::Ask(answer)) => reply(&mut gate_reply, ask_reply(answer)),
                 // The trust question is the startup's, answered before this loop.
                 Some(Action::Trust(_)) => {}
                 Some(Action::Rewind(arg)) => {
-                    let text = if screen.is_running() {
-                        "a request is running: /rewind once it has ended".to_owned()
+                    if screen.is_running() {
+                        let text = "a request is running: /rewind once it has ended".to_owned();
+                        screen.feed(Feed::Note(Note { level: Level::Info, text }), Instant::now());
                     } else {
-                        let (store, project, cwd) =
-                            (&session.store, &session.project, &session.cwd);
-                        let id = &session.id;
-                        let (text, rewound) =
-                            crate::checkpoint::screen(store, project, id, cwd, arg.as_deref());
-                        // A rewound conversation: the next request reads the root back from the
-                        // log, which leaves the rewound requests out; the live one goes.
-                        if rewound && let (Some(r), Some(c)) = (root.take(), client.as_mut()) {
-                            r.drop_context(c).await;
-                        }
-                        text
-                    };
-                    let note = Note { level: Level::Info, text };
-                    screen.feed(Feed::Note(note), Instant::now());
+                        let _ = ops.send(Op::Rewind(arg));
+                    }
                 }
                 Some(Action::EditPlan(text)) => {
                     let edited = tty.suspended(|| match &stderr {
@@ -252,7 +187,7 @@ pub async fn run(
                         }
                     };
                     if let Action::Plan(answer) = answer {
-                        reply(&mut gate_reply, Answer::Plan(answer));
+                        reply(&mut gate_reply, plan_reply(answer));
                     }
                 }
             },
@@ -260,82 +195,61 @@ pub async fn run(
             Some(Msg::Input(Input::Resize)) => {
                 let _ = tty.terminal.autoresize();
             }
-            Some(Msg::Feed(feed)) => screen.feed(feed, Instant::now()),
-            Some(Msg::Gate(gate, answer)) => {
-                gate_reply = Some(answer);
-                screen.set_gate(gate);
+        }
+        match out {
+            None => {}
+            Some(Out::Event(event)) => screen.feed(Feed::Event(event), Instant::now()),
+            Some(Out::Note(text)) => {
+                screen.feed(Feed::Note(Note { level: Level::Warning, text }), Instant::now());
             }
-            Some(Msg::Ended(ended)) => {
-                let Ended { client: c, log: mut l, outcome, answer, error, root: r } = *ended;
-                root = r;
-                let exit = match signals.first() {
-                    Some((_, exit)) if outcome == Outcome::Cancelled => exit.code(),
-                    _ => Exit::of(outcome).code(),
-                };
-                let _ = l.append(&Event::SessionEnd { outcome, exit_code: exit });
-                let _ = session.store.finish(&session.project, l.id(), outcome.as_str());
-                screen.feed(Feed::Diff(diff(&session)), Instant::now());
+            Some(Out::Live { agent, live }) => screen.feed(live_feed(agent, live), Instant::now()),
+            Some(Out::Ask(ask, answer)) => {
+                gate_reply = Some(answer);
+                screen.set_gate(gate(ask));
+            }
+            Some(Out::Rewound(text)) => {
+                screen.feed(Feed::Note(Note { level: Level::Info, text }), Instant::now());
+            }
+            Some(Out::Ended(ended)) => {
+                let Ended { outcome, answer, reason, error, numstat, .. } = *ended;
+                let stat = numstat.as_deref().map(DiffStat::parse);
+                screen.feed(Feed::Diff(stat), Instant::now());
                 screen.feed(
                     Feed::RequestEnded(RequestEnd {
                         outcome,
                         answer,
-                        error,
+                        error: error.or(reason),
                         local_time: local_time(),
                     }),
                     Instant::now(),
                 );
-                client = Some(c);
-                log_slot = Some(l);
                 gate_reply = None;
-                if closing.is_some() {
-                    break;
-                }
                 // Whatever a hook or a tool wrote to the terminal meanwhile is drawn over.
                 let _ = tty.terminal.clear();
-                submit = screen.next_queued();
+                if closing.is_none() {
+                    submit = screen.next_queued();
+                }
             }
+            Some(Out::Closed) => break,
+        }
+        if close {
+            let hurry = signals.hurry.clone();
+            let _ = ops.send(Op::Close { hurry });
         }
         if let Some(prompt) = submit
-            && let (Some(c), Some(l)) = (client.take(), log_slot.take())
+            && closing.is_none()
         {
             cancel = Cancel::default();
-            screen.feed(
-                Feed::RequestStarted { prompt: prompt.clone(), max_turns: session.max_turns },
-                Instant::now(),
-            );
-            let (session, r) = (Arc::clone(&session), root.take());
-            spawn_request(session, c, l, r, prompt, requests, cancel.clone(), tx.clone());
-            requests += 1;
+            screen.feed(Feed::RequestStarted { prompt: prompt.clone(), max_turns }, Instant::now());
+            let _ = ops.send(Op::Prompt { text: prompt, cancel: cancel.clone() });
         }
         draw(&mut tty, &screen);
     }
     drop(tty);
-    // The live root leaves the pool with the screen.
-    if let (Some(root), Some(c)) = (root.take(), client.as_mut()) {
-        root.drop_context(c).await;
-    }
     drop(stderr);
-    // From here a hook's note is a line on the terminal again.
-    drop(rx);
-    let signalled = signals.first();
-    if let Some((_, exit)) = signalled
-        && log_slot.is_none()
-    {
-        // The request did not end in time: its session ends here, as a second signal ends a
-        // headless run's.
-        log_slot = end_unfinished(&session, exit);
-    }
-    if let Some(log) = &mut log_slot {
-        let mut sink = LogSink { log: log.try_clone()? };
-        let reason = if signalled.is_some() { EndReason::Cancelled } else { EndReason::Other };
-        // Its answers mean nothing: the screen has closed.
-        let _ = session.hooks.fire(Fire::SessionEnd(reason), &signals.hurry, &mut sink);
-        // A new session that ran no request leaves nothing behind: no log, no index entry.
-        if requests == 0 && !session.resumed {
-            let _ = session.store.remove(&session.project, log.id());
-        }
-    }
-    match signalled {
+    // A session still closing (a request that did not end in time) is left to the exit.
+    drop(running);
+    match signals.first() {
         Some((name, exit)) => {
             eprintln!("aerix: {name}: the screen closed");
             Ok(exit)
@@ -344,18 +258,44 @@ pub async fn run(
     }
 }
 
-/// Writes `session.end` (cancelled) for a request still running when the screen closes.
-fn end_unfinished(session: &Session, exit: Exit) -> Option<Log> {
-    let id = session.id.as_str();
-    let mut log = session.store.open(&session.project, id).ok()?;
-    let _ = log.append(&Event::SessionEnd { outcome: Outcome::Cancelled, exit_code: exit.code() });
-    let _ = session.store.finish(&session.project, id, Outcome::Cancelled.as_str());
-    Some(log)
-}
-
-fn reply(slot: &mut Option<tokio::sync::oneshot::Sender<Answer>>, answer: Answer) {
+fn reply(slot: &mut Option<tokio::sync::oneshot::Sender<Reply>>, answer: Reply) {
     if let Some(sender) = slot.take() {
         let _ = sender.send(answer);
+    }
+}
+
+fn plan_reply(answer: PlanAnswer) -> Reply {
+    match answer {
+        PlanAnswer::Accept => Reply::Accept,
+        PlanAnswer::Edited(text) => Reply::Edited(text),
+        PlanAnswer::Abort => Reply::Deny,
+    }
+}
+
+fn ask_reply(answer: AskAnswer) -> Reply {
+    match answer {
+        AskAnswer::Once => Reply::Once,
+        AskAnswer::Always => Reply::Always,
+        AskAnswer::Deny => Reply::Deny,
+    }
+}
+
+/// A session's question as the screen's gate (a call's input cut to 200 characters).
+fn gate(ask: Ask) -> Gate {
+    match ask {
+        Ask::Plan { agent, text } => Gate::Plan { agent, text },
+        Ask::Call { agent, tool, input, reason, always, .. } => {
+            let input = input.to_string().chars().take(200).collect();
+            Gate::Ask { agent, tool, input, reason, always }
+        }
+    }
+}
+
+fn live_feed(agent: String, live: aerix_core::Live) -> Feed {
+    match live {
+        aerix_core::Live::Generating => Feed::Generating { agent },
+        aerix_core::Live::Streamed => Feed::Streamed { agent },
+        aerix_core::Live::Generated => Feed::Generated { agent },
     }
 }
 
@@ -392,11 +332,6 @@ fn launch(settings: &Settings, env: &Env, options: &Options) -> Launch {
 /// A model reference's last part: `model.gguf` for a path, the file of a repository's reference.
 fn model_name(reference: &str) -> String {
     reference.rsplit('/').next().unwrap_or(reference).to_owned()
-}
-
-/// `git diff --numstat` against the session's start (files untracked then included).
-fn diff(session: &Session) -> Option<DiffStat> {
-    Some(DiffStat::parse(&session.base.as_ref()?.numstat()?))
 }
 
 fn local_time() -> String {

@@ -5,12 +5,11 @@ use std::path::Path;
 
 use aerix_config::InstructionFile;
 use aerix_core::Sink;
-use aerix_hooks::{Blocked, Fire, Hooks, StartSource};
+use aerix_hooks::{Blocked, Fire, StartSource};
 use aerix_session::Log;
 use aerix_tools::Cancel;
 
-use crate::exit::Exit;
-use crate::hooks::{Notes, SessionHooks};
+use crate::hooks::SessionHooks;
 
 /// Why a startup step or a prompt's submission ended the run (or the request) before the
 /// root ran.
@@ -23,30 +22,19 @@ pub enum Stop {
     Killed(String),
 }
 
-impl Stop {
-    /// The reason, as an error that exits with the stop's status (`Cancelled`: 130).
-    pub fn into_error(self) -> anyhow::Error {
-        match self {
-            Stop::Cancelled => Exit::Cancelled.with("cancelled during the startup").into(),
-            Stop::Killed(reason) => Exit::Killed.with(reason).into(),
-        }
-    }
-}
-
 fn ended(event: &str, stop: &Blocked) -> Stop {
     Stop::Killed(format!("{event} hook (`{}`) ended the run: {}", stop.command, stop.reason))
 }
 
-/// The session's hooks, for its log at `log` (their inputs name its files).
-pub fn session_hooks(
-    hooks: Hooks,
+/// What the session's hooks are told of it, for its log at `log` (their inputs name its
+/// files).
+pub fn hook_session(
     log: &Log,
     cwd: &Path,
     root: &Path,
     mode: aerix_permissions::Mode,
-    notes: Notes,
-) -> SessionHooks {
-    let session = aerix_hooks::Session {
+) -> aerix_hooks::Session {
+    aerix_hooks::Session {
         id: log.id().to_owned(),
         transcript_path: aerix_claude::transcript_path(log.path()),
         subagents_dir: aerix_claude::subagents_dir(log.path()),
@@ -54,8 +42,7 @@ pub fn session_hooks(
         project_dir: root.to_owned(),
         spool_dir: log.spool_dir(),
         permission_mode: mode.as_str().to_owned(),
-    };
-    SessionHooks { hooks, session, notes }
+    }
 }
 
 /// `SessionStart`, then `InstructionsLoaded` per instruction file (read before the pool; their

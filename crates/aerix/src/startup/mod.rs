@@ -20,7 +20,7 @@ use aerix_session::{Event, Log, Store, read_log};
 use aerix_skills::Skills;
 use anyhow::Context as _;
 
-pub use hooks::{Stop, prompt_submit, session_hooks, session_start};
+pub use hooks::{Stop, hook_session, prompt_submit, session_start};
 pub use snapshot::{Changes, Snapshot};
 pub use trust::{Trust, record};
 
@@ -38,6 +38,16 @@ pub(crate) trait Front {
     /// Whether the user trusts `root`, which would run `items` (`changed`: it was trusted
     /// before they changed); `None` when the user leaves. Headless never asks (`--trust`).
     async fn trust(&mut self, root: &Path, items: &[String], changed: bool) -> Option<bool>;
+    /// The `loaded: ...` line.
+    fn loaded(&mut self, line: &str) {
+        self.note(line);
+    }
+    /// The session is known: new, or resumed (`earlier`: its log's events); its log at `log`.
+    fn session(&mut self, _id: &str, _earlier: Option<&[Event]>, _log: &Path) {}
+    /// The main member is bound.
+    fn bound(&mut self, _main: &pool::Bound, _settings: &Settings) {}
+    /// The profile is attached (or the embedded prompts are used).
+    fn profile(&mut self, _attached: &Attached) {}
 }
 
 /// Step 0: an untrusted project's parts are asked about (the screen) or skipped (headless);

@@ -262,8 +262,9 @@ fn stream_json_input_runs_each_message_as_a_request_of_one_session() {
     assert_eq!(starts.len(), 2);
     assert_eq!((&starts[0]["resumed"], &starts[1]["resumed"]), (&json!(false), &json!(true)));
     assert_eq!(starts[1]["prompt"], "And the second?");
+    // Each request ends as it began, as the screen's do: a `session.end` of its own.
     let ends = of_type(&events, "session.end");
-    assert_eq!(ends.len(), 1, "{ends:?}");
+    assert_eq!(ends.len(), 2, "{ends:?}");
     // The second request's root saw the first's exchange.
     let prompts: Vec<&str> = of_type(&events, "segment")
         .iter()

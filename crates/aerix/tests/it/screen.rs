@@ -189,12 +189,15 @@ fn whole_requests_on_the_screen() {
     pane.type_line("Then wait.");
     pane.wait_for("1 queued", STEP);
 
-    // The second starts by itself once the first has ended.
-    pane.wait_for("add now adds", STEP);
+    // The second starts by itself once the first has ended. Each request's diff line is what
+    // it changed (the spec's end of a request, as `aerix -p` prints it): the cancelled one
+    // changed nothing.
+    let first = pane.wait_for("add now adds", STEP);
+    assert!(first.contains("diff +1 −1 in 1 file"), "{first}");
     wait_file(&world.home.join("long.started"), STEP);
     pane.keys(&["Escape"]);
     let cancelled = pane.wait_for("▲ cancelled", STEP);
-    assert!(cancelled.contains("diff +1 −1 in 1 file"), "{cancelled}");
+    assert!(!cancelled.contains("diff +"), "{cancelled}");
 
     pane.keys(&["?"]);
     pane.wait_for("/<skill> args", STEP);
@@ -217,10 +220,10 @@ fn whole_requests_on_the_screen() {
     let commit = starts[0]["profile_commit"].as_str().unwrap();
     assert!(row.contains(&commit[..10]), "{row} / {commit}");
     assert_eq!(starts[1]["profile_commit"], starts[0]["profile_commit"]);
-    // Both record the commit the diff line is taken against (the clean tree's HEAD).
+    // Each records the commit its diff line is taken against (the first: the clean tree's
+    // HEAD; the second: the tree with the first's edit, its checkpoint below).
     let head = world.git(&["rev-parse", "HEAD"]);
     assert_eq!(starts[0]["start_commit"].as_str(), Some(head.trim()));
-    assert_eq!(starts[1]["start_commit"], starts[0]["start_commit"]);
     assert!(starts[0]["profile_branch"].as_str().unwrap().starts_with("model/"));
     assert_eq!(of_type(&events, "plan")[0]["text"], "1. fix add");
     assert_eq!(world.git(&["diff", "--numstat"]), "1\t1\tcalc.sh\n");
@@ -232,6 +235,7 @@ fn whole_requests_on_the_screen() {
         .collect();
     assert_eq!((kept.len(), kept[0]), (2, (1, head.trim())), "{kept:?}");
     assert_eq!(kept[1].0, 2);
+    assert_eq!(starts[1]["start_commit"].as_str(), Some(kept[1].1));
     let second = world.git(&["show", &format!("{}:calc.sh", kept[1].1)]);
     assert!(second.contains("$1 + $2"), "{second}");
     let out = world.aerix(&["rewind", "--to", "1"]);

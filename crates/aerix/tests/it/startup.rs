@@ -191,7 +191,10 @@ fn the_same_startup_through_p_and_the_screen_fires_the_same_events_and_ends_alik
     ]);
     let p = headless(&world);
     assert_eq!(p, Ran { status: 3, fired: blocked.clone(), request: Some(3) });
-    let s = screen(&world, "one-startup-blocked", Drive::Request { until: "No prompts today." });
+    // (The blocked hook's row names its command, which says "No prompts today." too: wait for
+    // the request's end.)
+    let until = "killed: the prompt was blocked";
+    let s = screen(&world, "one-startup-blocked", Drive::Request { until });
     assert_eq!(s, Ran { status: 0, fired: blocked, request: Some(3) });
 
     // A broken settings file: status 78 before anything starts, no hook fires.

@@ -1,0 +1,360 @@
+//! `aerix acp`: the Agent Client Protocol over stdio (Zed's; Neovim's and Emacs's clients speak
+//! it), the session's third front end. `session/new` opens a session in the client's directory
+//! (`session/load` resumes a logged one and replays its conversation first), `session/prompt`
+//! is a request whose events stream as `session/update`s, a question is
+//! `session/request_permission`, and `session/cancel` cancels the request. Nothing is printed
+//! on stdout but the protocol; notes go to stderr.
+//!
+//! The protocol's connection runs its handlers one at a time, so a prompt's turn runs in a
+//! task of its own (it waits on the client's answers, and a cancel must reach it meanwhile).
+
+mod updates;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use aerix_config::Env;
+use aerix_session::{Event, Outcome};
+use aerix_tools::Cancel;
+use agent_client_protocol::schema::ProtocolVersion;
+use agent_client_protocol::v1::schema::{
+    AgentCapabilities, CancelNotification, ContentBlock, Implementation, InitializeRequest,
+    InitializeResponse, LoadSessionRequest, LoadSessionResponse, NewSessionRequest,
+    NewSessionResponse, PermissionOption, PermissionOptionKind, PromptRequest, PromptResponse,
+    RequestPermissionOutcome, RequestPermissionRequest, SessionId, SessionNotification,
+    SessionUpdate, StopReason, ToolCallUpdate, ToolCallUpdateFields,
+};
+use agent_client_protocol::v1::{ConnectionTo, Responder, schema};
+use agent_client_protocol::{Agent, Client, Error, Stdio};
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
+
+use crate::exit::Exit;
+use crate::session::{self, Ask, Launch, Op, Opened, Out, Reply};
+use crate::startup::Front;
+use updates::Updates;
+
+/// What a session needs of the process: its environment, and `--model`.
+#[derive(Clone)]
+pub struct Serving {
+    pub env: Env,
+    pub model: Option<String>,
+    pub started: std::time::Instant,
+}
+
+/// An open session of the connection.
+struct Open {
+    ops: UnboundedSender<Op>,
+    /// Held by the running prompt (one at a time).
+    turn: tokio::sync::Mutex<Turn>,
+    /// The running prompt's flag (`session/cancel`).
+    cancel: Mutex<Cancel>,
+}
+
+struct Turn {
+    outs: UnboundedReceiver<Out>,
+    updates: Updates,
+}
+
+type Sessions = Arc<Mutex<HashMap<String, Arc<Open>>>>;
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Serves the protocol on stdin and stdout until the client closes stdin; then every session
+/// ends as Ctrl-D ends the screen's.
+pub async fn serve(serving: Serving) -> anyhow::Result<Exit> {
+    let sessions: Sessions = Arc::default();
+    let handle = tokio::runtime::Handle::current();
+    let (s_new, s_load, s_prompt, s_cancel) =
+        (sessions.clone(), sessions.clone(), sessions.clone(), sessions.clone());
+    let (serving_new, serving_load) = (serving.clone(), serving.clone());
+    let (h_new, h_load) = (handle.clone(), handle.clone());
+    let served = Agent
+        .v1()
+        .name("aerix")
+        .on_receive_request(
+            async move |_: InitializeRequest,
+                        responder: Responder<InitializeResponse>,
+                        _: ConnectionTo<Client>| {
+                responder.respond(
+                    InitializeResponse::new(ProtocolVersion::V1)
+                        .agent_capabilities(AgentCapabilities::new().load_session(true))
+                        .agent_info(Implementation::new("aerix", env!("CARGO_PKG_VERSION"))),
+                )
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: NewSessionRequest,
+                        responder: Responder<NewSessionResponse>,
+                        cx: ConnectionTo<Client>| {
+                let (sessions, serving, handle) =
+                    (s_new.clone(), serving_new.clone(), h_new.clone());
+                cx.spawn(async move {
+                    let opened = open(&handle, &serving, request.cwd, None).await;
+                    let answer = opened.map(|(id, open, _)| {
+                        lock(&sessions).insert(id.clone(), open);
+                        NewSessionResponse::new(SessionId::new(id))
+                    });
+                    responder.respond_with_result(answer)
+                })
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: LoadSessionRequest,
+                        responder: Responder<LoadSessionResponse>,
+                        cx: ConnectionTo<Client>| {
+                let (sessions, serving, handle) =
+                    (s_load.clone(), serving_load.clone(), h_load.clone());
+                let task_cx = cx.clone();
+                cx.spawn(async move {
+                    let id = request.session_id.0.to_string();
+                    let opened = open(&handle, &serving, request.cwd, Some(id)).await;
+                    let answer = match opened {
+                        Ok((id, open, earlier)) => {
+                            // The conversation so far, before the answer (the client shows it).
+                            let sid = SessionId::new(id.clone());
+                            let mut replay = Updates::new(&id, &[]);
+                            for event in &earlier {
+                                for update in replay.of(event, true) {
+                                    let _ = notify(&task_cx, &sid, update);
+                                }
+                            }
+                            lock(&sessions).insert(id, open);
+                            Ok(LoadSessionResponse::new())
+                        }
+                        Err(e) => Err(e),
+                    };
+                    responder.respond_with_result(answer)
+                })
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: PromptRequest,
+                        responder: Responder<PromptResponse>,
+                        cx: ConnectionTo<Client>| {
+                let open = lock(&s_prompt).get(&*request.session_id.0).cloned();
+                let task_cx = cx.clone();
+                cx.spawn(async move {
+                    let answer = match open {
+                        Some(open) => prompt(&task_cx, &open, request).await,
+                        None => Err(schema::Error::session_not_found(request.session_id).into()),
+                    };
+                    responder.respond_with_result(answer)
+                })
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_notification(
+            async move |cancel: CancelNotification, _: ConnectionTo<Client>| {
+                if let Some(open) = lock(&s_cancel).get(&*cancel.session_id.0) {
+                    lock(&open.cancel).cancel();
+                }
+                Ok(())
+            },
+            agent_client_protocol::on_receive_notification!(),
+        )
+        .connect_to(Stdio::new())
+        .await;
+    // The client has gone: each session ends (its running request, if any, cancelled first).
+    let open: Vec<Arc<Open>> = lock(&sessions).drain().map(|(_, open)| open).collect();
+    for open in open {
+        lock(&open.cancel).cancel();
+        let _ = open.ops.send(Op::Close { hurry: Cancel::default() });
+        let mut turn = open.turn.lock().await;
+        while let Some(out) = turn.outs.recv().await {
+            if let Out::Closed = out {
+                break;
+            }
+        }
+    }
+    served.map_err(|e| anyhow::anyhow!("the ACP connection: {e}"))?;
+    Ok(Exit::Done)
+}
+
+fn notify(cx: &ConnectionTo<Client>, id: &SessionId, update: SessionUpdate) -> Result<(), Error> {
+    cx.send_notification(SessionNotification::new(id.clone(), update))
+}
+
+/// The startup's front end: a note is a line on stderr; no one answers the trust question
+/// (an untrusted project's parts are skipped, as `aerix -p` skips them).
+#[derive(Default)]
+struct Lines {
+    /// A resumed session's events.
+    earlier: Vec<Event>,
+}
+
+impl Front for Lines {
+    fn note(&mut self, note: &str) {
+        eprintln!("{note}");
+    }
+
+    async fn step<T>(&mut self, step: impl std::future::Future<Output = T>) -> Option<T> {
+        Some(step.await)
+    }
+
+    async fn trust(&mut self, _: &Path, _: &[String], _: bool) -> Option<bool> {
+        Some(false)
+    }
+
+    fn session(&mut self, _: &str, earlier: Option<&[Event]>, _: &Path) {
+        self.earlier = earlier.unwrap_or_default().to_vec();
+    }
+}
+
+/// A session opened in `cwd` (resuming `resume`): its id, its handle, a resumed one's events.
+async fn open(
+    handle: &tokio::runtime::Handle,
+    serving: &Serving,
+    cwd: PathBuf,
+    resume: Option<String>,
+) -> Result<(String, Arc<Open>, Vec<Event>), Error> {
+    let serving = serving.clone();
+    // On the runtime's workers: the startup's hooks block the thread they run on.
+    let opened = handle.spawn(async move {
+        let (outs_tx, outs) = unbounded_channel();
+        let cwd = cwd.canonicalize().map_err(|e| format!("{}: {e}", cwd.display()))?;
+        let (layered, trust) =
+            crate::project(&serving.env, &cwd, false).map_err(|e| format!("{e:#}"))?;
+        let settings = crate::finish(trust.settings(layered), serving.model.clone());
+        let launch = Launch {
+            cwd,
+            max_turns: None,
+            resume,
+            continue_latest: false,
+            profile: None,
+            profile_refresh: false,
+            permission_mode: None,
+            // The client answers `session/request_permission`.
+            front: aerix_permissions::Front::Screen,
+            prompt: None,
+            started: serving.started,
+            cancelled_exit: Arc::new(|| Exit::Cancelled),
+        };
+        let mut front = Lines::default();
+        let cancel = Cancel::default();
+        let opened =
+            session::open(settings, &serving.env, &trust, launch, &mut front, outs_tx, &cancel)
+                .await
+                .map_err(|e| format!("{e:#}"))?;
+        let session = match opened {
+            Opened::Open(session) => session,
+            Opened::Ended { error, outcome, .. } => {
+                return Err(error.map_or_else(
+                    || format!("the startup ended {}", outcome.as_str()),
+                    |e| format!("{e:#}"),
+                ));
+            }
+        };
+        let id = session.id().to_owned();
+        let (ops, ops_rx) = unbounded_channel();
+        tokio::spawn(session.run(ops_rx));
+        let updates = Updates::new(&id, &front.earlier);
+        let open = Open {
+            ops,
+            turn: tokio::sync::Mutex::new(Turn { outs, updates }),
+            cancel: Mutex::new(Cancel::default()),
+        };
+        Ok::<_, String>((id, Arc::new(open), front.earlier))
+    });
+    match opened.await {
+        Ok(Ok(opened)) => Ok(opened),
+        Ok(Err(e)) => Err(Error::internal_error().data(e)),
+        Err(e) => Err(Error::internal_error().data(format!("the session's startup: {e}"))),
+    }
+}
+
+/// One prompt: the request, its events as updates, its questions as permission requests.
+async fn prompt(
+    cx: &ConnectionTo<Client>,
+    open: &Open,
+    request: PromptRequest,
+) -> Result<PromptResponse, Error> {
+    let text: Vec<&str> = request
+        .prompt
+        .iter()
+        .filter_map(|block| match block {
+            ContentBlock::Text(text) => Some(text.text.as_str()),
+            _ => None,
+        })
+        .collect();
+    let text = text.join("\n");
+    if text.trim().is_empty() {
+        return Err(Error::invalid_params().data("the prompt has no text"));
+    }
+    let mut turn = open.turn.lock().await;
+    let cancel = Cancel::default();
+    *lock(&open.cancel) = cancel.clone();
+    open.ops
+        .send(Op::Prompt { text, cancel })
+        .map_err(|_| Error::internal_error().data("the session has ended"))?;
+    let sid = request.session_id;
+    let Turn { outs, updates } = &mut *turn;
+    while let Some(out) = outs.recv().await {
+        match out {
+            Out::Event(event) => {
+                for update in updates.of(&event, false) {
+                    notify(cx, &sid, update)?;
+                }
+            }
+            Out::Note(note) => eprintln!("{note}"),
+            Out::Ask(ask, reply) => {
+                let answer = permission(cx, &sid, ask).await?;
+                let _ = reply.send(answer);
+            }
+            Out::Ended(ended) => {
+                return match ended.outcome {
+                    Outcome::Done => Ok(PromptResponse::new(StopReason::EndTurn)),
+                    Outcome::Budget => Ok(PromptResponse::new(StopReason::MaxTurnRequests)),
+                    Outcome::Cancelled => Ok(PromptResponse::new(StopReason::Cancelled)),
+                    Outcome::Killed => Ok(PromptResponse::new(StopReason::Refusal)),
+                    Outcome::Failed => {
+                        let why = ended.error.or(ended.reason).unwrap_or_default();
+                        Err(Error::internal_error().data(format!("the request failed: {why}")))
+                    }
+                };
+            }
+            Out::Live { .. } | Out::Rewound(_) => {}
+            Out::Closed => break,
+        }
+    }
+    Err(Error::internal_error().data("the session has ended"))
+}
+
+/// A question as `session/request_permission`; a cancelled or refused one is a refusal.
+async fn permission(cx: &ConnectionTo<Client>, sid: &SessionId, ask: Ask) -> Result<Reply, Error> {
+    let (id, title, input, plan, always) = match ask {
+        Ask::Plan { agent, text } => {
+            (format!("{agent}.plan"), format!("Follow this plan?\n{text}"), None, true, false)
+        }
+        Ask::Call { agent, tool, input, reason, always, .. } => {
+            (format!("{agent}.{tool}"), format!("{tool}: {reason}"), Some(input), false, always)
+        }
+    };
+    let mut fields = ToolCallUpdateFields::new().title(title);
+    if let Some(input) = input {
+        fields = fields.raw_input(input);
+    }
+    let mut options = vec![PermissionOption::new("once", "Allow", PermissionOptionKind::AllowOnce)];
+    if always {
+        let name = "Always allow in this project";
+        options.push(PermissionOption::new("always", name, PermissionOptionKind::AllowAlways));
+    }
+    options.push(PermissionOption::new("reject", "Refuse", PermissionOptionKind::RejectOnce));
+    let asked =
+        RequestPermissionRequest::new(sid.clone(), ToolCallUpdate::new(id, fields), options);
+    let answer = cx.send_request(asked).block_task().await?;
+    Ok(match answer.outcome {
+        RequestPermissionOutcome::Selected(chosen) => match (&*chosen.option_id.0, plan) {
+            ("once" | "always", true) => Reply::Accept,
+            ("once", false) => Reply::Once,
+            ("always", false) => Reply::Always,
+            _ => Reply::Deny,
+        },
+        _ => Reply::Deny,
+    })
+}

@@ -1,0 +1,99 @@
+//! The gates of a front end that can ask (the screen, an ACP client): each question is an
+//! [`Out::Ask`] with its reply channel; the agent's task awaits the reply or the request's
+//! cancel flag. One at a time: a front end shows one question, and pieces running together
+//! may each ask.
+
+use aerix_core::{Answering, AskAnswer, AskGate, PlanDecision, PlanGate};
+use aerix_tools::Cancel;
+use tokio::sync::mpsc::UnboundedSender;
+
+use super::{Ask, Out, Reply};
+
+pub struct Asking {
+    pub outs: UnboundedSender<Out>,
+    pub cancel: Cancel,
+    pub one: tokio::sync::Mutex<()>,
+}
+
+impl Asking {
+    async fn wait(&self, ask: Ask) -> Option<Reply> {
+        let _one = self.one.lock().await;
+        if self.cancel.is_cancelled() {
+            return None;
+        }
+        let (send, reply) = tokio::sync::oneshot::channel();
+        self.outs.send(Out::Ask(ask, send)).ok()?;
+        tokio::select! {
+            reply = reply => reply.ok(),
+            () = aerix_core::cancelled(&self.cancel) => None,
+        }
+    }
+}
+
+/// The call as a question (its input cut to 200 characters is the front end's to do).
+fn call(agent: &str, tool: &str, input: &serde_json::Value, reason: String, always: bool) -> Ask {
+    Ask::Call {
+        agent: agent.to_owned(),
+        tool: tool.to_owned(),
+        input: input.clone(),
+        reason,
+        always,
+        hook: false,
+    }
+}
+
+impl PlanGate for Asking {
+    fn plan<'a>(&'a self, agent: &'a str, text: &'a str) -> Answering<'a, PlanDecision> {
+        Box::pin(async move {
+            let ask = Ask::Plan { agent: agent.to_owned(), text: text.to_owned() };
+            match self.wait(ask).await {
+                Some(Reply::Accept) => PlanDecision::Accept,
+                Some(Reply::Edited(text)) => PlanDecision::Replace(text),
+                _ => PlanDecision::Abort,
+            }
+        })
+    }
+}
+
+impl AskGate for Asking {
+    fn ask<'a>(
+        &'a self,
+        agent: &'a str,
+        tool: &'a str,
+        input: &'a serde_json::Value,
+        reason: &'a str,
+    ) -> Answering<'a, Result<(), String>> {
+        Box::pin(async move {
+            let mut ask =
+                call(agent, tool, input, format!("a PreToolUse hook asks: {reason}"), false);
+            if let Ask::Call { hook, .. } = &mut ask {
+                *hook = true;
+            }
+            match self.wait(ask).await {
+                Some(Reply::Once | Reply::Always) => Ok(()),
+                _ => {
+                    Err(format!("the user denied the call a PreToolUse hook asked about: {reason}"))
+                }
+            }
+        })
+    }
+
+    fn ask_permission<'a>(
+        &'a self,
+        agent: &'a str,
+        tool: &'a str,
+        input: &'a serde_json::Value,
+        reason: &'a str,
+        always: bool,
+    ) -> Answering<'a, AskAnswer> {
+        Box::pin(async move {
+            match self.wait(call(agent, tool, input, reason.to_owned(), always)).await {
+                Some(Reply::Once) => AskAnswer::Once,
+                Some(Reply::Always) if always => AskAnswer::Always,
+                // "Always" where it was not offered counts once.
+                Some(Reply::Always) => AskAnswer::Once,
+                _ => AskAnswer::Deny(format!("denied by the user ({reason})")),
+            }
+        })
+    }
+}

@@ -1,0 +1,163 @@
+//! Where a session's events go: its log and its front end, through one handle every writer
+//! shares (the request's sink, the hooks the runtime fires, a second signal). The log's
+//! `session.start`/`session.end` pairs are written under one lock, so a request's end is
+//! written once whoever writes it first.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use aerix_core::{Live, Sink};
+use aerix_session::{Event, Log, Outcome, Store};
+use tokio::sync::mpsc::UnboundedSender;
+
+use super::Out;
+use crate::exit::Exit;
+
+#[derive(Clone)]
+pub struct Recorder {
+    ledger: Arc<Mutex<Ledger>>,
+    outs: UnboundedSender<Out>,
+}
+
+struct Ledger {
+    log: Log,
+    store: Store,
+    project: String,
+    /// The startup's hook runs, logged after the first `session.start` (a log opens with it).
+    early: Option<Vec<Event>>,
+    /// A `session.start` is written without its `session.end`.
+    open: bool,
+    /// Ended from outside (a second signal): nothing more is written.
+    abandoned: bool,
+    /// The first write that failed.
+    failed: Option<String>,
+}
+
+impl Ledger {
+    fn append(&mut self, event: &Event) {
+        if let Err(e) = self.log.append(event)
+            && self.failed.is_none()
+        {
+            self.failed = Some(e.to_string());
+        }
+    }
+}
+
+impl Recorder {
+    pub fn new(log: Log, store: Store, project: String, outs: UnboundedSender<Out>) -> Recorder {
+        let ledger = Ledger {
+            log,
+            store,
+            project,
+            early: Some(Vec::new()),
+            open: false,
+            abandoned: false,
+            failed: None,
+        };
+        Recorder { ledger: Arc::new(Mutex::new(ledger)), outs }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Ledger> {
+        self.ledger.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub fn outs(&self) -> &UnboundedSender<Out> {
+        &self.outs
+    }
+
+    /// A note for the user.
+    pub fn note(&self, note: impl Into<String>) {
+        let _ = self.outs.send(Out::Note(note.into()));
+    }
+
+    pub fn log_path(&self) -> PathBuf {
+        self.lock().log.path().to_owned()
+    }
+
+    /// A request begins: its `session.start`, then (the first time) the startup's events.
+    pub fn start(&self, start: Event) {
+        let mut ledger = self.lock();
+        if ledger.abandoned {
+            return;
+        }
+        ledger.append(&start);
+        let _ = self.outs.send(Out::Event(start));
+        for event in ledger.early.take().unwrap_or_default() {
+            ledger.append(&event);
+        }
+        ledger.open = true;
+    }
+
+    /// The open request's `session.end`, and the index's outcome; nothing when none is open.
+    pub fn end(&self, outcome: Outcome, exit: Exit) {
+        let mut ledger = self.lock();
+        if !ledger.open || ledger.abandoned {
+            return;
+        }
+        let end = Event::SessionEnd { outcome, exit_code: exit.code() };
+        ledger.append(&end);
+        let _ = self.outs.send(Out::Event(end));
+        let Ledger { store, project, log, .. } = &*ledger;
+        let _ = store.finish(project, log.id(), outcome.as_str());
+        ledger.open = false;
+    }
+
+    /// A second signal: the open request ends cancelled now, and nothing more is written
+    /// (the process is about to exit).
+    pub fn abandon(&self, exit: Exit) {
+        self.end(Outcome::Cancelled, exit);
+        self.lock().abandoned = true;
+    }
+
+    /// The startup's events, when no request wrote them (a resumed session closed at once).
+    pub fn flush(&self) {
+        let mut ledger = self.lock();
+        if !ledger.abandoned {
+            for event in ledger.early.take().unwrap_or_default() {
+                ledger.append(&event);
+            }
+        }
+    }
+
+    /// The first write to the log that failed, taken.
+    pub fn failed(&self) -> Option<String> {
+        self.lock().failed.take()
+    }
+}
+
+impl Sink for Recorder {
+    fn event(&mut self, event: Event) {
+        {
+            let mut ledger = self.lock();
+            if ledger.abandoned {
+                return;
+            }
+            match ledger.early.as_mut() {
+                Some(early) => early.push(event.clone()),
+                None => ledger.append(&event),
+            }
+        }
+        let _ = self.outs.send(Out::Event(event));
+    }
+
+    fn spool(&mut self, name: &str, text: &str) -> Option<PathBuf> {
+        let mut ledger = self.lock();
+        match ledger.log.spool(name, text) {
+            Ok(path) => Some(path),
+            Err(e) => {
+                if ledger.failed.is_none() {
+                    ledger.failed = Some(e.to_string());
+                }
+                None
+            }
+        }
+    }
+
+    fn spool_dir(&self) -> Option<PathBuf> {
+        Some(self.lock().log.spool_dir())
+    }
+
+    fn live(&mut self, agent: &str, live: Live) {
+        let _ = self.outs.send(Out::Live { agent: agent.to_owned(), live });
+    }
+}
