@@ -132,15 +132,29 @@ fn kind_of(name: &str) -> ToolKind {
     }
 }
 
-/// An edit's or a write's change, as the protocol's diff.
+/// An edit's or a write's change, as the protocol's diff: the whole file as it is now, and an
+/// edit's file before it (the new text put back); the edited text alone when the file cannot
+/// be read.
 fn diff(name: &str, input: &Value) -> Option<Diff> {
     let path = input["file_path"].as_str()?;
+    let now = std::fs::read_to_string(path).ok();
     match name {
         "Edit" => {
             let (old, new) = (input["old_string"].as_str()?, input["new_string"].as_str()?);
-            Some(Diff::new(path, new).old_text(old))
+            let all = input["replace_all"].as_bool().unwrap_or(false);
+            match now.filter(|now| now.contains(new)) {
+                Some(now) => {
+                    let before =
+                        if all { now.replace(new, old) } else { now.replacen(new, old, 1) };
+                    Some(Diff::new(path, now).old_text(before))
+                }
+                None => Some(Diff::new(path, new).old_text(old)),
+            }
         }
-        "Write" => Some(Diff::new(path, input["content"].as_str()?)),
+        "Write" => Some(Diff::new(
+            path,
+            now.unwrap_or_else(|| input["content"].as_str().unwrap_or_default().to_owned()),
+        )),
         _ => None,
     }
 }
