@@ -111,7 +111,7 @@ pub struct Ended {
     pub error: Option<String>,
     /// What it changed in the tree (`None` outside git).
     pub changes: Option<Changes>,
-    /// The `git diff --numstat` of the same, for the screen's diff line.
+    /// `git diff --numstat` against the tree the session started on (the screen's diff line).
     pub numstat: Option<String>,
     /// The first write to the session log that failed, if one did.
     pub log_failed: Option<String>,
@@ -155,7 +155,7 @@ pub struct Session {
     /// When the process started (`AERIX_TIMING`).
     started: std::time::Instant,
     /// The tree at the startup, before `SessionStart`: the first request's diff base (what a
-    /// session hook writes is the session's change).
+    /// session hook writes is the session's change) and the session's diff line's.
     base: Option<crate::startup::Snapshot>,
     /// Where the next request's root comes from: the first request's (fresh, or the resumed
     /// log's), then the root the last request left live, else (it failed or was cancelled)

@@ -29,18 +29,16 @@ impl Session {
         self.next_number += 1;
         let first = self.ran == 0;
         self.ran += 1;
-        // The tree before this request: the diff's base (the first request's is the startup's,
+        // The tree before this request: its diff's base (the first request's is the startup's,
         // taken before `SessionStart`) and the checkpoint's commit.
-        let snapshot = match first {
-            true => self.base.take(),
-            false => Snapshot::take(&self.root),
-        };
+        let own = if first { None } else { Snapshot::take(&self.root) };
         let start = match self.start.take() {
             Some(start) => Ok(start),
             None => Start::next(self.live.take(), &self.record.log_path())
                 .map_err(|e| format!("the session log: {e}")),
         };
         let resumed = !matches!(start, Ok(Start::Fresh));
+        let snapshot = own.as_ref().or(self.base.as_ref());
         let settings = &*self.settings;
         self.record.start(Event::SessionStart {
             session: self.id.clone(),
@@ -54,9 +52,9 @@ impl Session {
             profile: self.profile.as_ref().map(|p| p.0.clone()),
             profile_branch: self.profile.as_ref().map(|p| p.1.clone()),
             profile_commit: self.profile.as_ref().map(|p| p.2.clone()),
-            start_commit: snapshot.as_ref().and_then(|s| s.base.clone()),
+            start_commit: snapshot.and_then(|s| s.base.clone()),
         });
-        let base = snapshot.as_ref().and_then(|s| s.base.as_deref());
+        let base = snapshot.and_then(|s| s.base.as_deref());
         let checkpoint = crate::checkpoint::take(&self.root, &self.id, number, base);
         aerix_core::Sink::event(&mut self.record, checkpoint);
         // The session's first request makes its profile branch.
@@ -74,10 +72,12 @@ impl Session {
         self.last = Some(outcome);
         let exit = exit_of(outcome, &self.cancelled_exit);
         self.record.end(outcome, exit);
-        let changes = snapshot.as_ref().map(Snapshot::changes).and_then(|changes| {
+        let snapshot = own.as_ref().or(self.base.as_ref());
+        let changes = snapshot.map(Snapshot::changes).and_then(|changes| {
             changes.map_err(|e| self.record.note(format!("aerix: {e:#}"))).ok()
         });
-        let numstat = snapshot.as_ref().and_then(Snapshot::numstat);
+        // The screen's diff line is the session's: against the tree it started on.
+        let numstat = self.base.as_ref().and_then(Snapshot::numstat);
         let log_failed = self.record.failed();
         Ended { outcome, exit, answer, reason, error, changes, numstat, log_failed }
     }

@@ -21,7 +21,7 @@ use crate::{World, call, calls, final_turn, of_type};
 
 /// What the client saw: each update, and each permission asked (answered "allow once").
 #[derive(Default)]
-struct Seen {
+pub struct Seen {
     updates: Vec<SessionUpdate>,
     asked: Vec<(String, Vec<PermissionOptionKind>)>,
 }
@@ -39,7 +39,7 @@ fn agent(world: &World) -> AcpAgent {
 }
 
 /// Runs `body` on a client connected to a fresh `aerix acp`.
-async fn connected<T: Send + 'static>(
+pub async fn connected<T: Send + 'static>(
     world: &World,
     seen: Arc<Mutex<Seen>>,
     body: impl AsyncFnOnce(ConnectionTo<Agent>) -> Result<T, Error> + Send,

@@ -15,6 +15,7 @@ mod cli;
 mod compact;
 mod crash;
 mod delegate;
+mod fronts;
 mod hooks;
 mod mcp;
 mod output;
