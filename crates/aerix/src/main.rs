@@ -305,7 +305,7 @@ fn run(cli: Cli, started: std::time::Instant) -> anyhow::Result<Exit> {
     let screen = cli.prompt.is_none() && cli.command.is_none() && plain && interactive::wanted();
     if screen {
         let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-        return runtime.block_on(interactive::run(
+        let closed = runtime.block_on(interactive::run(
             layered,
             trust,
             &env,
@@ -321,6 +321,10 @@ fn run(cli: Cli, started: std::time::Instant) -> anyhow::Result<Exit> {
                 started,
             },
         ));
+        // The screen has closed: a request it stopped waiting for (a signal's 10 s) holds no
+        // one's exit.
+        runtime.shutdown_background();
+        return closed;
     }
     if cli.command.is_some() {
         // `aerix -p` tells its notes at startup; a command tells those about its settings.

@@ -114,9 +114,9 @@ pub async fn run(
     let mut cancel = Cancel::default();
     let mut gate_reply: Option<tokio::sync::oneshot::Sender<Reply>> = None;
     let mut tick = tokio::time::interval(Duration::from_millis(100));
-    // Set by a signal or Ctrl-D: the screen closes when the session has closed, or (a signal)
-    // at this time.
-    let mut closing: Option<Option<Instant>> = None;
+    // Set by a signal or Ctrl-D: the screen closes when the session has closed, or at this
+    // time.
+    let mut closing: Option<Instant> = None;
     draw(&mut tty, &screen);
     loop {
         let (msg, out) = tokio::select! {
@@ -127,7 +127,7 @@ pub async fn run(
             },
             _ = tick.tick(), if screen.is_running() || closing.is_some() => (None, None),
         };
-        if closing.flatten().is_some_and(|deadline| Instant::now() >= deadline) {
+        if closing.is_some_and(|deadline| Instant::now() >= deadline) {
             // The request did not end in time: its log line ends here, as a second signal
             // ends a headless run's.
             record.abandon(signals.first().map_or(Exit::Cancelled, |(_, exit)| exit));
@@ -138,19 +138,21 @@ pub async fn run(
         match msg {
             None => {}
             Some(Msg::Signal) => {
-                // A second signal: close now.
-                if closing.flatten().is_some() {
+                // A second signal (or one after Ctrl-D): close now.
+                if closing.is_some() {
                     record.abandon(signals.first().map_or(Exit::Cancelled, |(_, exit)| exit));
                     break;
                 }
-                closing = Some(Some(Instant::now() + CLOSE_WAIT));
+                closing = Some(Instant::now() + CLOSE_WAIT);
                 cancel.cancel();
                 close = true;
             }
             Some(Msg::Input(Input::Key(key))) => match screen.key(key) {
                 None => {}
                 Some(Action::Exit) if !screen.is_running() && closing.is_none() => {
-                    closing = Some(None);
+                    // The session's end (SessionEnd's handlers) has the same bound a signal's
+                    // wait has; past it the screen closes without it.
+                    closing = Some(Instant::now() + CLOSE_WAIT);
                     close = true;
                 }
                 Some(Action::Exit) => {}
