@@ -1,12 +1,11 @@
 //! One agent: its spec, its context and the state its turns keep (the turn loop is
 //! `turn_loop.rs`).
 
-use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
 use aerix_session::{Event, Outcome};
-use aerix_tools::{Cancel, FileSet, JobEnd, Jobs, ToolError};
+use aerix_tools::{Cancel, FileSet, JobEnd, Jobs};
 use aerix_turn::Answer;
 
 use crate::context::{Context, Label};
@@ -74,8 +73,6 @@ pub struct Agent {
     pub(crate) jobs: Arc<Jobs>,
     pub(crate) files: Arc<FileSet>,
     pub(crate) cancel: Cancel,
-    /// This turn's `agent` results, run together after its other calls (`Delegation`).
-    pub(crate) delegated: HashMap<String, Result<String, ToolError>>,
     /// `Stop`/`SubagentStop` continues taken (at most `STOP_CONTINUES`).
     pub(crate) stop_continues: u32,
     /// A tool hook's `continue: false`: the agent ends once this turn's calls are cut short.
@@ -99,7 +96,6 @@ impl Agent {
             jobs: Arc::default(),
             files: Arc::new(FileSet::new(cwd)),
             cancel,
-            delegated: HashMap::new(),
             stop_continues: 0,
             hook_stop: None,
             hard_limit_hits: 0,

@@ -1,6 +1,7 @@
 //! Running one call: the machine's tools (`aerix-tools`), the agent's own (`plan`, `skill`;
-//! `context` through `Compaction`), `agent` (its piece's result, run by `Delegation`), and the
-//! refusals (the reserved web tools, a tool the agent may not call). Then the result's cap.
+//! `context` through `Compaction`), MCP tools (`ExternalTools`), and the refusals (the reserved
+//! web tools, a tool the agent may not call). Then the result's cap. (`agent` calls run
+//! together through `Delegation`, after a turn's other calls: `turn_loop.rs`.)
 
 use std::sync::Arc;
 
@@ -32,11 +33,8 @@ pub(crate) async fn run(
         )));
     }
     match tool {
-        "agent" => agent.delegated.remove(&call.id).unwrap_or_else(|| {
-            Err(ToolError::new(
-                "this piece did not run: the request was cancelled before it started",
-            ))
-        }),
+        // A turn's `agent` calls run together after its others (`turn_loop.rs`).
+        "agent" => Err(ToolError::new("`agent` calls run together, after the turn's other calls")),
         "plan" => plan(agent, rt, &call.input).await,
         "context" => {
             let compaction = Arc::clone(&rt.services.compaction);

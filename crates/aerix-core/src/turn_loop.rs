@@ -3,10 +3,12 @@
 //! after the others, each through `PreToolUse`/`PostToolUse`, the results appended in call
 //! order; a final through `Stop`/`SubagentStop` and the background jobs.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use aerix_session::{Event, Outcome, Usage};
+use aerix_tools::ToolError;
 use aerix_turn::{Body, Call, TURN_RETRIES, Turn};
 use caldrix_proto::{self as proto, Constraint, Generate, Role, StopReason};
 
@@ -115,9 +117,16 @@ impl Agent {
                             }
                         }
                         let calls: Vec<Call> = to_run.iter().map(|(c, _)| c.clone()).collect();
-                        self.delegate(rt, &calls).await;
+                        let mut ran: HashMap<String, Result<String, ToolError>> =
+                            self.delegate(rt, &calls).await.into_iter().collect();
+                        // Each result takes the path every call's takes after it ran.
                         for (call, context) in to_run {
-                            results.push(self.run_checked(rt, call, context).await);
+                            let result = ran.remove(&call.id).unwrap_or_else(|| {
+                                Err(ToolError::new(
+                                    "this piece did not run: the request was cancelled before it started",
+                                ))
+                            });
+                            results.push(self.after_call(rt, call, result, context));
                         }
                         in_call_order(&mut results);
                     }
@@ -318,6 +327,18 @@ impl Agent {
         pre_context: Option<String>,
     ) -> Segment {
         let result = calls::run(self, rt, &call).await;
+        self.after_call(rt, call, result, pre_context)
+    }
+
+    /// A call that ran: the repeat guard told, `PostToolUse` (or `PostToolUseFailure`), the
+    /// hooks' context after the result, and the result's segment.
+    fn after_call(
+        &mut self,
+        rt: &mut Runtime<'_>,
+        call: Call,
+        result: Result<String, ToolError>,
+        pre_context: Option<String>,
+    ) -> Segment {
         if rt.services.options.repeat_guard {
             self.guard.ran(&call, result.is_ok(), self.jobs.running());
         }
@@ -439,9 +460,12 @@ impl Agent {
         compaction.append_results(&mut self.context, self.spec.window, rt, results).await
     }
 
-    /// Runs this turn's `agent` calls together (`Delegation`); their results wait in
-    /// `delegated` for the turn's result path.
-    async fn delegate(&mut self, rt: &mut Runtime<'_>, calls: &[Call]) {
+    /// Runs this turn's `agent` calls together (`Delegation`): each result by its call's id.
+    async fn delegate(
+        &mut self,
+        rt: &mut Runtime<'_>,
+        calls: &[Call],
+    ) -> Vec<(String, Result<String, ToolError>)> {
         let caller = Caller {
             id: self.spec.id.clone(),
             depth: self.spec.depth,
@@ -458,7 +482,7 @@ impl Agent {
                 .collect(),
         };
         let delegation = Arc::clone(&rt.services.delegation);
-        self.delegated.extend(delegation.run_all(rt, &caller, calls).await);
+        delegation.run_all(rt, &caller, calls).await
     }
 
     /// A final fires `Stop` (the root) or `SubagentStop`; a block continues the agent (the

@@ -238,8 +238,6 @@ impl Session {
         if let Some(Start::Live(root)) = self.start.take() {
             root.drop_context(&mut self.client).await;
         }
-        // A request still open (the front end closed during it) ends cancelled.
-        self.record.end(Outcome::Cancelled, (self.cancelled_exit)());
         let reason = match self.last {
             _ if hurry.is_cancelled() => EndReason::Cancelled,
             Some(Outcome::Cancelled) => EndReason::Cancelled,
@@ -260,6 +258,38 @@ impl Session {
             servers.shutdown().await;
         }
         let _ = outs.send(Out::Closed);
+    }
+}
+
+/// What every `session.start` of a session says of it.
+struct Starting<'a> {
+    settings: &'a Settings,
+    session: &'a str,
+    project: &'a str,
+    cwd: &'a std::path::Path,
+    /// `profile`, `profile_branch`, `profile_commit`, once attached.
+    profile: Option<&'a (String, String, String)>,
+}
+
+impl Starting<'_> {
+    /// A request's `session.start`: its prompt, whether its root continues an earlier
+    /// conversation, and the commit its diff is taken against.
+    fn event(&self, prompt: &str, resumed: bool, start_commit: Option<String>) -> Event {
+        let profile = self.profile;
+        Event::SessionStart {
+            session: self.session.to_owned(),
+            project: self.project.to_owned(),
+            cwd: self.cwd.display().to_string(),
+            model: self.settings.main.model.clone(),
+            decision: self.settings.decision.as_ref().map(|d| d.model.clone()),
+            prompt: prompt.to_owned(),
+            resumed,
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            profile: profile.map(|p| p.0.clone()),
+            profile_branch: profile.map(|p| p.1.clone()),
+            profile_commit: profile.map(|p| p.2.clone()),
+            start_commit,
+        }
     }
 }
 

@@ -10,11 +10,11 @@ use std::time::Instant;
 use aerix_config::{Env, Settings};
 use aerix_hooks::{EndReason, Fire};
 use aerix_request::Start;
-use aerix_session::{Event, Outcome, rebuild};
+use aerix_session::{Outcome, rebuild};
 use aerix_tools::Cancel;
 use tokio::sync::mpsc::UnboundedSender;
 
-use super::{CancelledExit, Out, Recorder, Session, exit_of};
+use super::{CancelledExit, Out, Recorder, Session, Starting, exit_of};
 use crate::exit::Exit;
 use crate::hooks::{Notes, SessionHooks};
 use crate::startup::{self, Files, Front, Pool, ProfileAt, Profiled, Snapshot, Stop, Trust};
@@ -229,21 +229,14 @@ impl Opening<'_> {
     fn end(self, outcome: Outcome, error: Option<anyhow::Error>, cancel: &Cancel) -> Opened {
         let exit = exit_of(outcome, &self.launch.cancelled_exit);
         if let Some(prompt) = &self.launch.prompt {
-            let settings = self.settings;
-            self.record.start(Event::SessionStart {
-                session: self.id.to_owned(),
-                project: self.project.clone(),
-                cwd: self.launch.cwd.display().to_string(),
-                model: settings.main.model.clone(),
-                decision: settings.decision.as_ref().map(|d| d.model.clone()),
-                prompt: prompt.clone(),
-                resumed: self.resumed,
-                version: env!("CARGO_PKG_VERSION").to_owned(),
-                profile: self.profile.as_ref().map(|p| p.0.clone()),
-                profile_branch: self.profile.as_ref().map(|p| p.1.clone()),
-                profile_commit: self.profile.as_ref().map(|p| p.2.clone()),
-                start_commit: None,
-            });
+            let starting = Starting {
+                settings: self.settings,
+                session: self.id,
+                project: &self.project,
+                cwd: &self.launch.cwd,
+                profile: self.profile.as_ref(),
+            };
+            self.record.start(starting.event(prompt, self.resumed, None));
             self.record.end(outcome, exit);
         }
         if let Some(hooks) = &self.hooks {

@@ -7,11 +7,11 @@ use std::time::Instant;
 
 use aerix_core::CoreError;
 use aerix_request::{Request, Start, run_request};
-use aerix_session::{Event, Outcome};
+use aerix_session::Outcome;
 use aerix_tools::Cancel;
 
 use super::gates::Asking;
-use super::{Ended, Session, exit_of};
+use super::{Ended, Session, Starting, exit_of};
 use crate::attach::SessionBranch;
 use crate::bridge;
 use crate::hooks::AgentHooks;
@@ -39,21 +39,15 @@ impl Session {
         };
         let resumed = !matches!(start, Ok(Start::Fresh));
         let snapshot = own.as_ref().or(self.base.as_ref());
-        let settings = &*self.settings;
-        self.record.start(Event::SessionStart {
-            session: self.id.clone(),
-            project: self.project.clone(),
-            cwd: self.cwd.display().to_string(),
-            model: settings.main.model.clone(),
-            decision: settings.decision.as_ref().map(|d| d.model.clone()),
-            prompt: text.clone(),
-            resumed,
-            version: env!("CARGO_PKG_VERSION").to_owned(),
-            profile: self.profile.as_ref().map(|p| p.0.clone()),
-            profile_branch: self.profile.as_ref().map(|p| p.1.clone()),
-            profile_commit: self.profile.as_ref().map(|p| p.2.clone()),
-            start_commit: snapshot.and_then(|s| s.base.clone()),
-        });
+        let starting = Starting {
+            settings: &self.settings,
+            session: &self.id,
+            project: &self.project,
+            cwd: &self.cwd,
+            profile: self.profile.as_ref(),
+        };
+        let start_commit = snapshot.and_then(|s| s.base.clone());
+        self.record.start(starting.event(&text, resumed, start_commit));
         let base = snapshot.and_then(|s| s.base.as_deref());
         let checkpoint = crate::checkpoint::take(&self.root, &self.id, number, base);
         aerix_core::Sink::event(&mut self.record, checkpoint);
