@@ -403,6 +403,18 @@ impl Hooks {
         fire: Fire<'_>,
         cancelled: &(dyn Fn() -> bool + Sync),
     ) -> Fired {
+        self.fire_until(session, fire, cancelled, &|| false)
+    }
+
+    /// As [`fire`](Self::fire); a handler in its grace after `TERM` is sent `KILL` at once
+    /// when `hurried()` is true (a second signal: the process exits next).
+    pub fn fire_until(
+        &self,
+        session: &Session,
+        fire: Fire<'_>,
+        cancelled: &(dyn Fn() -> bool + Sync),
+        hurried: &(dyn Fn() -> bool + Sync),
+    ) -> Fired {
         let event = fire.event();
         let handlers = self.matching(event, &fire.match_values());
         if handlers.is_empty() {
@@ -421,6 +433,7 @@ impl Hooks {
                         input: input.clone(),
                         timeout: handler.timeout(),
                         cancelled,
+                        hurried,
                     };
                     scope.spawn(move || run(spawn))
                 })

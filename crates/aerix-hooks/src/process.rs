@@ -70,6 +70,9 @@ pub(crate) struct Spawn<'a> {
     pub(crate) timeout: Duration,
     /// Polled while it runs: true ends it as a timeout would.
     pub(crate) cancelled: &'a (dyn Fn() -> bool + Sync),
+    /// Polled in the grace after `TERM`: true sends `KILL` at once (the process is about to
+    /// exit, and a handler that ignores `TERM` must not outlive it).
+    pub(crate) hurried: &'a (dyn Fn() -> bool + Sync),
 }
 
 pub(crate) struct Finished {
@@ -125,11 +128,11 @@ pub(crate) fn run(spawn: Spawn<'_>) -> Finished {
             }
         }
         if started.elapsed() >= spawn.timeout {
-            let killed = terminate(&mut child, pgid);
+            let killed = terminate(&mut child, pgid, spawn.hurried);
             break Ending::Timeout { after: spawn.timeout, killed };
         }
         if (spawn.cancelled)() {
-            let killed = terminate(&mut child, pgid);
+            let killed = terminate(&mut child, pgid, spawn.hurried);
             break Ending::Cancelled { killed };
         }
         std::thread::sleep(POLL.min(spawn.timeout.saturating_sub(started.elapsed())));
@@ -197,10 +200,10 @@ fn signal_group(pgid: i32, signal: Signal) {
 
 /// `TERM` to the group, then `KILL` after the grace if the shell is still there; whether it
 /// took `KILL`.
-fn terminate(child: &mut Child, pgid: i32) -> bool {
+fn terminate(child: &mut Child, pgid: i32, hurried: &(dyn Fn() -> bool + Sync)) -> bool {
     signal_group(pgid, Signal::SIGTERM);
     let deadline = Instant::now() + KILL_GRACE;
-    while Instant::now() < deadline {
+    while Instant::now() < deadline && !hurried() {
         if let Ok(Some(_)) = child.try_wait() {
             // The shell is gone; anything it left in the group goes too.
             signal_group(pgid, Signal::SIGKILL);
@@ -246,6 +249,7 @@ mod tests {
             input: input.as_bytes().to_vec(),
             timeout,
             cancelled,
+            hurried: &|| false,
         })
     }
 
@@ -286,6 +290,26 @@ mod tests {
         let out = sh_until("trap '' TERM; sleep 30", "", Duration::from_secs(60), &after_200ms);
         assert_eq!(out.ending, Ending::Cancelled { killed: true });
         assert!(out.duration < Duration::from_secs(5), "{:?}", out.duration);
+    }
+
+    #[test]
+    fn a_hurried_handler_in_its_grace_is_killed_at_once() {
+        let since = std::time::Instant::now();
+        let cancelled = || since.elapsed() >= Duration::from_millis(200);
+        let hurried = || since.elapsed() >= Duration::from_millis(400);
+        let out = run(Spawn {
+            command: "trap '' TERM; sleep 30",
+            cwd: Path::new("/tmp"),
+            project_dir: Path::new("/the/project"),
+            env: &[],
+            input: Vec::new(),
+            timeout: Duration::from_secs(60),
+            cancelled: &cancelled,
+            hurried: &hurried,
+        });
+        assert_eq!(out.ending, Ending::Cancelled { killed: true });
+        // Without the hurry, `KILL` would come after the 2 s grace.
+        assert!(out.duration < Duration::from_secs(1), "{:?}", out.duration);
     }
 
     #[test]

@@ -16,7 +16,7 @@ use tokio::sync::mpsc::unbounded_channel;
 
 use crate::exit::Exit;
 use crate::output::{Ending, Format, Inputs, Output};
-use crate::session::{self, Ended, Launch, Op, Opened, Out};
+use crate::session::{self, Ended, Launch, Op, Opened, Out, Recorder};
 use crate::signals::{self, Signals};
 use crate::sink::progress;
 use crate::startup::{Front, Trust};
@@ -54,6 +54,7 @@ async fn unless_cancelled<T>(cancel: &Cancel, future: impl Future<Output = T>) -
 /// step it interrupts.
 struct Lines<'a> {
     cancel: &'a Cancel,
+    signals: &'a Signals,
     /// The session, once known, and a resumed one's earlier events (the stream's ids go on).
     session: Option<(String, Vec<Event>)>,
 }
@@ -72,6 +73,11 @@ impl Front for Lines<'_> {
         Some(false)
     }
 
+    fn recording(&mut self, record: &Recorder) {
+        // A second signal from here on ends the session's log line before the process exits.
+        self.signals.on_second(record.clone());
+    }
+
     fn session(&mut self, id: &str, earlier: Option<&[Event]>, _: &Path) {
         eprintln!("session {id}{}", if earlier.is_some() { " (resumed)" } else { "" });
         self.session = Some((id.to_owned(), earlier.unwrap_or_default().to_vec()));
@@ -87,7 +93,7 @@ pub async fn run(
 ) -> anyhow::Result<Exit> {
     let signals = Signals::install().context("handling SIGINT, SIGTERM and SIGHUP")?;
     let cancel = &signals.cancel;
-    let mut front = Lines { cancel, session: None };
+    let mut front = Lines { cancel, signals: &signals, session: None };
     let (tx, mut outs) = unbounded_channel();
     let exit_signals = signals.clone();
     let launch = Launch {
@@ -136,8 +142,6 @@ pub async fn run(
     };
     shown.output.set_permission_mode(session.permission_mode());
     shown.output.set_mcp_servers(session.mcp_servers());
-    // A second signal ends the running request's log line at once, before the process exits.
-    signals.on_second(session.recorder());
     let (ops, ops_rx) = unbounded_channel();
     tokio::spawn(session.run(ops_rx));
     shown.output.begin();

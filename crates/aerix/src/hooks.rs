@@ -77,7 +77,10 @@ impl SessionHooks {
             _ => cancel.is_cancelled(),
         };
         // The handlers block this worker thread (the runtime is multi-threaded).
-        tokio::task::block_in_place(|| self.hooks.fire(&self.session, fire, &cancelled))
+        let hurried = || cancel.is_hurried();
+        tokio::task::block_in_place(|| {
+            self.hooks.fire_until(&self.session, fire, &cancelled, &hurried)
+        })
     }
 }
 

@@ -97,6 +97,17 @@ pub async fn open(
     let permissions = files.permissions(launch.permission_mode, launch.front);
     let hook_session = startup::hook_session(&log, &launch.cwd, &files.root, permissions.mode());
     let record = Recorder::new(log, files.store.clone(), files.project.clone(), outs.clone());
+    if let Some(prompt) = &launch.prompt {
+        let starting = Starting {
+            settings: &settings,
+            session: &id,
+            project: &files.project,
+            cwd: &launch.cwd,
+            profile: None,
+        };
+        record.pending(starting.event(prompt, resumed.is_some(), None));
+    }
+    front.recording(&record);
     let opening = Opening {
         record: &record,
         settings: &settings,

@@ -27,6 +27,10 @@ struct Ledger {
     early: Option<Vec<Event>>,
     /// A `session.start` is written without its `session.end`.
     open: bool,
+    /// The `session.start` of the request the front end gave with the startup (`aerix -p`'s
+    /// prompt), until a request writes its own: a second signal during the startup writes it
+    /// with its end.
+    pending: Option<Event>,
     /// Ended from outside (a second signal): nothing more is written.
     abandoned: bool,
     /// The first write that failed.
@@ -34,6 +38,15 @@ struct Ledger {
 }
 
 impl Ledger {
+    /// `start`, then (the first time) the startup's events: the request is open.
+    fn write_start(&mut self, start: &Event) {
+        self.append(start);
+        for event in self.early.take().unwrap_or_default() {
+            self.append(&event);
+        }
+        self.open = true;
+    }
+
     fn append(&mut self, event: &Event) {
         if let Err(e) = self.log.append(event)
             && self.failed.is_none()
@@ -51,6 +64,7 @@ impl Recorder {
             project,
             early: Some(Vec::new()),
             open: false,
+            pending: None,
             abandoned: false,
             failed: None,
         };
@@ -74,18 +88,20 @@ impl Recorder {
         self.lock().log.path().to_owned()
     }
 
+    /// The `session.start` a second signal writes while the startup runs.
+    pub fn pending(&self, start: Event) {
+        self.lock().pending = Some(start);
+    }
+
     /// A request begins: its `session.start`, then (the first time) the startup's events.
     pub fn start(&self, start: Event) {
         let mut ledger = self.lock();
         if ledger.abandoned {
             return;
         }
-        ledger.append(&start);
+        ledger.pending = None;
+        ledger.write_start(&start);
         let _ = self.outs.send(Out::Event(start));
-        for event in ledger.early.take().unwrap_or_default() {
-            ledger.append(&event);
-        }
-        ledger.open = true;
     }
 
     /// The open request's `session.end`, and the index's outcome; nothing when none is open.
@@ -102,9 +118,18 @@ impl Recorder {
         ledger.open = false;
     }
 
-    /// A second signal: the open request ends cancelled now, and nothing more is written
-    /// (the process is about to exit).
+    /// A second signal: the open request (or the one the startup was starting) ends
+    /// cancelled now, and nothing more is written (the process is about to exit).
     pub fn abandon(&self, exit: Exit) {
+        {
+            let mut ledger = self.lock();
+            if !ledger.open
+                && !ledger.abandoned
+                && let Some(start) = ledger.pending.take()
+            {
+                ledger.write_start(&start);
+            }
+        }
         self.end(Outcome::Cancelled, exit);
         self.lock().abandoned = true;
     }

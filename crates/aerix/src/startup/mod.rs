@@ -44,6 +44,8 @@ pub(crate) trait Front {
     }
     /// The session is known: new, or resumed (`earlier`: its log's events); its log at `log`.
     fn session(&mut self, _id: &str, _earlier: Option<&[Event]>, _log: &Path) {}
+    /// The session's log is open: what writes to it (`aerix -p` hands it to its second signal).
+    fn recording(&mut self, _record: &crate::session::Recorder) {}
     /// The main member is bound.
     fn bound(&mut self, _main: &pool::Bound, _settings: &Settings) {}
     /// The profile is attached (or the embedded prompts are used).

@@ -253,3 +253,40 @@ fn sigint_during_a_session_start_hook_ends_it_and_the_run() {
     assert!(of_type(&events, "route").is_empty());
     assert_eq!(world.git(&["status", "--porcelain"]), "");
 }
+
+/// A second SIGINT while the startup still runs (a SessionStart hook that ignores `TERM`, in
+/// its grace): aerix exits at once, and the session's log still holds its request's
+/// `session.start` and a `session.end` `cancelled`, as the index does.
+#[test]
+fn a_second_sigint_during_the_startup_still_ends_the_sessions_log() {
+    let world = World::scripted("second-sigint-startup", &replies(SLEEP), true);
+    let hooks = json!({"hooks": {"SessionStart": [{"hooks": [
+        {"type": "command", "command": "trap '' TERM; echo $$ > ../start.pid; sleep 30"}
+    ]}]}});
+    std::fs::write(world.home.join("config/aerix/hooks.json"), hooks.to_string()).unwrap();
+    let mut child = start(&world);
+    let hook = wait_for(&mut child, STARTUP, || read_pid(&world.home.join("start.pid")));
+    wait_for(&mut child, Duration::from_secs(5), || (group_members(hook).len() >= 2).then_some(()));
+    let pid = i32::try_from(child.id()).unwrap();
+    send("INT", pid);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(child.try_wait().unwrap().is_none(), "aerix waits out the hook's grace");
+    let sent = Instant::now();
+    send("INT", pid);
+    let out = child.wait_with_output().unwrap();
+    let took = sent.elapsed();
+    assert!(took < Duration::from_secs(1), "{took:?}");
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    assert_eq!(group_survivors(hook, Duration::from_secs(1)), Vec::<i32>::new());
+    let events = world.events();
+    let kinds: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds.first(), Some(&"session.start"), "{kinds:?}");
+    assert_eq!(events[0]["prompt"], "Fix add.");
+    let ends = of_type(&events, "session.end");
+    assert_eq!(ends.len(), 1, "{ends:?}");
+    assert_eq!(
+        (ends[0]["outcome"].as_str(), ends[0]["exit_code"].as_i64()),
+        (Some("cancelled"), Some(130))
+    );
+    assert_eq!(world.sessions_outcome(), "cancelled");
+}
