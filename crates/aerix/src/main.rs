@@ -4,28 +4,23 @@
 //! screen (`interactive.rs`).
 
 mod acp;
-mod attach;
-mod bridge;
-mod checkpoint;
 mod editor;
 mod eval;
-mod exit;
-mod extensions;
 mod headless;
-mod hooks;
 mod import;
 mod interactive;
 mod mcp;
 mod output;
-mod pool;
 mod profile;
-mod session;
+mod rewind;
 mod sessions;
 mod signals;
 mod sink;
-mod startup;
 mod trust;
 mod tune;
+
+// The session and its parts live in aerix-agent; the binary's modules name them as before.
+pub(crate) use aerix_agent::{attach, checkpoint, exit, extensions, pool, session, startup};
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -272,13 +267,13 @@ fn run(cli: Cli, started: std::time::Instant) -> anyhow::Result<Exit> {
     if let Some(Command::Rewind { resume, to, files_only, list }) = &cli.command {
         let data =
             env.data_home().ok_or_else(|| Exit::Usage.with("no data directory: set HOME"))?;
-        let ask = checkpoint::Rewind {
+        let ask = rewind::Rewind {
             session: resume.as_deref(),
             to: *to,
             files_only: *files_only,
             list: *list,
         };
-        return checkpoint::rewind(&data, &root, &ask);
+        return rewind::run(&data, &root, &ask);
     }
     if let Some(Command::Import { command: ImportCommand::Claude { project } }) = &cli.command {
         let data =

@@ -1,6 +1,6 @@
 //! Checkpoints before each request (the working tree kept under
-//! `refs/aerix/checkpoints/<session>/<n>`) and `aerix rewind`: the files and the conversation
-//! put back to before a request.
+//! `refs/aerix/checkpoints/<session>/<n>`) and the rewind (`aerix rewind`, the screen's
+//! `/rewind`): the files and the conversation put back to before a request.
 
 use std::path::Path;
 
@@ -38,35 +38,6 @@ pub fn next_request(events: &[Event]) -> u32 {
     requests(events).len() as u32 + 1
 }
 
-/// What `aerix rewind` was asked.
-pub struct Rewind<'a> {
-    pub session: Option<&'a str>,
-    pub to: Option<u32>,
-    pub files_only: bool,
-    pub list: bool,
-}
-
-pub fn rewind(data: &Path, root: &Path, ask: &Rewind) -> anyhow::Result<Exit> {
-    let usage = |message: String| anyhow::anyhow!(Exit::Usage.with(message));
-    let store = Store::new(data);
-    let project = aerix_session::project_key(root);
-    let id = match ask.session {
-        Some(id) => id.to_owned(),
-        None => store
-            .latest(&project)?
-            .ok_or_else(|| usage("no session to rewind in this project".to_owned()))?,
-    };
-    if ask.list {
-        let path = store.existing(&project, &id).map_err(|e| usage(e.to_string()))?;
-        for request in &requests(&read_log(&path)?.events) {
-            println!("{}", list_line(request));
-        }
-        return Ok(Exit::Done);
-    }
-    println!("{}", rewind_session(&store, &project, &id, root, ask.to, ask.files_only)?);
-    Ok(Exit::Done)
-}
-
 /// The screen's `/rewind [N]`: the listing, or the rewind's outcome, as one note's text; and
 /// whether a rewind was written.
 pub fn screen(
@@ -101,7 +72,7 @@ pub fn screen(
 }
 
 /// Restores the files (in a repository) and records the rewind; what was done, as a line.
-fn rewind_session(
+pub fn rewind_session(
     store: &Store,
     project: &str,
     id: &str,
@@ -154,7 +125,7 @@ fn rewind_session(
 }
 
 /// `N  prompt's first line`, `(rewound)` before a rewound one's.
-fn list_line(request: &Request) -> String {
+pub fn list_line(request: &Request) -> String {
     let first = request.prompt.lines().next().unwrap_or_default();
     let first: String = first.chars().take(100).collect();
     let mark = if request.rewound { "(rewound) " } else { "" };

@@ -30,7 +30,12 @@ use crate::extensions::{self, Extensions};
 use crate::pool;
 
 /// What a front end does its own way.
-pub(crate) trait Front {
+#[allow(
+    async_fn_in_trait,
+    reason = "the binary's front ends implement it; each startup's Send-ness is checked at its \
+              concrete front end (aerix acp spawns its startup on the runtime)"
+)]
+pub trait Front {
     /// A startup note: a line on stderr headless, a row of the startup block on the screen.
     fn note(&mut self, note: &str);
     /// `step`'s output, or `None` when the run is cancelled (or the user leaves) first.
