@@ -17,10 +17,10 @@ mod request;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use crate::request::{Root, Start};
 use aerix_config::{InstructionFile, Settings};
 use aerix_core::Live;
 use aerix_hooks::{EndReason, Fire};
-use aerix_request::{Root, Start};
 use aerix_session::{Event, Outcome, Store};
 use aerix_tools::Cancel;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};

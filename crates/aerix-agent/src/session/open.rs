@@ -7,9 +7,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::request::Start;
 use aerix_config::{Env, Settings};
 use aerix_hooks::{EndReason, Fire};
-use aerix_request::Start;
 use aerix_session::{Outcome, rebuild};
 use aerix_tools::Cancel;
 use tokio::sync::mpsc::UnboundedSender;
@@ -81,7 +81,7 @@ pub async fn open(
         Some(id) => {
             let resumed = files.resume(id, front)?;
             let number = crate::checkpoint::next_request(&resumed.events);
-            let rebuilt = rebuild(&resumed.events, aerix_request::ROOT)?;
+            let rebuilt = rebuild(&resumed.events, crate::request::ROOT)?;
             front.session(id, Some(&resumed.events), resumed.log.path());
             (resumed.log, Some((rebuilt, resumed.recorded, number)))
         }

@@ -5,8 +5,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use crate::request::{Request, Start, run_request};
 use aerix_core::CoreError;
-use aerix_request::{Request, Start, run_request};
 use aerix_session::Outcome;
 use aerix_tools::Cancel;
 
