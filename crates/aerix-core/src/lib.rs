@@ -23,7 +23,6 @@ mod runtime;
 mod sink;
 mod turn_loop;
 
-pub use aerix_prompts::{EMBEDDED, Prompts, fill};
 pub use aerix_seams::{
     ACCEPT_PLANS, AcceptPlans, Answering, AskAnswer, AskGate, DENY_ASKS, DenyAsks, PlanDecision,
     PlanGate,
@@ -32,6 +31,7 @@ pub use aerix_seams::{ALLOW_ALL, AllowAll, Asked, Held, Permission, Permissions}
 pub use aerix_seams::{Definition, Definitions, NO_DEFINITIONS, NoDefinitions};
 pub use aerix_seams::{ExternalTools, NO_EXTERNAL_TOOLS, NoExternalTools};
 pub use aerix_seams::{NO_SKILLS, NoSkills, Skills, offer_skill};
+pub use aerix_turn::prompts::{EMBEDDED, Prompts, fill};
 pub use agent::{Agent, AgentEnd, AgentSpec, Opened, Opening};
 pub use connection::{Connect, Connection, Later, Pending, PoolSocket, cancelled};
 pub use context::{Context, Label, Segment};

@@ -7,8 +7,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use aerix_prompts::Prompts;
 use aerix_tools::{Cancel, Roots, Sandbox, ToolError};
+use aerix_turn::prompts::Prompts;
 use aerix_turn::schemas::{self, ContextIds};
 use aerix_turn::{Answer, Call, SchemaCache};
 use caldrix_proto::{Done, Generate};

@@ -16,7 +16,7 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use aerix_prompts::Prompts;
+use aerix_turn::prompts::Prompts;
 use aerix_turn::schemas::{ContextIds, restrict_context_call};
 use aerix_turn::{ALL_TOOLS, Answer, schema_for, system_segment};
 use caldrix_client::Client;

@@ -3,12 +3,13 @@
 //! here, so no prompt text can change the contract), and the parse rules. Pure: no pool, no
 //! files.
 
+pub mod prompts;
 pub mod repeats;
 pub mod schemas;
 
 use std::collections::HashMap;
 
-use aerix_prompts::Prompts;
+use crate::prompts::Prompts;
 use serde_json::{Value, json};
 
 use crate::schemas::ContextIds;
