@@ -26,10 +26,8 @@ pub fn take(root: &Path, session: &str, request: u32, base: Option<&str>) -> Eve
     .and_then(|commit| repo.keep_checkpoint(session, request, &commit, CHECKPOINT_CAP));
     match kept {
         Ok(kept) => event(Some(kept.commit), kept.pruned, None),
-        Err(e) => {
-            eprintln!("aerix: no checkpoint before this request: {e}");
-            event(None, Vec::new(), Some(format!("no checkpoint: {e}")))
-        }
+        // The session tells its front end (`aerix: no checkpoint before this request: ...`).
+        Err(e) => event(None, Vec::new(), Some(format!("no checkpoint: {e}"))),
     }
 }
 
@@ -109,17 +107,16 @@ pub fn rewind_session(
         None if files_only => {
             return Err(usage("not a git repository: there are no checkpoints".to_owned()));
         }
-        None => {
-            eprintln!("note: not a git repository: no checkpoints, the files are not restored");
-            false
-        }
+        None => false,
     };
     let conversation = !files_only;
     store.append(project, id, &Event::Rewind { to, files, conversation })?;
     let what = match (files, conversation) {
         (true, true) => "files and conversation",
         (true, false) => "files",
-        (false, _) => "conversation",
+        (false, _) => {
+            "conversation; not a git repository: no checkpoints, the files are as they are"
+        }
     };
     Ok(format!("rewound session {id} to before request {to} ({what})"))
 }

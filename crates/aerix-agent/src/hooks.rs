@@ -18,8 +18,8 @@ use crate::session::Recorder;
 /// `Notification`'s `title`.
 const TITLE: &str = "aerix";
 
-/// Where a hook's note goes: a line on stderr, or (on the screen) what the closure does.
-pub type Notes = Option<Box<dyn Fn(&str) + Send + Sync>>;
+/// Where a hook's note goes: the session's front end (`Out::Note`).
+pub type Notes = Box<dyn Fn(&str) + Send + Sync>;
 
 /// The hooks of a session whose `SessionStart` has fired (so its `SessionEnd` fires too).
 pub struct SessionHooks {
@@ -29,17 +29,14 @@ pub struct SessionHooks {
 }
 
 impl SessionHooks {
-    /// A note for the user: the screen's row, else a line on stderr.
+    /// A note for the user, shown by the front end.
     fn note(&self, note: &str) {
-        match &self.notes {
-            Some(show) => show(note),
-            None => eprintln!("{note}"),
-        }
+        (self.notes)(note);
     }
 
     /// Fires `fire` (the handlers run on this thread's blocking section) and logs its runs;
     /// handlers still running when `cancel` is cancelled (`SessionEnd`: hurried, as it runs
-    /// after a cancel) are ended. Its notes are lines on stderr and `Notification`s.
+    /// after a cancel) are ended. Its notes go to the front end and are `Notification`s.
     pub fn fire(&self, fire: Fire<'_>, cancel: &Cancel, sink: &mut dyn Sink) -> Fired {
         let fired = self.run(fire, cancel);
         for event in hook_events(&fired, None) {

@@ -146,13 +146,12 @@ pub async fn open(
     let Profiled { attached, skills, definitions } = files.profile(&settings, env, &at, front);
     front.profile(&attached);
     mcp.hide(|tool| permissions.hides(tool));
-    // A hook's note is the front end's to show, in order with the session's other outputs.
+    // A hook's note is the front end's to show, in order with the session's other outputs (a
+    // front end that has gone sees none).
     let notes = outs.clone();
-    let show: Notes = Some(Box::new(move |note: &str| {
-        if notes.send(Out::Note(note.to_owned())).is_err() {
-            eprintln!("{note}");
-        }
-    }));
+    let show: Notes = Box::new(move |note: &str| {
+        let _ = notes.send(Out::Note(note.to_owned()));
+    });
     let hooks = std::mem::take(&mut files.hooks.hooks);
     let hooks = Arc::new(SessionHooks { hooks, session: hook_session, notes: show });
     // The diff is taken against the tree before `SessionStart`: what a session hook writes

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use crate::request::{Request, Start, run_request};
 use aerix_core::CoreError;
-use aerix_session::Outcome;
+use aerix_session::{Event, Outcome};
 use aerix_tools::Cancel;
 
 use super::gates::Asking;
@@ -50,6 +50,11 @@ impl Session {
         self.record.start(starting.event(&text, resumed, start_commit));
         let base = snapshot.and_then(|s| s.base.as_deref());
         let checkpoint = crate::checkpoint::take(&self.root, &self.id, number, base);
+        if let Event::Checkpoint { commit: None, note: Some(note), .. } = &checkpoint
+            && let Some(why) = note.strip_prefix("no checkpoint: ")
+        {
+            self.record.note(format!("aerix: no checkpoint before this request: {why}"));
+        }
         aerix_core::Sink::event(&mut self.record, checkpoint);
         // The session's first request makes its profile branch.
         if first && let Some(line) = self.branch.as_ref().and_then(SessionBranch::make) {
@@ -161,7 +166,7 @@ impl Session {
         let started = Instant::now();
         let result = run_request(&mut runtime, request).await;
         if std::env::var_os("AERIX_TIMING").is_some() {
-            timing(&runtime.stats, started, self.started);
+            self.record.note(timing(&runtime.stats, started, self.started));
         }
         drop(runtime);
         match result {
@@ -182,12 +187,13 @@ impl Session {
     }
 }
 
-/// For scripts/bench-aerix: the runtime's own cost, apart from the pool's generations.
-fn timing(stats: &aerix_core::Stats, request_start: Instant, process_start: Instant) {
+/// For scripts/bench-aerix (`aerix -p` prints it on stderr): the runtime's own cost, apart
+/// from the pool's generations.
+fn timing(stats: &aerix_core::Stats, request_start: Instant, process_start: Instant) -> String {
     let wall = request_start.elapsed();
     let overhead = wall.saturating_sub(stats.generating);
     let first = stats.first_generate.map(|t| t.duration_since(process_start));
-    eprintln!(
+    format!(
         "timing: first_generate_ms={:.2} turns={} generations={} wall_ms={:.2} generating_ms={:.2} overhead_per_turn_ms={:.3}",
         first.map(|d| d.as_secs_f64() * 1e3).unwrap_or(f64::NAN),
         stats.turns,
@@ -195,5 +201,5 @@ fn timing(stats: &aerix_core::Stats, request_start: Instant, process_start: Inst
         wall.as_secs_f64() * 1e3,
         stats.generating.as_secs_f64() * 1e3,
         overhead.as_secs_f64() * 1e3 / f64::from(stats.turns.max(1)),
-    );
+    )
 }
