@@ -4,9 +4,8 @@
 //! (or the `result` object) end it.
 
 use std::future::Future;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
-use std::time::Instant;
 
 use aerix_config::{Env, Settings};
 use aerix_session::{Event, Outcome};
@@ -16,26 +15,16 @@ use tokio::sync::mpsc::unbounded_channel;
 
 use crate::exit::Exit;
 use crate::output::{Ending, Format, Inputs, Output};
-use crate::session::{self, Ended, Launch, Op, Opened, Out, Recorder};
+use crate::session::{self, Asked, Ended, Launch, Op, Opened, Out, Recorder};
 use crate::signals::{self, Signals};
 use crate::sink::progress;
 use crate::startup::{Front, Trust};
 
 pub struct Options {
     pub prompt: String,
-    pub cwd: PathBuf,
-    pub max_turns: Option<u32>,
-    pub resume: Option<String>,
-    pub continue_latest: bool,
+    pub asked: Asked,
+    /// `-q`.
     pub quiet: bool,
-    /// `--profile NAME` (checked by the command line).
-    pub profile: Option<String>,
-    /// `--profile-refresh`.
-    pub profile_refresh: bool,
-    /// `--permission-mode`.
-    pub permission_mode: Option<aerix_permissions::Mode>,
-    /// When the process started (for `AERIX_TIMING`).
-    pub started: Instant,
     /// `--output-format`.
     pub output: Format,
     /// `--input-format stream-json`: the requests after the first (`prompt`), read from stdin.
@@ -97,17 +86,10 @@ pub async fn run(
     let (tx, mut outs) = unbounded_channel();
     let exit_signals = signals.clone();
     let launch = Launch {
-        cwd: options.cwd.clone(),
-        max_turns: options.max_turns,
-        resume: options.resume.take(),
-        continue_latest: options.continue_latest,
-        profile: options.profile.take(),
-        profile_refresh: options.profile_refresh,
-        permission_mode: options.permission_mode,
+        asked: options.asked.clone(),
         // No one to ask: an ask rule denies, the mode's own asking lets the call through.
         front: aerix_permissions::Front::Headless,
         prompt: Some(options.prompt.clone()),
-        started: options.started,
         cancelled_exit: Arc::new(move || exit_signals.exit()),
     };
     let opened = session::open(settings, env, trust, launch, &mut front, tx, cancel).await?;

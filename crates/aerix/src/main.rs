@@ -295,6 +295,16 @@ fn run(cli: Cli, started: std::time::Instant) -> anyhow::Result<Exit> {
         return runtime.block_on(acp::serve(serving));
     }
     let (layered, trust) = project(&env, &cwd, cli.trust)?;
+    let asked = session::Asked {
+        cwd: cwd.clone(),
+        max_turns: cli.max_turns,
+        resume: cli.resume.clone(),
+        continue_latest: cli.continue_latest,
+        profile: cli.profile.clone(),
+        profile_refresh: cli.profile_refresh,
+        permission_mode: cli.permission_mode,
+        started,
+    };
     let formats = (cli.output_format, cli.input_format);
     let plain = formats == (output::Format::Text, output::InputFormat::Text);
     let screen = cli.prompt.is_none() && cli.command.is_none() && plain && interactive::wanted();
@@ -304,17 +314,7 @@ fn run(cli: Cli, started: std::time::Instant) -> anyhow::Result<Exit> {
             layered,
             trust,
             &env,
-            interactive::Options {
-                cwd,
-                model: cli.model,
-                max_turns: cli.max_turns,
-                resume: cli.resume,
-                continue_latest: cli.continue_latest,
-                profile: cli.profile,
-                profile_refresh: cli.profile_refresh,
-                permission_mode: cli.permission_mode,
-                started,
-            },
+            interactive::Options { asked, model: cli.model },
         ));
         // The screen has closed: a request it stopped waiting for (a signal's 10 s) holds no
         // one's exit.
@@ -412,20 +412,7 @@ fn run(cli: Cli, started: std::time::Instant) -> anyhow::Result<Exit> {
         settings,
         &env,
         &trust,
-        headless::Options {
-            prompt,
-            cwd,
-            max_turns: cli.max_turns,
-            resume: cli.resume,
-            continue_latest: cli.continue_latest,
-            quiet: cli.quiet,
-            profile: cli.profile,
-            profile_refresh: cli.profile_refresh,
-            permission_mode: cli.permission_mode,
-            started,
-            output: cli.output_format,
-            inputs,
-        },
+        headless::Options { prompt, asked, quiet: cli.quiet, output: cli.output_format, inputs },
     ))
 }
 

@@ -26,7 +26,7 @@ use aerix_tools::Cancel;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 use tokio::sync::oneshot;
 
-pub use open::{Launch, Opened, open};
+pub use open::{Asked, Launch, Opened, open};
 pub use record::Recorder;
 
 use crate::attach::SessionBranch;

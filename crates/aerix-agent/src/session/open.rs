@@ -19,17 +19,29 @@ use crate::exit::Exit;
 use crate::hooks::{Notes, SessionHooks};
 use crate::startup::{self, Files, Front, Pool, ProfileAt, Profiled, Snapshot, Stop, Trust};
 
-/// What the command line asks of a session.
-pub struct Launch {
+/// What the command line asks of a session, whichever front end opens it.
+#[derive(Clone, Debug)]
+pub struct Asked {
     pub cwd: PathBuf,
+    /// `--max-turns`.
     pub max_turns: Option<u32>,
+    /// `--resume ID`.
     pub resume: Option<String>,
+    /// `--continue`.
     pub continue_latest: bool,
     /// `--profile NAME`.
     pub profile: Option<String>,
     /// `--profile-refresh`.
     pub profile_refresh: bool,
+    /// `--permission-mode`.
     pub permission_mode: Option<aerix_permissions::Mode>,
+    /// When the process started (`AERIX_TIMING`).
+    pub started: Instant,
+}
+
+/// How a front end opens a session: what was asked, and what differs by front end.
+pub struct Launch {
+    pub asked: Asked,
     /// Who answers a call that asks: no one (`aerix -p`), or the front end (`Out::Ask`).
     pub front: aerix_permissions::Front,
     /// The first prompt, when the front end has it before the startup (`aerix -p`): a first
@@ -37,7 +49,6 @@ pub struct Launch {
     /// the session by it, and a startup that cannot finish ends it as a request that could not
     /// run (logged). Without one, a new session that ran no request leaves nothing behind.
     pub prompt: Option<String>,
-    pub started: Instant,
     pub cancelled_exit: CancelledExit,
 }
 
@@ -64,7 +75,7 @@ pub async fn open(
     outs: UnboundedSender<Out>,
     cancel: &Cancel,
 ) -> anyhow::Result<Opened> {
-    let mut files = Files::read(&settings, env, &launch.cwd, trust, front)?;
+    let mut files = Files::read(&settings, env, &launch.asked.cwd, trust, front)?;
     if let Some(line) = &files.loaded {
         front.loaded(line);
     }
@@ -76,7 +87,8 @@ pub async fn open(
             .map_err(|e| anyhow::anyhow!(Exit::Usage.with(e.to_string())))?;
     }
     // The session first: a bad --resume is a usage error before any pool is started.
-    let resume_id = files.resume_id(launch.resume.as_deref(), launch.continue_latest)?;
+    let resume_id =
+        files.resume_id(launch.asked.resume.as_deref(), launch.asked.continue_latest)?;
     let (log, resumed) = match &resume_id {
         Some(id) => {
             let resumed = files.resume(id, front)?;
@@ -88,21 +100,22 @@ pub async fn open(
         None => {
             let title = launch.prompt.as_deref().unwrap_or_default();
             let model = &settings.main.model;
-            let log = files.store.create(&files.project, &launch.cwd, model, title)?;
+            let log = files.store.create(&files.project, &launch.asked.cwd, model, title)?;
             front.session(log.id(), None, log.path());
             (log, None)
         }
     };
     let id = log.id().to_owned();
-    let permissions = files.permissions(launch.permission_mode, launch.front);
-    let hook_session = startup::hook_session(&log, &launch.cwd, &files.root, permissions.mode());
+    let permissions = files.permissions(launch.asked.permission_mode, launch.front);
+    let hook_session =
+        startup::hook_session(&log, &launch.asked.cwd, &files.root, permissions.mode());
     let record = Recorder::new(log, files.store.clone(), files.project.clone(), outs.clone());
     if let Some(prompt) = &launch.prompt {
         let starting = Starting {
             settings: &settings,
             session: &id,
             project: &files.project,
-            cwd: &launch.cwd,
+            cwd: &launch.asked.cwd,
             profile: None,
         };
         record.pending(starting.event(prompt, resumed.is_some(), None));
@@ -137,11 +150,11 @@ pub async fn open(
         None => (None, 1, None),
     };
     let at = ProfileAt {
-        flag: launch.profile.as_deref(),
+        flag: launch.asked.profile.as_deref(),
         recorded: recorded.as_ref(),
-        refresh: launch.profile_refresh,
+        refresh: launch.asked.profile_refresh,
         session: &id,
-        cwd: &launch.cwd,
+        cwd: &launch.asked.cwd,
     };
     let Profiled { attached, skills, definitions } = files.profile(&settings, env, &at, front);
     front.profile(&attached);
@@ -181,12 +194,12 @@ pub async fn open(
     };
     let Files { store, project, root, instructions, worktrees, checks, .. } = files;
     Ok(Opened::Open(Box::new(Session {
-        max_turns: launch.max_turns.unwrap_or(settings.max_turns),
+        max_turns: launch.asked.max_turns.unwrap_or(settings.max_turns),
         settings: Arc::new(settings),
         store,
         project,
         id,
-        cwd: launch.cwd,
+        cwd: launch.asked.cwd,
         root,
         instructions,
         agents: Arc::new(definitions),
@@ -207,7 +220,7 @@ pub async fn open(
         record,
         outs,
         cancelled_exit: launch.cancelled_exit,
-        started: launch.started,
+        started: launch.asked.started,
         base,
         start: Some(start),
         live: None,
@@ -243,7 +256,7 @@ impl Opening<'_> {
                 settings: self.settings,
                 session: self.id,
                 project: &self.project,
-                cwd: &self.launch.cwd,
+                cwd: &self.launch.asked.cwd,
                 profile: self.profile.as_ref(),
             };
             self.record.start(starting.event(prompt, self.resumed, None));

@@ -30,7 +30,7 @@ use agent_client_protocol::{Agent, Client, Error, Stdio};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
 use crate::exit::Exit;
-use crate::session::{self, Ask, Launch, Op, Opened, Out, Reply};
+use crate::session::{self, Ask, Asked, Launch, Op, Opened, Out, Reply};
 use crate::startup::Front;
 use updates::Updates;
 
@@ -221,7 +221,7 @@ async fn open(
         let (layered, trust) =
             crate::project(&serving.env, &cwd, false).map_err(|e| format!("{e:#}"))?;
         let settings = crate::finish(trust.settings(layered), serving.model.clone());
-        let launch = Launch {
+        let asked = Asked {
             cwd,
             max_turns: None,
             resume,
@@ -229,10 +229,13 @@ async fn open(
             profile: None,
             profile_refresh: false,
             permission_mode: None,
+            started: serving.started,
+        };
+        let launch = Launch {
+            asked,
             // The client answers `session/request_permission`.
             front: aerix_permissions::Front::Screen,
             prompt: None,
-            started: serving.started,
             cancelled_exit: Arc::new(|| Exit::Cancelled),
         };
         let mut front = Lines::default();

@@ -3,7 +3,6 @@
 //! operation, each of the session's outputs fed to the screen. The session runs on a task of its
 //! own, so a redraw never waits on the pool.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -17,7 +16,7 @@ use anyhow::Context as _;
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
 use crate::exit::Exit;
-use crate::session::{Ask, CancelledExit, Ended, Op, Out, Reply};
+use crate::session::{Ask, Asked, CancelledExit, Ended, Op, Out, Reply};
 use crate::startup::Trust;
 
 mod close;
@@ -28,19 +27,9 @@ use close::{Signals, Stderr};
 use startup::startup;
 
 pub struct Options {
-    pub cwd: PathBuf,
+    pub asked: Asked,
     /// `--model`.
     pub model: Option<String>,
-    pub max_turns: Option<u32>,
-    pub resume: Option<String>,
-    pub continue_latest: bool,
-    /// `--profile NAME`.
-    pub profile: Option<String>,
-    /// `--profile-refresh`.
-    pub profile_refresh: bool,
-    /// `--permission-mode`.
-    pub permission_mode: Option<aerix_permissions::Mode>,
-    pub started: Instant,
 }
 
 /// What reaches the screen's loop besides the session's outputs.
@@ -106,7 +95,7 @@ pub async fn run(
             return Err(e);
         }
     };
-    screen.startup.ready = Some(options.started.elapsed());
+    screen.startup.ready = Some(options.asked.started.elapsed());
     let max_turns = session.max_turns();
     let record = session.recorder();
     let (ops, ops_rx) = unbounded_channel();
@@ -314,7 +303,7 @@ async fn wait_for_exit(rx: &mut UnboundedReceiver<Msg>, screen: &mut Screen, tty
 }
 
 fn launch(settings: &Settings, env: &Env, options: &Options) -> Launch {
-    let cwd = options.cwd.display().to_string();
+    let cwd = options.asked.cwd.display().to_string();
     let cwd = match env.home.as_ref().map(|h| h.display().to_string()) {
         Some(home) if !home.is_empty() && cwd.starts_with(&home) => {
             format!("~{}", &cwd[home.len()..])
@@ -327,7 +316,7 @@ fn launch(settings: &Settings, env: &Env, options: &Options) -> Launch {
         window: 0,
         cwd,
         version: env!("CARGO_PKG_VERSION").to_owned(),
-        resumed: options.resume.is_some() || options.continue_latest,
+        resumed: options.asked.resume.is_some() || options.asked.continue_latest,
     }
 }
 

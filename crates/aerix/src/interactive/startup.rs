@@ -124,7 +124,7 @@ pub(super) async fn startup(
 ) -> anyhow::Result<Option<Box<Session>>> {
     // Until the session is known, stray writes go to a file of this process's.
     if let Some(data) = env.data_home() {
-        let project = aerix_session::project_key(&aerix_config::project_root(&options.cwd));
+        let project = aerix_session::project_key(&aerix_config::project_root(&options.asked.cwd));
         let early = aerix_session::Store::new(&data)
             .project_dir(&project)
             .join(format!("screen-{}.stderr", std::process::id()));
@@ -137,16 +137,9 @@ pub(super) async fn startup(
     }
     let settings = crate::finish(trust.settings(layered), options.model.clone());
     let launch = Launch {
-        cwd: options.cwd.clone(),
-        max_turns: options.max_turns,
-        resume: options.resume.clone(),
-        continue_latest: options.continue_latest,
-        profile: options.profile.clone(),
-        profile_refresh: options.profile_refresh,
-        permission_mode: options.permission_mode,
+        asked: options.asked.clone(),
         front: aerix_permissions::Front::Screen,
         prompt: None,
-        started: options.started,
         cancelled_exit,
     };
     // The startup's hooks have no request to cancel: Ctrl-D leaves between steps.
