@@ -80,7 +80,12 @@ pub async fn before(
                 Some(hook) => format!("{reason}; a PreToolUse hook asks too: {hook}"),
                 None => reason,
             };
-            match rt.services.ask_gate.ask_permission(agent, tool, &input, &reason, always).await {
+            match rt
+                .services
+                .ask_gate
+                .ask_permission(agent, call, tool, &input, &reason, always)
+                .await
+            {
                 AskAnswer::Once => {}
                 AskAnswer::Always => rt.services.permissions.remember(&asked),
                 AskAnswer::Deny(why) => return refused(why, false),
@@ -88,7 +93,7 @@ pub async fn before(
         }
         Permission::Allow => {
             if let Some(reason) = &reply.ask
-                && let Err(why) = rt.services.ask_gate.ask(agent, tool, &input, reason).await
+                && let Err(why) = rt.services.ask_gate.ask(agent, call, tool, &input, reason).await
             {
                 return refused(why, true);
             }

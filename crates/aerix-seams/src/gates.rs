@@ -41,10 +41,12 @@ pub enum AskAnswer {
 /// A `PreToolUse` hook asked to confirm a call (and none denied it), or the permission rules
 /// ask about it.
 pub trait AskGate: Send + Sync {
-    /// `Ok(())` runs the call; `Err(reason)` refuses it with `refused: <reason>`.
+    /// `Ok(())` runs the call; `Err(reason)` refuses it with `refused: <reason>`. `call` is
+    /// the call's id in its agent (`c3`).
     fn ask<'a>(
         &'a self,
         agent: &'a str,
+        call: &'a str,
         tool: &'a str,
         input: &'a Value,
         reason: &'a str,
@@ -55,6 +57,7 @@ pub trait AskGate: Send + Sync {
     fn ask_permission<'a>(
         &'a self,
         agent: &'a str,
+        call: &'a str,
         tool: &'a str,
         input: &'a Value,
         reason: &'a str,
@@ -62,7 +65,7 @@ pub trait AskGate: Send + Sync {
     ) -> Answering<'a, AskAnswer> {
         let _ = always;
         Box::pin(async move {
-            match self.ask(agent, tool, input, reason).await {
+            match self.ask(agent, call, tool, input, reason).await {
                 Ok(()) => AskAnswer::Once,
                 Err(why) => AskAnswer::Deny(why),
             }
@@ -89,6 +92,7 @@ impl AskGate for DenyAsks {
         &'a self,
         _: &'a str,
         _: &'a str,
+        _: &'a str,
         _: &'a Value,
         reason: &'a str,
     ) -> Answering<'a, Result<(), String>> {
@@ -100,6 +104,7 @@ impl AskGate for DenyAsks {
 
     fn ask_permission<'a>(
         &'a self,
+        _: &'a str,
         _: &'a str,
         _: &'a str,
         _: &'a Value,

@@ -31,9 +31,16 @@ impl Asking {
 }
 
 /// The call as a question (its input cut to 200 characters is the front end's to do).
-fn call(agent: &str, tool: &str, input: &serde_json::Value, reason: String, always: bool) -> Ask {
+fn question(
+    (agent, call): (&str, &str),
+    tool: &str,
+    input: &serde_json::Value,
+    reason: String,
+    always: bool,
+) -> Ask {
     Ask::Call {
         agent: agent.to_owned(),
+        call: call.to_owned(),
         tool: tool.to_owned(),
         input: input.clone(),
         reason,
@@ -59,13 +66,14 @@ impl AskGate for Asking {
     fn ask<'a>(
         &'a self,
         agent: &'a str,
+        call: &'a str,
         tool: &'a str,
         input: &'a serde_json::Value,
         reason: &'a str,
     ) -> Answering<'a, Result<(), String>> {
         Box::pin(async move {
-            let mut ask =
-                call(agent, tool, input, format!("a PreToolUse hook asks: {reason}"), false);
+            let why = format!("a PreToolUse hook asks: {reason}");
+            let mut ask = question((agent, call), tool, input, why, false);
             if let Ask::Call { hook, .. } = &mut ask {
                 *hook = true;
             }
@@ -81,13 +89,15 @@ impl AskGate for Asking {
     fn ask_permission<'a>(
         &'a self,
         agent: &'a str,
+        call: &'a str,
         tool: &'a str,
         input: &'a serde_json::Value,
         reason: &'a str,
         always: bool,
     ) -> Answering<'a, AskAnswer> {
         Box::pin(async move {
-            match self.wait(call(agent, tool, input, reason.to_owned(), always)).await {
+            let ask = question((agent, call), tool, input, reason.to_owned(), always);
+            match self.wait(ask).await {
                 Some(Reply::Once) => AskAnswer::Once,
                 Some(Reply::Always) if always => AskAnswer::Always,
                 // "Always" where it was not offered counts once.

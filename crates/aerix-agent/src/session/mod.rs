@@ -73,10 +73,11 @@ pub enum Out {
 pub enum Ask {
     /// The planner's plan, to accept, edit or refuse.
     Plan { agent: String, text: String },
-    /// A call waiting for consent: asked by a rule or the mode (`always`: "always" may be
-    /// answered), or by a PreToolUse hook (`hook`).
+    /// A call waiting for consent (`call`: its id in its agent, `c3`): asked by a rule or the
+    /// mode (`always`: "always" may be answered), or by a PreToolUse hook (`hook`).
     Call {
         agent: String,
+        call: String,
         tool: String,
         input: serde_json::Value,
         reason: String,

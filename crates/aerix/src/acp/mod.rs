@@ -334,8 +334,11 @@ async fn permission(cx: &ConnectionTo<Client>, sid: &SessionId, ask: Ask) -> Res
         Ask::Plan { agent, text } => {
             (format!("{agent}.plan"), format!("Follow this plan?\n{text}"), None, true, false)
         }
-        Ask::Call { agent, tool, input, reason, always, .. } => {
-            (format!("{agent}.{tool}"), format!("{tool}: {reason}"), Some(input), false, always)
+        // The call's own id, as its `tool_call` update has it: the client shows the
+        // question on that call.
+        Ask::Call { agent, call, tool, input, reason, always, .. } => {
+            let id = aerix_claude::use_id(&agent, &call);
+            (id, format!("{tool}: {reason}"), Some(input), false, always)
         }
     };
     let mut fields = ToolCallUpdateFields::new().title(title);

@@ -23,7 +23,15 @@ use crate::{World, call, calls, final_turn, of_type};
 #[derive(Default)]
 pub struct Seen {
     updates: Vec<SessionUpdate>,
-    asked: Vec<(String, Vec<PermissionOptionKind>)>,
+    asked: Vec<Asked>,
+}
+
+/// A permission request: the tool call it names, its title, the options offered.
+#[derive(Debug)]
+struct Asked {
+    call: String,
+    title: String,
+    kinds: Vec<PermissionOptionKind>,
 }
 
 /// The agent, `aerix acp`, in the world's home.
@@ -61,7 +69,8 @@ pub async fn connected<T: Send + 'static>(
                         _: ConnectionTo<Agent>| {
                 let kinds: Vec<PermissionOptionKind> = r.options.iter().map(|o| o.kind).collect();
                 let title = r.tool_call.fields.title.clone().unwrap_or_default();
-                asked.lock().unwrap().asked.push((title, kinds));
+                let call = r.tool_call.tool_call_id.0.to_string();
+                asked.lock().unwrap().asked.push(Asked { call, title, kinds });
                 let once = r.options.iter().find(|o| o.kind == PermissionOptionKind::AllowOnce);
                 let outcome = match once {
                     Some(o) => RequestPermissionOutcome::Selected(SelectedPermissionOutcome::new(
@@ -138,9 +147,9 @@ fn acp_runs_a_session_whose_edit_asks_streams_its_diff_cancels_and_loads_again()
     // The edit asked (no rule allows it), offering "always" for the project, and ran once
     // allowed; the command asked too.
     assert_eq!(asked.len(), 2, "{asked:?}");
-    assert!(asked[0].0.starts_with("edit"), "{asked:?}");
-    assert!(asked[0].1.contains(&PermissionOptionKind::AllowAlways), "{asked:?}");
-    assert!(asked[1].0.starts_with("bash"), "{asked:?}");
+    assert!(asked[0].title.starts_with("edit"), "{asked:?}");
+    assert!(asked[0].kinds.contains(&PermissionOptionKind::AllowAlways), "{asked:?}");
+    assert!(asked[1].title.starts_with("bash"), "{asked:?}");
     assert!(std::fs::read_to_string(world.repo.join("calc.sh")).unwrap().contains("$1 + $2"));
     // The edit as a tool call, then its update: completed, with the diff.
     let edit = updates.iter().find_map(|u| match u {
@@ -148,6 +157,8 @@ fn acp_runs_a_session_whose_edit_asks_streams_its_diff_cancels_and_loads_again()
         _ => None,
     });
     let edit = edit.unwrap_or_else(|| panic!("no edit call: {updates:?}"));
+    // The question names that call: the client shows it on the call's own card.
+    assert_eq!(asked[0].call, &*edit.0, "{asked:?}");
     let done = updates.iter().find_map(|u| match u {
         SessionUpdate::ToolCallUpdate(u) if u.tool_call_id == edit => Some(&u.fields),
         _ => None,
