@@ -11,12 +11,19 @@ use crate::exit::Exit;
 
 /// Keeps the working tree before request `request` of `session`: `base` is the request's
 /// snapshot when it has one (the same commit its diff is taken against). The event says what
-/// was kept, or why nothing was (outside a git repository there are no checkpoints).
-pub fn take(root: &Path, session: &str, request: u32, base: Option<&str>) -> Event {
+/// was kept, or why nothing was (outside a git repository there are no checkpoints); the
+/// second value is a failure to keep one, for the user.
+pub fn take(
+    root: &Path,
+    session: &str,
+    request: u32,
+    base: Option<&str>,
+) -> (Event, Option<String>) {
     let event =
         |commit, pruned, note: Option<String>| Event::Checkpoint { request, commit, pruned, note };
     let Some(top) = Repo::toplevel(root) else {
-        return event(None, Vec::new(), Some("not a git repository: no checkpoint".to_owned()));
+        let note = Some("not a git repository: no checkpoint".to_owned());
+        return (event(None, Vec::new(), note), None);
     };
     let repo = Repo::at(&top);
     let kept = match base {
@@ -25,9 +32,10 @@ pub fn take(root: &Path, session: &str, request: u32, base: Option<&str>) -> Eve
     }
     .and_then(|commit| repo.keep_checkpoint(session, request, &commit, CHECKPOINT_CAP));
     match kept {
-        Ok(kept) => event(Some(kept.commit), kept.pruned, None),
-        // The session tells its front end (`aerix: no checkpoint before this request: ...`).
-        Err(e) => event(None, Vec::new(), Some(format!("no checkpoint: {e}"))),
+        Ok(kept) => (event(Some(kept.commit), kept.pruned, None), None),
+        Err(e) => {
+            (event(None, Vec::new(), Some(format!("no checkpoint: {e}"))), Some(e.to_string()))
+        }
     }
 }
 
@@ -145,7 +153,8 @@ mod tests {
     fn outside_a_repository_the_event_says_there_is_no_checkpoint() {
         let dir = tempfile::tempdir().unwrap();
         assert!(Repo::toplevel(dir.path()).is_none(), "the temporary directory is in a repository");
-        let event = take(dir.path(), "s1", 1, None);
+        let (event, failed) = take(dir.path(), "s1", 1, None);
+        assert_eq!(failed, None);
         let Event::Checkpoint { request, commit, note, .. } = event else { panic!("{event:?}") };
         assert_eq!((request, commit), (1, None));
         assert_eq!(note.as_deref(), Some("not a git repository: no checkpoint"));
@@ -157,7 +166,8 @@ mod tests {
         let repo = Repo::at(dir.path());
         repo.run(&["init", "-q"], gitstore::GIT_TIMEOUT).unwrap();
         std::fs::write(dir.path().join("a.txt"), "a\n").unwrap();
-        let event = take(dir.path(), "s1", 3, None);
+        let (event, failed) = take(dir.path(), "s1", 3, None);
+        assert_eq!(failed, None);
         let Event::Checkpoint { commit: Some(commit), note: None, .. } = event else {
             panic!("{event:?}")
         };

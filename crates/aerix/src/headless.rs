@@ -15,10 +15,10 @@ use tokio::sync::mpsc::unbounded_channel;
 
 use crate::exit::Exit;
 use crate::output::{Ending, Format, Inputs, Output};
+use crate::progress::progress;
 use crate::session::{self, Asked, Ended, Launch, Op, Opened, Out, Recorder};
 use crate::signals::{self, Signals};
-use crate::sink::progress;
-use crate::startup::{Front, Trust};
+use crate::startup::{Changes, Front, Trust};
 
 pub struct Options {
     pub prompt: String,
@@ -104,21 +104,11 @@ pub async fn run(
             while let Ok(out) = outs.try_recv() {
                 shown.show(out);
             }
-            let error = error.map(|e| format!("{e:#}"));
-            if let Some(error) = &error {
+            let error = error.map(|e| format!("{e:#}")).unwrap_or_default();
+            if !error.is_empty() {
                 eprintln!("aerix: {error}");
             }
-            let ended = Ended {
-                outcome,
-                exit,
-                answer: None,
-                reason: None,
-                error,
-                changes: None,
-                numstat: None,
-                log_failed: None,
-            };
-            shown.report(&ended);
+            shown.report(outcome, exit, &error, None);
             return Ok(exit);
         }
     };
@@ -151,7 +141,7 @@ pub async fn run(
             continue;
         };
         // This request's result, then the next message (a signal ends the wait).
-        shown.report(&ended);
+        shown.report_ended(&ended);
         let next = match unless_cancelled(cancel, inputs.next()).await {
             Some(Some(Ok(prompt))) => Some(prompt),
             // A bad line ends the session as its last request ended, then says what is wrong.
@@ -175,13 +165,16 @@ pub async fn run(
     let Some(last) = last else {
         return Err(anyhow::anyhow!("the session ended before its request did"));
     };
+    // Each request of a stream-json input reported as it ended; a single request reports here,
+    // after `SessionEnd` (what a SessionEnd hook wrote is in its diff).
     match options.output {
         Format::Text => {
-            if let Some(changes) = &last.changes {
+            if let Some(changes) = changes(&last) {
                 print!("{changes}");
             }
         }
-        _ => shown.report(&last),
+        _ if options.inputs.is_none() => shown.report_ended(&last),
+        _ => {}
     }
     if let Some(failed) = &last.log_failed {
         eprintln!("aerix: the session log could not be written: {failed}");
@@ -218,20 +211,34 @@ impl Shown {
         }
     }
 
-    /// The request's `result` object (`json`, `stream-json`), once: its answer or what ended
+    /// A request's `result` object (`json`, `stream-json`), once: its answer or what ended
     /// it, and what it changed.
-    fn report(&mut self, ended: &Ended) {
+    fn report_ended(&mut self, ended: &Ended) {
         let text = match (&ended.error, &ended.answer) {
-            (Some(error), _) => error.clone(),
-            (None, answer) => answer.clone().unwrap_or_default(),
+            (Some(error), _) => error.as_str(),
+            (None, answer) => answer.as_deref().unwrap_or_default(),
         };
-        let changes = ended.changes.as_ref();
+        self.report(ended.outcome, ended.exit, text, changes(ended).as_ref());
+    }
+
+    fn report(&mut self, outcome: Outcome, exit: Exit, text: &str, changes: Option<&Changes>) {
         self.output.result(&Ending {
-            outcome: ended.outcome,
-            exit_code: ended.exit.code(),
-            result: &text,
+            outcome,
+            exit_code: exit.code(),
+            result: text,
             diff: changes.map(|c| c.diff.as_str()).unwrap_or_default(),
             untracked: changes.map(|c| c.untracked.as_slice()).unwrap_or_default(),
         });
+    }
+}
+
+/// What a request changed in the tree (`None` outside git; a failure to read it is said).
+fn changes(ended: &Ended) -> Option<Changes> {
+    match ended.since_request.as_ref()?.changes() {
+        Ok(changes) => Some(changes),
+        Err(e) => {
+            eprintln!("aerix: {e:#}");
+            None
+        }
     }
 }

@@ -12,10 +12,10 @@ mod interactive;
 mod mcp;
 mod output;
 mod profile;
+mod progress;
 mod rewind;
 mod sessions;
 mod signals;
-mod sink;
 mod trust;
 mod tune;
 

@@ -23,7 +23,7 @@ use aerix_core::Live;
 use aerix_hooks::{EndReason, Fire};
 use aerix_session::{Event, Outcome, Store};
 use aerix_tools::Cancel;
-use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
+use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::sync::oneshot;
 
 pub use open::{Asked, Launch, Opened, open};
@@ -33,7 +33,7 @@ use crate::attach::SessionBranch;
 use crate::exit::Exit;
 use crate::hooks::SessionHooks;
 use crate::pool;
-use crate::startup::Changes;
+use crate::startup::Snapshot;
 
 /// What a front end asks of a running session.
 pub enum Op {
@@ -110,10 +110,11 @@ pub struct Ended {
     /// What stopped the request before its root could end (a hook, a failure, the log), for a
     /// person.
     pub error: Option<String>,
-    /// What it changed in the tree (`None` outside git).
-    pub changes: Option<Changes>,
-    /// `git diff --numstat` against the tree the session started on (the screen's diff line).
-    pub numstat: Option<String>,
+    /// The tree before it (`None` outside git): what it changed is `Snapshot::changes`,
+    /// taken by the front end that shows it (no git work for one that does not).
+    pub since_request: Option<Snapshot>,
+    /// The tree the session started on (the screen's diff line: `Snapshot::numstat`).
+    pub since_session: Option<Snapshot>,
     /// The first write to the session log that failed, if one did.
     pub log_failed: Option<String>,
 }
@@ -151,13 +152,12 @@ pub struct Session {
     max_turns: u32,
     client: caldrix_client::Client,
     record: Recorder,
-    outs: UnboundedSender<Out>,
     cancelled_exit: CancelledExit,
     /// When the process started (`AERIX_TIMING`).
     started: std::time::Instant,
     /// The tree at the startup, before `SessionStart`: the first request's diff base (what a
     /// session hook writes is the session's change) and the session's diff line's.
-    base: Option<crate::startup::Snapshot>,
+    base: Option<Snapshot>,
     /// Where the next request's root comes from: the first request's (fresh, or the resumed
     /// log's), then the root the last request left live, else (it failed or was cancelled)
     /// `None`: read back from the log.
@@ -206,11 +206,11 @@ impl Session {
             match ops.recv().await {
                 Some(Op::Prompt { text, cancel }) => {
                     let ended = self.request(text, &cancel).await;
-                    let _ = self.outs.send(Out::Ended(Box::new(ended)));
+                    let _ = self.record.outs().send(Out::Ended(Box::new(ended)));
                 }
                 Some(Op::Rewind(arg)) => {
                     let text = self.rewind(arg.as_deref()).await;
-                    let _ = self.outs.send(Out::Rewound(text));
+                    let _ = self.record.outs().send(Out::Rewound(text));
                 }
                 Some(Op::Close { hurry }) => break hurry,
                 None => break Cancel::default(),
@@ -236,30 +236,45 @@ impl Session {
         if let Some(root) = self.live.take() {
             root.drop_context(&mut self.client).await;
         }
-        if let Some(Start::Live(root)) = self.start.take() {
-            root.drop_context(&mut self.client).await;
-        }
-        let reason = match self.last {
-            _ if hurry.is_cancelled() => EndReason::Cancelled,
-            Some(Outcome::Cancelled) => EndReason::Cancelled,
-            Some(Outcome::Failed) => EndReason::Error,
-            _ => EndReason::Other,
-        };
-        // Its answers mean nothing: the session has ended.
-        let _ = self.hooks.fire(Fire::SessionEnd(reason), hurry, &mut self.record.clone());
-        if self.ran == 0 && !self.resumed {
-            let _ = self.store.remove(&self.project, &self.id);
-        } else {
-            self.record.flush();
-        }
-        let Session { mut mcp, outs, .. } = self;
+        let reason = end_reason(self.last, hurry.is_cancelled());
+        let keep = self.ran > 0 || self.resumed;
+        end_session(Some(&self.hooks), reason, hurry, &self.record, keep);
+        let Session { mut mcp, record, .. } = self;
         // Every runtime holding the servers has ended; were one left, dropping them still ends
         // their processes.
         if let Some(servers) = Arc::get_mut(&mut mcp) {
             servers.shutdown().await;
         }
-        let _ = outs.send(Out::Closed);
+        let _ = record.outs().send(Out::Closed);
     }
+}
+
+/// `SessionEnd`'s reason: a signal's or the user's cancel, else how the last request ended
+/// (`None`: the session ran none).
+fn end_reason(last: Option<Outcome>, cancelled: bool) -> EndReason {
+    match last {
+        _ if cancelled => EndReason::Cancelled,
+        Some(Outcome::Cancelled) => EndReason::Cancelled,
+        Some(Outcome::Failed) => EndReason::Error,
+        _ => EndReason::Other,
+    }
+}
+
+/// A session's end, whether its startup finished or not: `SessionEnd` (when `SessionStart`
+/// fired: `hooks`; its own bound, a handler ended once `hurry` is hurried), then the log kept
+/// or, `keep` false, removed.
+fn end_session(
+    hooks: Option<&SessionHooks>,
+    reason: EndReason,
+    hurry: &Cancel,
+    record: &Recorder,
+    keep: bool,
+) {
+    if let Some(hooks) = hooks {
+        // Its answers mean nothing: the session has ended.
+        let _ = hooks.fire(Fire::SessionEnd(reason), hurry, &mut record.clone());
+    }
+    record.settle(keep);
 }
 
 /// What every `session.start` of a session says of it.

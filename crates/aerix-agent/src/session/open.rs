@@ -9,12 +9,11 @@ use std::time::Instant;
 
 use crate::request::Start;
 use aerix_config::{Env, Settings};
-use aerix_hooks::{EndReason, Fire};
 use aerix_session::{Outcome, rebuild};
 use aerix_tools::Cancel;
 use tokio::sync::mpsc::UnboundedSender;
 
-use super::{CancelledExit, Out, Recorder, Session, Starting, exit_of};
+use super::{CancelledExit, Out, Recorder, Session, Starting, end_reason, end_session, exit_of};
 use crate::exit::Exit;
 use crate::hooks::{Notes, SessionHooks};
 use crate::startup::{self, Files, Front, Pool, ProfileAt, Profiled, Snapshot, Stop, Trust};
@@ -110,27 +109,28 @@ pub async fn open(
     let hook_session =
         startup::hook_session(&log, &launch.asked.cwd, &files.root, permissions.mode());
     let record = Recorder::new(log, files.store.clone(), files.project.clone(), outs.clone());
-    if let Some(prompt) = &launch.prompt {
-        let starting = Starting {
-            settings: &settings,
-            session: &id,
-            project: &files.project,
-            cwd: &launch.asked.cwd,
-            profile: None,
-        };
-        record.pending(starting.event(prompt, resumed.is_some(), None));
-    }
+    // The first prompt's `session.start`, written by whatever ends the startup before its
+    // request does (it names the profile once one is attached).
+    let (project, was_resumed) = (files.project.clone(), resumed.is_some());
+    let pend = |profile: Option<&(String, String, String)>| {
+        if let Some(prompt) = &launch.prompt {
+            let starting = Starting {
+                settings: &settings,
+                session: &id,
+                project: &project,
+                cwd: &launch.asked.cwd,
+                profile,
+            };
+            record.pending(starting.event(prompt, was_resumed, None));
+        }
+    };
+    pend(None);
     front.recording(&record);
     let opening = Opening {
         record: &record,
-        settings: &settings,
-        launch: &launch,
-        id: &id,
-        profile: None,
+        cancelled_exit: &launch.cancelled_exit,
         hooks: None,
-        resumed: resumed.is_some(),
-        store: files.store.clone(),
-        project: files.project.clone(),
+        keep: launch.prompt.is_some() || was_resumed,
     };
 
     let pool = match Pool::bind(&settings, env, &mut files, front).await {
@@ -170,8 +170,8 @@ pub async fn open(
     // The diff is taken against the tree before `SessionStart`: what a session hook writes
     // is the session's change.
     let base = Snapshot::take(&files.root);
-    let opening =
-        Opening { profile: attached.profile.clone(), hooks: Some(Arc::clone(&hooks)), ..opening };
+    pend(attached.profile.as_ref());
+    let opening = Opening { hooks: Some(Arc::clone(&hooks)), ..opening };
     let mut sink = record.clone();
     let hook_context = match startup::session_start(
         &hooks,
@@ -218,7 +218,6 @@ pub async fn open(
         checks,
         client,
         record,
-        outs,
         cancelled_exit: launch.cancelled_exit,
         started: launch.asked.started,
         base,
@@ -234,48 +233,22 @@ pub async fn open(
 /// What a startup that cannot finish ends.
 struct Opening<'a> {
     record: &'a Recorder,
-    settings: &'a Settings,
-    launch: &'a Launch,
-    id: &'a str,
-    store: aerix_session::Store,
-    project: String,
-    /// Once attached.
-    profile: Option<(String, String, String)>,
+    cancelled_exit: &'a CancelledExit,
     /// Once `SessionStart` may have fired: `SessionEnd` fires too.
     hooks: Option<Arc<SessionHooks>>,
-    resumed: bool,
+    /// The log stays: it holds a request (the front end's first prompt) or a resumed session.
+    keep: bool,
 }
 
 impl Opening<'_> {
-    /// With a first prompt, its request is logged as ended with `outcome`; without one, a new
-    /// session leaves nothing behind. `SessionEnd` fires when `SessionStart` did.
+    /// The first prompt's request (its pending `session.start`) is logged as ended with
+    /// `outcome`; `SessionEnd` fires when `SessionStart` did; a new session without a prompt
+    /// leaves nothing behind.
     fn end(self, outcome: Outcome, error: Option<anyhow::Error>, cancel: &Cancel) -> Opened {
-        let exit = exit_of(outcome, &self.launch.cancelled_exit);
-        if let Some(prompt) = &self.launch.prompt {
-            let starting = Starting {
-                settings: self.settings,
-                session: self.id,
-                project: &self.project,
-                cwd: &self.launch.asked.cwd,
-                profile: self.profile.as_ref(),
-            };
-            self.record.start(starting.event(prompt, self.resumed, None));
-            self.record.end(outcome, exit);
-        }
-        if let Some(hooks) = &self.hooks {
-            let reason = match outcome {
-                Outcome::Cancelled => EndReason::Cancelled,
-                Outcome::Failed => EndReason::Error,
-                _ => EndReason::Other,
-            };
-            // Its own bound (30 s), even after a cancel; a second signal ends it.
-            let _ = hooks.fire(Fire::SessionEnd(reason), cancel, &mut self.record.clone());
-        }
-        if self.launch.prompt.is_none() && !self.resumed {
-            let _ = self.store.remove(&self.project, self.id);
-        } else {
-            self.record.flush();
-        }
+        let exit = exit_of(outcome, self.cancelled_exit);
+        self.record.end_pending(outcome, exit);
+        let reason = end_reason(Some(outcome), false);
+        end_session(self.hooks.as_deref(), reason, cancel, self.record, self.keep);
         Opened::Ended { outcome, exit, error }
     }
 }

@@ -118,9 +118,9 @@ impl Recorder {
         ledger.open = false;
     }
 
-    /// A second signal: the open request (or the one the startup was starting) ends
-    /// cancelled now, and nothing more is written (the process is about to exit).
-    pub fn abandon(&self, exit: Exit) {
+    /// The open request ends with `outcome`; when none is open, the one the startup was
+    /// starting (its pending `session.start`, written first), if any.
+    pub fn end_pending(&self, outcome: Outcome, exit: Exit) {
         {
             let mut ledger = self.lock();
             if !ledger.open
@@ -128,19 +128,34 @@ impl Recorder {
                 && let Some(start) = ledger.pending.take()
             {
                 ledger.write_start(&start);
+                let _ = self.outs.send(Out::Event(start));
             }
         }
-        self.end(Outcome::Cancelled, exit);
+        self.end(outcome, exit);
+    }
+
+    /// A second signal: the open or pending request ends cancelled now, and nothing more is
+    /// written (the process is about to exit).
+    pub fn abandon(&self, exit: Exit) {
+        self.end_pending(Outcome::Cancelled, exit);
         self.lock().abandoned = true;
     }
 
-    /// The startup's events, when no request wrote them (a resumed session closed at once).
-    pub fn flush(&self) {
+    /// The log as the session ends: kept (the startup's events written, when no request wrote
+    /// them), or removed with its index entry (`keep` false: a new session that ran no
+    /// request leaves nothing behind).
+    pub fn settle(&self, keep: bool) {
         let mut ledger = self.lock();
-        if !ledger.abandoned {
+        if ledger.abandoned {
+            return;
+        }
+        if keep {
             for event in ledger.early.take().unwrap_or_default() {
                 ledger.append(&event);
             }
+        } else {
+            let Ledger { store, project, log, .. } = &*ledger;
+            let _ = store.remove(project, log.id());
         }
     }
 

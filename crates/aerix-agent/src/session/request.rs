@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use crate::request::{Request, Start, run_request};
 use aerix_core::CoreError;
-use aerix_session::{Event, Outcome};
+use aerix_session::Outcome;
 use aerix_tools::Cancel;
 
 use super::gates::Asking;
@@ -49,10 +49,8 @@ impl Session {
         let start_commit = snapshot.and_then(|s| s.base.clone());
         self.record.start(starting.event(&text, resumed, start_commit));
         let base = snapshot.and_then(|s| s.base.as_deref());
-        let checkpoint = crate::checkpoint::take(&self.root, &self.id, number, base);
-        if let Event::Checkpoint { commit: None, note: Some(note), .. } = &checkpoint
-            && let Some(why) = note.strip_prefix("no checkpoint: ")
-        {
+        let (checkpoint, failed) = crate::checkpoint::take(&self.root, &self.id, number, base);
+        if let Some(why) = failed {
             self.record.note(format!("aerix: no checkpoint before this request: {why}"));
         }
         aerix_core::Sink::event(&mut self.record, checkpoint);
@@ -71,14 +69,10 @@ impl Session {
         self.last = Some(outcome);
         let exit = exit_of(outcome, &self.cancelled_exit);
         self.record.end(outcome, exit);
-        let snapshot = own.as_ref().or(self.base.as_ref());
-        let changes = snapshot.map(Snapshot::changes).and_then(|changes| {
-            changes.map_err(|e| self.record.note(format!("aerix: {e:#}"))).ok()
-        });
-        // The screen's diff line is the session's: against the tree it started on.
-        let numstat = self.base.as_ref().and_then(Snapshot::numstat);
+        let since_request = own.or_else(|| self.base.clone());
+        let since_session = self.base.clone();
         let log_failed = self.record.failed();
-        Ended { outcome, exit, answer, reason, error, changes, numstat, log_failed }
+        Ended { outcome, exit, answer, reason, error, since_request, since_session, log_failed }
     }
 
     /// The prompt submitted (its skill, `UserPromptSubmit`), then the root's turns.

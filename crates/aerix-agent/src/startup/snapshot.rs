@@ -25,6 +25,7 @@ impl std::fmt::Display for Changes {
     }
 }
 
+#[derive(Clone, Debug)]
 pub struct Snapshot {
     repo: gitstore::Repo,
     /// `None` in a repository without a commit (or when the snapshot failed: no diff then).

@@ -70,7 +70,7 @@ pub async fn run(
     let cancelled_exit: CancelledExit =
         Arc::new(move || first.got().map_or(Exit::Cancelled, |(_, exit)| exit));
     let started = tokio::select! {
-        started = startup((layered, trust), env, &options, (&mut screen, &mut tty, &mut rx), (outs_tx, cancelled_exit), &mut stderr) => started,
+        started = startup((layered, trust), env, &options, (&mut screen, &mut tty, &mut rx), (outs_tx, Arc::clone(&cancelled_exit)), &mut stderr) => started,
         (name, exit) = signals.wait() => {
             drop(tty);
             drop(stderr);
@@ -119,7 +119,7 @@ pub async fn run(
         if closing.is_some_and(|deadline| Instant::now() >= deadline) {
             // The request did not end in time: its log line ends here, as a second signal
             // ends a headless run's.
-            record.abandon(signals.first().map_or(Exit::Cancelled, |(_, exit)| exit));
+            record.abandon(cancelled_exit());
             break;
         }
         let mut submit = None;
@@ -129,7 +129,7 @@ pub async fn run(
             Some(Msg::Signal) => {
                 // A second signal (or one after Ctrl-D): close now.
                 if closing.is_some() {
-                    record.abandon(signals.first().map_or(Exit::Cancelled, |(_, exit)| exit));
+                    record.abandon(cancelled_exit());
                     break;
                 }
                 closing = Some(Instant::now() + CLOSE_WAIT);
@@ -202,8 +202,8 @@ pub async fn run(
                 screen.feed(Feed::Note(Note { level: Level::Info, text }), Instant::now());
             }
             Some(Out::Ended(ended)) => {
-                let Ended { outcome, answer, reason, error, numstat, .. } = *ended;
-                let stat = numstat.as_deref().map(DiffStat::parse);
+                let Ended { outcome, answer, reason, error, since_session, .. } = *ended;
+                let stat = since_session.and_then(|s| s.numstat()).as_deref().map(DiffStat::parse);
                 screen.feed(Feed::Diff(stat), Instant::now());
                 screen.feed(
                     Feed::RequestEnded(RequestEnd {
