@@ -56,7 +56,19 @@ struct Turn {
     updates: Updates,
 }
 
-type Sessions = Arc<Mutex<HashMap<String, Arc<Open>>>>;
+/// What every handler of the connection shares.
+struct Served {
+    serving: Serving,
+    /// The runtime the sessions' startups run on.
+    handle: tokio::runtime::Handle,
+    sessions: Mutex<HashMap<String, Arc<Open>>>,
+}
+
+impl Served {
+    fn session(&self, id: &SessionId) -> Option<Arc<Open>> {
+        lock(&self.sessions).get(&*id.0).cloned()
+    }
+}
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -65,13 +77,11 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// Serves the protocol on stdin and stdout until the client closes stdin; then every session
 /// ends as Ctrl-D ends the screen's.
 pub async fn serve(serving: Serving) -> anyhow::Result<Exit> {
-    let sessions: Sessions = Arc::default();
     let handle = tokio::runtime::Handle::current();
+    let served = Arc::new(Served { serving, handle, sessions: Mutex::default() });
     let (s_new, s_load, s_prompt, s_cancel) =
-        (sessions.clone(), sessions.clone(), sessions.clone(), sessions.clone());
-    let (serving_new, serving_load) = (serving.clone(), serving.clone());
-    let (h_new, h_load) = (handle.clone(), handle.clone());
-    let served = Agent
+        (served.clone(), served.clone(), served.clone(), served.clone());
+    let connection = Agent
         .v1()
         .name("aerix")
         .on_receive_request(
@@ -90,14 +100,10 @@ pub async fn serve(serving: Serving) -> anyhow::Result<Exit> {
             async move |request: NewSessionRequest,
                         responder: Responder<NewSessionResponse>,
                         cx: ConnectionTo<Client>| {
-                let (sessions, serving, handle) =
-                    (s_new.clone(), serving_new.clone(), h_new.clone());
+                let served = s_new.clone();
                 cx.spawn(async move {
-                    let opened = open(&handle, &serving, request.cwd, None).await;
-                    let answer = opened.map(|(id, open, _)| {
-                        lock(&sessions).insert(id.clone(), open);
-                        NewSessionResponse::new(SessionId::new(id))
-                    });
+                    let opened = open(&served, request.cwd, None).await;
+                    let answer = opened.map(|(id, _)| NewSessionResponse::new(SessionId::new(id)));
                     responder.respond_with_result(answer)
                 })
             },
@@ -107,27 +113,22 @@ pub async fn serve(serving: Serving) -> anyhow::Result<Exit> {
             async move |request: LoadSessionRequest,
                         responder: Responder<LoadSessionResponse>,
                         cx: ConnectionTo<Client>| {
-                let (sessions, serving, handle) =
-                    (s_load.clone(), serving_load.clone(), h_load.clone());
+                let served = s_load.clone();
                 let task_cx = cx.clone();
                 cx.spawn(async move {
                     let id = request.session_id.0.to_string();
-                    let opened = open(&handle, &serving, request.cwd, Some(id)).await;
-                    let answer = match opened {
-                        Ok((id, open, earlier)) => {
-                            // The conversation so far, before the answer (the client shows it).
-                            let sid = SessionId::new(id.clone());
-                            let mut replay = Updates::new(&id, &[]);
-                            for event in &earlier {
-                                for update in replay.of(event, true) {
-                                    let _ = notify(&task_cx, &sid, update);
-                                }
+                    let opened = open(&served, request.cwd, Some(id)).await;
+                    let answer = opened.map(|(id, earlier)| {
+                        // The conversation so far, before the answer (the client shows it).
+                        let sid = SessionId::new(id.clone());
+                        let mut replay = Updates::new(&id, &[]);
+                        for event in &earlier {
+                            for update in replay.of(event, true) {
+                                let _ = notify(&task_cx, &sid, update);
                             }
-                            lock(&sessions).insert(id, open);
-                            Ok(LoadSessionResponse::new())
                         }
-                        Err(e) => Err(e),
-                    };
+                        LoadSessionResponse::new()
+                    });
                     responder.respond_with_result(answer)
                 })
             },
@@ -137,7 +138,7 @@ pub async fn serve(serving: Serving) -> anyhow::Result<Exit> {
             async move |request: PromptRequest,
                         responder: Responder<PromptResponse>,
                         cx: ConnectionTo<Client>| {
-                let open = lock(&s_prompt).get(&*request.session_id.0).cloned();
+                let open = s_prompt.session(&request.session_id);
                 let task_cx = cx.clone();
                 cx.spawn(async move {
                     let answer = match open {
@@ -151,7 +152,7 @@ pub async fn serve(serving: Serving) -> anyhow::Result<Exit> {
         )
         .on_receive_notification(
             async move |cancel: CancelNotification, _: ConnectionTo<Client>| {
-                if let Some(open) = lock(&s_cancel).get(&*cancel.session_id.0) {
+                if let Some(open) = s_cancel.session(&cancel.session_id) {
                     lock(&open.cancel).cancel();
                 }
                 Ok(())
@@ -161,7 +162,7 @@ pub async fn serve(serving: Serving) -> anyhow::Result<Exit> {
         .connect_to(Stdio::new())
         .await;
     // The client has gone: each session ends (its running request, if any, cancelled first).
-    let open: Vec<Arc<Open>> = lock(&sessions).drain().map(|(_, open)| open).collect();
+    let open: Vec<Arc<Open>> = lock(&served.sessions).drain().map(|(_, open)| open).collect();
     for open in open {
         lock(&open.cancel).cancel();
         let _ = open.ops.send(Op::Close { hurry: Cancel::default() });
@@ -172,7 +173,7 @@ pub async fn serve(serving: Serving) -> anyhow::Result<Exit> {
             }
         }
     }
-    served.map_err(|e| anyhow::anyhow!("the ACP connection: {e}"))?;
+    connection.map_err(|e| anyhow::anyhow!("the ACP connection: {e}"))?;
     Ok(Exit::Done)
 }
 
@@ -206,16 +207,16 @@ impl Front for Lines {
     }
 }
 
-/// A session opened in `cwd` (resuming `resume`): its id, its handle, a resumed one's events.
+/// A session opened in `cwd` (resuming `resume`) and kept in `served`: its id and a resumed
+/// one's events.
 async fn open(
-    handle: &tokio::runtime::Handle,
-    serving: &Serving,
+    served: &Served,
     cwd: PathBuf,
     resume: Option<String>,
-) -> Result<(String, Arc<Open>, Vec<Event>), Error> {
-    let serving = serving.clone();
+) -> Result<(String, Vec<Event>), Error> {
+    let serving = served.serving.clone();
     // On the runtime's workers: the startup's hooks block the thread they run on.
-    let opened = handle.spawn(async move {
+    let opened = served.handle.spawn(async move {
         let (outs_tx, outs) = unbounded_channel();
         let cwd = cwd.canonicalize().map_err(|e| format!("{}: {e}", cwd.display()))?;
         let (layered, trust) =
@@ -265,7 +266,10 @@ async fn open(
         Ok::<_, String>((id, Arc::new(open), front.earlier))
     });
     match opened.await {
-        Ok(Ok(opened)) => Ok(opened),
+        Ok(Ok((id, open, earlier))) => {
+            lock(&served.sessions).insert(id.clone(), open);
+            Ok((id, earlier))
+        }
         Ok(Err(e)) => Err(Error::internal_error().data(e)),
         Err(e) => Err(Error::internal_error().data(format!("the session's startup: {e}"))),
     }
