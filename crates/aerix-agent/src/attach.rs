@@ -4,8 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::runtime::{EMBEDDED, Prompts};
 use aerix_config::{AgentDefinitions, Env, Origin, Settings};
-use aerix_core::{EMBEDDED, Prompts};
 use aerix_profile::{Attach, BuiltinState, OverlayKind, Profile, Release, Source, Target};
 use aerix_session::Event;
 use aerix_skills::Skills;

@@ -1,16 +1,11 @@
-//! Where the binary joins the runtime to the crates around it: `aerix-core`'s traits for the
-//! types of `aerix-config`, `aerix-skills` and `aerix-permissions` (the core knows none of
-//! them), and the runtime a request runs on: the settings as the core's `Options`, the file
-//! tools' roots, `bash`'s sandbox, `aerix-compact`'s compaction and `aerix-delegate`'s
-//! delegation wired in.
+//! The runtime a request runs on, from the settings: the runtime's `Options`, the file tools'
+//! roots, `bash`'s sandbox, compaction and delegation wired in.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use aerix_config::{AgentDefinitions, Settings};
-use aerix_core::{
-    Asked, Connection, Definition, Definitions, Options, Permission, Prompts, Runtime, Sink,
-};
+use crate::runtime::{Connection, Options, Prompts, Runtime, Sink};
+use aerix_config::Settings;
 use aerix_tools::{Cancel, Roots, Sandbox};
 
 /// Where a request acts: the working directory, the directories added to it
@@ -19,7 +14,7 @@ use aerix_tools::{Cancel, Roots, Sandbox};
 pub(crate) struct Place<'a> {
     pub(crate) cwd: &'a Path,
     pub(crate) additional: &'a [PathBuf],
-    pub(crate) worktrees: Option<&'a aerix_delegate::WorktreePlace>,
+    pub(crate) worktrees: Option<&'a crate::delegate::WorktreePlace>,
     pub(crate) checks: &'a [String],
 }
 
@@ -34,15 +29,15 @@ pub(crate) fn runtime<'a>(
     cancel: Cancel,
 ) -> Runtime<'a> {
     let context = &settings.context;
-    let compactor = aerix_compact::Compactor {
-        ratios: aerix_compact::Ratios {
+    let compactor = crate::compact::Compactor {
+        ratios: crate::compact::Ratios {
             soft_ratio: context.soft_ratio,
             target_ratio: context.target_ratio,
         },
     };
     let delegation = &settings.delegation;
-    let delegator = aerix_delegate::Delegator {
-        pool: Arc::new(aerix_core::PoolSocket(settings.pool.socket.clone())),
+    let delegator = crate::delegate::Delegator {
+        pool: Arc::new(crate::runtime::PoolSocket(settings.pool.socket.clone())),
         parallel: delegation.parallel,
         retries: delegation.retries,
         max_turns: delegation.max_turns,
@@ -118,88 +113,6 @@ pub(crate) fn options(settings: &Settings) -> Options {
         default_tool_cap: context.tool_cap("default"),
         skills_chars: context.skills_chars,
         planner_tools: settings.delegation.planner_tools.clone(),
-    }
-}
-
-/// The agent definitions `aerix-config` reads (Claude Code's tool names already mapped to
-/// aerix's), as the runtime finds them.
-pub(crate) struct Agents(pub(crate) Arc<AgentDefinitions>);
-
-impl Definitions for Agents {
-    fn get(&self, name: &str) -> Option<Definition> {
-        let d = self.0.get(name)?;
-        Some(Definition {
-            name: d.name.clone(),
-            tools: d.tools.clone(),
-            held: d.held.clone(),
-            model: d.model.clone(),
-            max_turns: d.max_turns,
-            body: d.body.clone(),
-        })
-    }
-
-    fn names(&self) -> Vec<String> {
-        self.0.iter().map(|d| d.name.clone()).collect()
-    }
-}
-
-/// The session's permission rules (`aerix-permissions`), as the runtime checks a call against
-/// them. `failed` shows a line when an "always" answer cannot be kept on disk (it still holds
-/// for this run).
-pub(crate) struct Rules {
-    pub(crate) permissions: Arc<aerix_permissions::Permissions>,
-    pub(crate) failed: Box<dyn Fn(String) + Send + Sync>,
-}
-
-impl Rules {
-    fn held<'h>(call: &'h Asked<'_>) -> Vec<aerix_permissions::Held<'h>> {
-        call.held
-            .iter()
-            .map(|h| aerix_permissions::Held { definition: &h.definition, patterns: &h.patterns })
-            .collect()
-    }
-}
-
-impl aerix_core::Permissions for Rules {
-    fn check(&self, call: &Asked<'_>) -> Permission {
-        match self.permissions.check(call.tool, call.input, &Rules::held(call)) {
-            aerix_permissions::Verdict::Allow => Permission::Allow,
-            aerix_permissions::Verdict::Deny(why) => Permission::Deny(why),
-            aerix_permissions::Verdict::Ask { reason, always } => {
-                Permission::Ask { reason, always: !always.is_empty() }
-            }
-        }
-    }
-
-    fn remember(&self, call: &Asked<'_>) {
-        if let Err(e) = self.permissions.remember(call.tool, call.input, &Rules::held(call)) {
-            (self.failed)(format!("the answer holds for this run only: {e}"));
-        }
-    }
-}
-
-/// The skills `aerix-skills` loaded, as the runtime lists and loads them.
-pub(crate) struct SkillSet(pub(crate) Arc<aerix_skills::Skills>);
-
-impl aerix_core::Skills for SkillSet {
-    fn names(&self) -> Vec<String> {
-        self.0.model_names()
-    }
-
-    fn listing(&self, max_chars: usize) -> Option<String> {
-        self.0.listing(max_chars)
-    }
-
-    fn list(&self) -> String {
-        self.0.list()
-    }
-
-    fn load(&self, name: &str, args: &str) -> Result<String, String> {
-        self.0.load(name, args).map_err(|e| e.to_string())
-    }
-
-    fn file(&self, name: &str) -> Option<std::path::PathBuf> {
-        self.0.get(name).map(|skill| skill.file.clone())
     }
 }
 

@@ -7,7 +7,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use aerix_core::{HookFire, HookReply, RuntimeHooks, Sink};
+use crate::runtime::{HookFire, HookReply, RuntimeHooks, Sink};
 use aerix_hooks::{CompactTrigger, Fire, Fired, HookEvent, Hooks, Session, Subagent, ToolCall};
 use aerix_session::Event;
 use aerix_tools::Cancel;

@@ -10,10 +10,13 @@
 pub mod attach;
 pub mod bridge;
 pub mod checkpoint;
+pub mod compact;
+pub mod delegate;
 pub mod exit;
 pub mod extensions;
 pub mod hooks;
 pub mod pool;
 pub mod request;
+pub mod runtime;
 pub mod session;
 pub mod startup;

@@ -314,7 +314,7 @@ pub async fn bind(
 
 /// A client error with what was being done; a pool that went away says `pool gone` first.
 fn named(e: ClientError, doing: &str) -> anyhow::Error {
-    if aerix_core::pool_gone(&e) {
+    if crate::runtime::pool_gone(&e) {
         anyhow::anyhow!("pool gone: {doing}: {e}")
     } else {
         anyhow::Error::from(e).context(doing.to_owned())

@@ -391,7 +391,7 @@ struct Turn {
     body: Body,
 }
 
-/// A turn read the way the runtime reads it (`aerix-core`'s `turn::parse_as`), so the calls
+/// A turn read the way the runtime reads it (`aerix_turn::parse_as`), so the calls
 /// get the ids the runtime gave them; `None` when the runtime would not have parsed it.
 fn parse_turn(text: &str) -> Option<Turn> {
     let trimmed = text.trim();

@@ -3,7 +3,7 @@
 //! official SDK), their tools listed and offered as `mcp__<server>__<tool>` when their input
 //! schemas fit the turn's constraint (`schema.rs`), each call bounded by `mcp.timeout_secs`,
 //! results as text (`result.rs`). A server that fails to start or dies is a state and a note;
-//! its calls are errors, never a hang. `Servers` is the runtime's `ExternalTools`.
+//! its calls are errors, never a hang.
 
 pub mod config;
 mod result;
@@ -14,7 +14,6 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use aerix_seams::{Called, ExternalTools};
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -199,7 +198,8 @@ impl Servers {
             .flat_map(|s| s.tools.iter().filter(|t| t.schema.is_ok()).map(move |t| (s, t)))
     }
 
-    async fn call_async(&self, tool: &str, input: &Value) -> Result<String, String> {
+    /// Runs one call to its end (or `mcp.timeout_secs`): the result's text, or the error's.
+    pub async fn call(&self, tool: &str, input: &Value) -> Result<String, String> {
         let Some((server, found)) = self.offered().find(|(_, t)| t.full == tool) else {
             return Err(format!("no MCP tool named `{tool}` is running"));
         };
@@ -344,16 +344,19 @@ async fn connect(
     Ok((client, tools))
 }
 
-impl ExternalTools for Servers {
-    fn names(&self) -> Vec<String> {
+impl Servers {
+    /// The tools offered to the root and implementers, in order.
+    pub fn names(&self) -> Vec<String> {
         self.offered().map(|(_, t)| t.full.clone()).collect()
     }
 
-    fn input_schema(&self, tool: &str) -> Option<Value> {
+    /// A tool's input schema as the turn schema holds it.
+    pub fn input_schema(&self, tool: &str) -> Option<Value> {
         self.offered().find(|(_, t)| t.full == tool).and_then(|(_, t)| t.schema.clone().ok())
     }
 
-    fn listing(&self) -> Option<String> {
+    /// The system segment's lines about the tools; `None` without tools.
+    pub fn listing(&self) -> Option<String> {
         let mut out = String::from("# MCP tools\n");
         let mut any = false;
         for (_, t) in self.offered() {
@@ -362,9 +365,5 @@ impl ExternalTools for Servers {
             out.push_str(&format!("\n{}: {}\ninput: {fields}\n", t.full, t.description));
         }
         any.then_some(out)
-    }
-
-    fn call<'a>(&'a self, tool: &'a str, input: &'a Value) -> Called<'a> {
-        Box::pin(self.call_async(tool, input))
     }
 }

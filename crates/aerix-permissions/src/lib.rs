@@ -6,8 +6,8 @@
 //! `dontAsk`).
 //!
 //! The crate decides; it asks no one and runs nothing. [`Permissions::check`] gives a call's
-//! [`Verdict`]; the binary implements `aerix-core`'s `Permissions` over it, and the core asks
-//! the user (the screen) when the verdict says to. Headless runs never ask: their verdict is
+//! [`Verdict`]; aerix-agent's runtime checks every call with it, and asks the user (the
+//! screen) when the verdict says to. Headless runs never ask: their verdict is
 //! allow or deny already ([`Front`]).
 
 mod command;

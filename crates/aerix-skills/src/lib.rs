@@ -3,8 +3,8 @@
 //! frontmatter (`parse.rs`), the listing the system segment shows, the text a `skill` call or a
 //! `/name args` prompt gets (`expand.rs`), and where plugins come from (`plugins.rs`).
 //!
-//! Nothing here runs anything: a skill is text. The runtime (`aerix-core`) sees a loaded set
-//! through its `Skills` trait; the binary loads it and expands a prompt's first line.
+//! Nothing here runs anything: a skill is text. aerix-agent loads a set, expands a prompt's
+//! first line with it and hands it to its runtime as it is.
 
 mod expand;
 mod load;

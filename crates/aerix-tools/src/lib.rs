@@ -5,7 +5,7 @@
 //! `Sandbox` when one is set.
 //!
 //! The tools that act on the agent itself (`plan`, `context`, `skill`, `agent`) live in
-//! `aerix-core`, which owns that state.
+//! aerix-agent's runtime, which owns that state.
 
 mod bash;
 mod confine;

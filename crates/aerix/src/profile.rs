@@ -222,7 +222,7 @@ fn edit(at: &Where<'_>, profile: &Profile, branch: &str, path: &str) -> anyhow::
 
 /// A built-in prompt's path, or an overlay path a loaded skill or definition has.
 fn artifact(at: &Where<'_>, path: &str) -> anyhow::Result<Artifact> {
-    if let Some((_, text)) = aerix_core::EMBEDDED.iter().find(|(p, _)| *p == path) {
+    if let Some((_, text)) = aerix_agent::runtime::EMBEDDED.iter().find(|(p, _)| *p == path) {
         return Ok(Artifact::Builtin(text));
     }
     if !(path.starts_with("skills/") || path.starts_with("agents/")) {

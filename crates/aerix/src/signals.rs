@@ -92,7 +92,7 @@ impl Signals {
 }
 
 /// Resolves once the first signal has come.
-pub use aerix_core::cancelled;
+pub use aerix_agent::runtime::cancelled;
 
 /// The first of the signals a command stops for at its next safe point (`aerix tune`, `aerix
 /// profile sync`, the screen): which came first, waited for or looked at.

@@ -51,7 +51,7 @@ fn open(place: &Place, author: &'static str) -> anyhow::Result<ProfileStore> {
 fn artifacts(settings: &Settings, env: &Env, root: &Path, cwd: &Path, place: &Place) -> Artifacts {
     use aerix_profile::{OverlayKind, overlay_path};
     let mut artifacts = Artifacts {
-        upstream: aerix_core::EMBEDDED
+        upstream: aerix_agent::runtime::EMBEDDED
             .iter()
             .map(|(path, text)| ((*path).to_owned(), (*text).to_owned()))
             .collect(),

@@ -1,14 +1,14 @@
 //! A request end to end: route (`route.rs`), set up the root agent `a1` (its system,
 //! instruction and hook segments, or a resumed root's from the log; the prompt, with the
-//! planner note on `edit`/`plan`), run it on `aerix-core`'s turn loop.
+//! planner note on `edit`/`plan`), run it on the turn loop (`runtime`).
 
 mod route;
 
-use aerix_config::InstructionFile;
-use aerix_core::{
+use crate::runtime::{
     Agent, AgentEnd, AgentSpec, Connection, Context, CoreError, HookFire, Label, Runtime, Segment,
     offer_skill,
 };
+use aerix_config::InstructionFile;
 use std::path::Path;
 
 use aerix_session::{Event, Outcome, Rebuilt, SessionError, read_log, rebuild};
@@ -298,7 +298,7 @@ async fn run_root(
     };
     // The root is at depth 0: with `delegation.depth = 0` it cannot spawn either.
     let tools = rt.tools_at(tools, 0);
-    let tools = offer_skill(tools, &*rt.services.skills);
+    let tools = offer_skill(tools, &rt.services.skills);
     rt.sink.event(Event::AgentSpawn {
         agent: ROOT.to_owned(),
         parent: None,

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use aerix_session::{Event, Route};
 use caldrix_proto::{Constraint, Generate, Role, Segment};
 
-use aerix_core::{CoreError, Runtime};
+use crate::runtime::{CoreError, Runtime};
 
 /// The routing generation's bound.
 pub const ROUTE_TOKENS: u32 = 8;

@@ -3,7 +3,7 @@
 //! cancel flag. One at a time: a front end shows one question, and pieces running together
 //! may each ask.
 
-use aerix_core::{Answering, AskAnswer, AskGate, PlanDecision, PlanGate};
+use crate::runtime::{Answering, AskAnswer, AskGate, PlanDecision, PlanGate};
 use aerix_tools::Cancel;
 use tokio::sync::mpsc::UnboundedSender;
 
@@ -25,7 +25,7 @@ impl Asking {
         self.outs.send(Out::Ask(ask, send)).ok()?;
         tokio::select! {
             reply = reply => reply.ok(),
-            () = aerix_core::cancelled(&self.cancel) => None,
+            () = crate::runtime::cancelled(&self.cancel) => None,
         }
     }
 }

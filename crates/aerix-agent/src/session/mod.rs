@@ -18,8 +18,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::request::{Root, Start};
+use crate::runtime::Live;
 use aerix_config::{InstructionFile, Settings};
-use aerix_core::Live;
 use aerix_hooks::{EndReason, Fire};
 use aerix_session::{Event, Outcome, Store};
 use aerix_tools::Cancel;
@@ -135,7 +135,7 @@ pub struct Session {
     agents: Arc<aerix_config::AgentDefinitions>,
     skills: Arc<aerix_skills::Skills>,
     mcp: Arc<aerix_mcp::Servers>,
-    prompts: Arc<aerix_core::Prompts>,
+    prompts: Arc<crate::runtime::Prompts>,
     /// `session.start`'s `profile`, `profile_branch`, `profile_commit`.
     profile: Option<(String, String, String)>,
     /// The profile's `session/<id>`, made by the session's first request.
@@ -147,7 +147,7 @@ pub struct Session {
     main: pool::Bound,
     decision: Option<String>,
     members: Vec<String>,
-    worktrees: Option<aerix_delegate::WorktreePlace>,
+    worktrees: Option<crate::delegate::WorktreePlace>,
     checks: Vec<String>,
     max_turns: u32,
     client: caldrix_client::Client,

@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use aerix_core::{Live, Sink};
+use crate::runtime::{Live, Sink};
 use aerix_session::{Event, Log, Outcome, Store};
 use tokio::sync::mpsc::UnboundedSender;
 
@@ -195,6 +195,10 @@ impl Sink for Recorder {
 
     fn spool_dir(&self) -> Option<PathBuf> {
         Some(self.lock().log.spool_dir())
+    }
+
+    fn note(&mut self, line: String) {
+        Recorder::note(self, format!("aerix: {line}"));
     }
 
     fn live(&mut self, agent: &str, live: Live) {

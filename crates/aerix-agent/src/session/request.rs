@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use crate::request::{Request, Start, run_request};
-use aerix_core::CoreError;
+use crate::runtime::CoreError;
 use aerix_session::Outcome;
 use aerix_tools::Cancel;
 
@@ -53,7 +53,7 @@ impl Session {
         if let Some(why) = failed {
             self.record.note(format!("aerix: no checkpoint before this request: {why}"));
         }
-        aerix_core::Sink::event(&mut self.record, checkpoint);
+        crate::runtime::Sink::event(&mut self.record, checkpoint);
         // The session's first request makes its profile branch.
         if first && let Some(line) = self.branch.as_ref().and_then(SessionBranch::make) {
             self.record.note(line);
@@ -121,11 +121,6 @@ impl Session {
             record: Mutex::new(self.record.clone()),
             cancel: cancel.clone(),
         };
-        let notes = self.record.clone();
-        let rules = bridge::Rules {
-            permissions: Arc::clone(&self.permissions),
-            failed: Box::new(move |line: String| notes.note(format!("aerix: {line}"))),
-        };
         let mut sink = self.record.clone();
         let runtime = bridge::runtime(
             &mut self.client,
@@ -142,10 +137,10 @@ impl Session {
         )
         .with_members(self.members.clone())
         .with_hooks(Arc::new(agent_hooks))
-        .with_definitions(Arc::new(bridge::Agents(Arc::clone(&self.agents))))
-        .with_skills(Arc::new(bridge::SkillSet(Arc::clone(&self.skills))))
-        .with_external(Arc::clone(&self.mcp) as Arc<dyn aerix_core::ExternalTools>)
-        .with_permissions(Arc::new(rules));
+        .with_definitions(Arc::clone(&self.agents))
+        .with_skills(Arc::clone(&self.skills))
+        .with_external(Arc::clone(&self.mcp))
+        .with_permissions(Some(Arc::clone(&self.permissions)));
         // Who answers a question: the front end, unless it cannot ask (`aerix -p`: the
         // permissions deny what would ask, and a plan is accepted as written).
         let mut runtime = match self.permissions.front() {
@@ -154,7 +149,7 @@ impl Session {
                 let outs = self.record.outs().clone();
                 let one = tokio::sync::Mutex::new(());
                 let gates = Arc::new(Asking { outs, cancel: cancel.clone(), one });
-                runtime.with_gates(Arc::clone(&gates) as Arc<dyn aerix_core::PlanGate>, gates)
+                runtime.with_gates(Arc::clone(&gates) as Arc<dyn crate::runtime::PlanGate>, gates)
             }
         };
         let started = Instant::now();
@@ -183,7 +178,7 @@ impl Session {
 
 /// For scripts/bench-aerix (`aerix -p` prints it on stderr): the runtime's own cost, apart
 /// from the pool's generations.
-fn timing(stats: &aerix_core::Stats, request_start: Instant, process_start: Instant) -> String {
+fn timing(stats: &crate::runtime::Stats, request_start: Instant, process_start: Instant) -> String {
     let wall = request_start.elapsed();
     let overhead = wall.saturating_sub(stats.generating);
     let first = stats.first_generate.map(|t| t.duration_since(process_start));

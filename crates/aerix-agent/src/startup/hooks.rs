@@ -3,8 +3,8 @@
 
 use std::path::Path;
 
+use crate::runtime::Sink;
 use aerix_config::InstructionFile;
-use aerix_core::Sink;
 use aerix_hooks::{Blocked, Fire, StartSource};
 use aerix_session::Log;
 use aerix_tools::Cancel;

@@ -89,7 +89,7 @@ pub struct Files {
     /// session's, with the mode and the front end).
     pub rules: aerix_permissions::Loaded,
     /// Where pieces' worktrees live; `None`: pieces run in place (not a git work tree).
-    pub worktrees: Option<aerix_delegate::WorktreePlace>,
+    pub worktrees: Option<crate::delegate::WorktreePlace>,
     /// The repository's test commands (`verify.commands`, else detected).
     pub checks: Vec<String>,
 }
@@ -126,7 +126,7 @@ impl Files {
         // A project's allow rules, default mode and added directories count only once trusted.
         let rules = trust.permission_rules();
         let (worktrees, tree_notes) = worktrees::place(settings, &root, &data, &project);
-        let checks = aerix_delegate::checks::commands(&settings.verify.commands, &root);
+        let checks = crate::delegate::checks::commands(&settings.verify.commands, &root);
         let mut files = Files {
             root,
             instructions,

@@ -3,8 +3,8 @@
 
 use std::path::Path;
 
+use crate::delegate::WorktreePlace;
 use aerix_config::Settings;
-use aerix_delegate::WorktreePlace;
 
 /// The worktrees' place (`None` outside a git work tree, or when it cannot be used) and the
 /// notes to show: what was swept, or why pieces run in place.

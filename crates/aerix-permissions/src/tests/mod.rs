@@ -591,7 +591,7 @@ fn a_skill_is_judged_by_the_read_rules_on_the_file_it_returns() {
     let denied_by = denied(&p, skill("/home/alice/.aws/credentials")).unwrap_or_default();
     assert!(denied_by.contains("Read(~/.aws/**)"), "{denied_by}");
     assert!(asks(&p, skill("/secrets/deploy/SKILL.md")).is_some());
-    // Any other skill, and one whose file the core did not resolve, is aerix's own call.
+    // Any other skill, and one whose file the runtime did not resolve, is aerix's own call.
     assert!(allowed(&p, skill("/home/alice/.claude/skills/fmt/SKILL.md")));
     assert!(allowed(&p, ("skill", json!({"name": "creds"}))));
 }

@@ -282,11 +282,11 @@ fn gate(ask: Ask) -> Gate {
     }
 }
 
-fn live_feed(agent: String, live: aerix_core::Live) -> Feed {
+fn live_feed(agent: String, live: aerix_agent::runtime::Live) -> Feed {
     match live {
-        aerix_core::Live::Generating => Feed::Generating { agent },
-        aerix_core::Live::Streamed => Feed::Streamed { agent },
-        aerix_core::Live::Generated => Feed::Generated { agent },
+        aerix_agent::runtime::Live::Generating => Feed::Generating { agent },
+        aerix_agent::runtime::Live::Streamed => Feed::Streamed { agent },
+        aerix_agent::runtime::Live::Generated => Feed::Generated { agent },
     }
 }
 

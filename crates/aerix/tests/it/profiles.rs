@@ -11,11 +11,11 @@ use serde_json::Value;
 use crate::{World, final_turn, of_type, smollm2, stderr, stdout};
 
 fn release() -> Release<'static> {
-    Release { version: env!("CARGO_PKG_VERSION"), embedded: &aerix_core::EMBEDDED }
+    Release { version: env!("CARGO_PKG_VERSION"), embedded: &aerix_agent::runtime::EMBEDDED }
 }
 
 fn embedded(path: &str) -> &'static str {
-    aerix_core::EMBEDDED.iter().find(|(p, _)| *p == path).unwrap().1
+    aerix_agent::runtime::EMBEDDED.iter().find(|(p, _)| *p == path).unwrap().1
 }
 
 fn data(world: &World) -> PathBuf {

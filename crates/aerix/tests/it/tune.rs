@@ -121,12 +121,13 @@ fn sync_with_nothing_tuned_stale_binds_no_pool() {
     let data = world.home.join("data");
     let key = aerix_session::project_key(&world.repo.canonicalize().unwrap());
     // The model base was made under an older release whose routing.md differed.
-    let mut old: Vec<(&str, &str)> = aerix_core::EMBEDDED.to_vec();
+    let mut old: Vec<(&str, &str)> = aerix_agent::runtime::EMBEDDED.to_vec();
     old[1].1 = "answer edit investigate plan (an older text)\n";
     let older = aerix_profile::Release { version: "0.0.1", embedded: &old };
     let profile = aerix_profile::Profile::create_or_open(&data, &key, &older).unwrap();
     let (branch, _) = profile.model_base("m.gguf").unwrap();
-    let release = aerix_profile::Release { version: "0.1.0", embedded: &aerix_core::EMBEDDED };
+    let release =
+        aerix_profile::Release { version: "0.1.0", embedded: &aerix_agent::runtime::EMBEDDED };
     aerix_profile::Profile::create_or_open(&data, &key, &release).unwrap();
 
     let out = world.aerix(&["profile", "sync"]);
@@ -138,7 +139,7 @@ fn sync_with_nothing_tuned_stale_binds_no_pool() {
     );
     assert_eq!(
         profile.read(&head, "routing.md").unwrap().as_deref(),
-        Some(aerix_core::EMBEDDED[1].1)
+        Some(aerix_agent::runtime::EMBEDDED[1].1)
     );
     assert!(!world.socket.exists() && !world.home.join("state/aerix/pool-start.log").exists());
     let again = world.aerix(&["profile", "sync"]);
