@@ -119,12 +119,6 @@ pub(crate) fn options(settings: &Settings) -> Options {
 #[cfg(test)]
 mod tests {
     #[test]
-    fn the_settings_know_the_tools_the_turn_offers() {
-        // `aerix-config` checks `planner_tools` and agent definitions' tools against its list.
-        assert_eq!(aerix_config::AERIX_TOOLS, aerix_turn::ALL_TOOLS);
-    }
-
-    #[test]
     fn the_options_carry_the_settings_caps() {
         let mut settings = aerix_config::defaults(&aerix_config::Env::for_tests("/nowhere"));
         settings.context.tool_caps.insert("read".into(), 123);

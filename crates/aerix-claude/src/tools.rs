@@ -1,7 +1,7 @@
-//! Claude Code's view of aerix's tools, in one place: a hook written for Claude Code matches
-//! `Bash` and reads `tool_input.command`, `Edit|Write` and `tool_input.file_path`. aerix's
-//! `bash`, `read`, `write`, `edit`, `glob` and `grep` are presented under their Claude Code
-//! twin's name with its input fields ([`view`]), their results in its `tool_response` shape
+//! Claude Code's view of aerix's tools: a hook written for Claude Code matches `Bash` and
+//! reads `tool_input.command`, `Edit|Write` and `tool_input.file_path`. aerix's tools with a
+//! twin in the registry (`aerix_turn::tools`: `bash`, `read`, `write`, `edit`, `glob`, `grep`)
+//! are presented under the twin's name with its input fields ([`view`]), their results in its `tool_response` shape
 //! ([`tool_response`]), and a hook's `updatedInput` is mapped back ([`from_claude`]) and checked
 //! against aerix's input schema ([`check_input`]). aerix's other tools keep their names and
 //! inputs. Hook payloads and the transcript projection both use this, so a hook reads the same
@@ -9,61 +9,16 @@
 
 use std::path::Path;
 
+use aerix_turn::tools::{Carried, Twin};
 use serde_json::{Map, Value, json};
 
-/// aerix's tools with a Claude Code twin, and its name (the same pairs as the agent
-/// definitions' tool table in `aerix-config`, which maps several Claude Code names onto one
-/// aerix tool; a test checks they agree).
-pub const TWINS: [(&str, &str); 6] = [
-    ("bash", "Bash"),
-    ("read", "Read"),
-    ("write", "Write"),
-    ("edit", "Edit"),
-    ("glob", "Glob"),
-    ("grep", "Grep"),
-];
-
-/// aerix's input field and Claude Code's, per twin (Bash's `timeout` is converted: seconds
-/// against milliseconds). Fields of Claude Code's that only describe (`description`) are
-/// dropped on the way back.
-const FIELDS: [(&str, &[(&str, &str)]); 6] = [
-    (
-        "bash",
-        &[("command", "command"), ("timeout_secs", "timeout"), ("background", "run_in_background")],
-    ),
-    ("read", &[("path", "file_path"), ("offset", "offset"), ("limit", "limit")]),
-    ("write", &[("path", "file_path"), ("content", "content")]),
-    (
-        "edit",
-        &[
-            ("path", "file_path"),
-            ("old", "old_string"),
-            ("new", "new_string"),
-            ("replace_all", "replace_all"),
-        ],
-    ),
-    ("glob", &[("pattern", "pattern"), ("path", "path")]),
-    (
-        "grep",
-        &[
-            ("pattern", "pattern"),
-            ("path", "path"),
-            ("glob", "glob"),
-            ("max_matches", "head_limit"),
-        ],
-    ),
-];
-
-/// Claude Code's fields that carry no instruction, dropped from an `updatedInput`.
-const DESCRIPTIVE: [&str; 1] = ["description"];
-
-/// Claude Code's name for an aerix tool, when it has a twin.
+/// Claude Code's name for an aerix tool, when it has a twin (`aerix_turn::tools`).
 pub fn claude_name(tool: &str) -> Option<&'static str> {
-    TWINS.iter().find(|(aerix, _)| *aerix == tool).map(|(_, claude)| *claude)
+    twin(tool).map(|t| t.name)
 }
 
-fn fields(tool: &str) -> Option<&'static [(&'static str, &'static str)]> {
-    FIELDS.iter().find(|(t, _)| *t == tool).map(|(_, f)| *f)
+fn twin(tool: &str) -> Option<Twin> {
+    aerix_turn::tool_named(tool)?.twin
 }
 
 /// A call as a hook sees it: `tool_name` and `tool_input`.
@@ -83,25 +38,23 @@ fn absolute(path: &Value, cwd: &Path) -> Value {
 
 /// An aerix call in Claude Code's terms (a tool without a twin as it is).
 pub fn view(tool: &str, input: &Value, cwd: &Path) -> ToolView {
-    let (Some(name), Some(fields), Some(object)) =
-        (claude_name(tool), fields(tool), input.as_object())
-    else {
+    let (Some(twin), Some(object)) = (twin(tool), input.as_object()) else {
         return ToolView { name: tool.to_owned(), input: input.clone() };
     };
     let mut out = Map::new();
-    for (aerix, claude) in fields {
-        let Some(value) = object.get(*aerix) else { continue };
-        let value = match (*aerix, *claude) {
-            ("timeout_secs", _) => json!(value.as_u64().map_or(0, |s| s.saturating_mul(1000))),
-            ("path", _) => absolute(value, cwd),
-            _ => value.clone(),
+    for field in twin.fields {
+        let Some(value) = object.get(field.aerix) else { continue };
+        let value = match field.carried {
+            Carried::Seconds => json!(value.as_u64().map_or(0, |s| s.saturating_mul(1000))),
+            Carried::Path => absolute(value, cwd),
+            Carried::AsIs => value.clone(),
         };
-        out.insert((*claude).to_owned(), value);
+        out.insert(field.claude.to_owned(), value);
     }
     if tool == "edit" && !out.contains_key("replace_all") {
         out.insert("replace_all".into(), json!(false));
     }
-    ToolView { name: name.to_owned(), input: Value::Object(out) }
+    ToolView { name: twin.name.to_owned(), input: Value::Object(out) }
 }
 
 /// Claude Code's name for an aerix tool; a tool without a twin keeps its own name.
@@ -113,23 +66,24 @@ pub fn tool_name(tool: &str) -> &str {
 /// renamed back (a field aerix has no equivalent for is an error naming it), another tool's
 /// input as it is.
 pub fn from_claude(tool: &str, updated: &Value) -> Result<Value, String> {
-    let (Some(name), Some(fields)) = (claude_name(tool), fields(tool)) else {
+    let Some(twin) = twin(tool) else {
         return Ok(updated.clone());
     };
+    let name = twin.name;
     let Some(object) = updated.as_object() else {
         return Err(format!("the updatedInput for {name} is not an object"));
     };
     let mut out = Map::new();
     for (key, value) in object {
-        if DESCRIPTIVE.contains(&key.as_str()) {
+        if twin.descriptive.contains(&key.as_str()) {
             continue;
         }
-        let Some((aerix, _)) = fields.iter().find(|(_, claude)| claude == key) else {
+        let Some(field) = twin.fields.iter().find(|f| f.claude == key) else {
             return Err(format!(
                 "the updatedInput for {name} has `{key}`, which aerix's `{tool}` has no equivalent for"
             ));
         };
-        let value = if *aerix == "timeout_secs" {
+        let value = if field.carried == Carried::Seconds {
             // Milliseconds to whole seconds, rounded up (a timeout is never shortened to 0).
             match value.as_u64() {
                 Some(ms) => json!(ms.div_ceil(1000)),
@@ -142,7 +96,7 @@ pub fn from_claude(tool: &str, updated: &Value) -> Result<Value, String> {
         } else {
             value.clone()
         };
-        out.insert((*aerix).to_owned(), value);
+        out.insert(field.aerix.to_owned(), value);
     }
     Ok(Value::Object(out))
 }
@@ -304,14 +258,7 @@ mod tests {
 
     use serde_json::json;
 
-    use super::{TWINS, check_input, from_claude, tool_response, view};
-
-    #[test]
-    fn twins_are_the_agent_definitions_mapping() {
-        for (aerix, claude) in TWINS {
-            assert_eq!(aerix_config::aerix_tool(claude), Some(aerix), "{claude}");
-        }
-    }
+    use super::{check_input, from_claude, tool_response, view};
 
     #[test]
     fn calls_in_claude_codes_terms_and_back() {

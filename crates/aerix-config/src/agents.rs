@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
+use aerix_turn::ALL_TOOLS;
 use serde_yaml_ng::{Mapping, Value};
 
 use crate::Env;
@@ -11,44 +12,12 @@ use crate::capped::{Capped, read_capped, read_capped_within};
 use crate::frontmatter::{NoFrontmatter, split_frontmatter};
 use crate::named::{ByName, Named};
 
-/// aerix's tools, in the order a definition's tool list is given back.
-pub const AERIX_TOOLS: [&str; 11] = [
-    "read", "write", "edit", "bash", "glob", "grep", "repo_map", "plan", "context", "agent",
-    "skill",
-];
-
-/// Claude Code's tool names and the aerix tool each becomes (`None`: no equivalent; the name is
-/// a note, not a failure). `docs/configuration.md` has the same table with reasons.
-const CLAUDE_TOOLS: [(&str, Option<&str>); 20] = [
-    ("Read", Some("read")),
-    ("Write", Some("write")),
-    ("Edit", Some("edit")),
-    // Several edits of one file: aerix's `edit`, called once per change.
-    ("MultiEdit", Some("edit")),
-    ("Bash", Some("bash")),
-    // Background shells: aerix's `bash` runs them and delivers their output between turns.
-    ("BashOutput", Some("bash")),
-    ("KillShell", Some("bash")),
-    ("KillBash", Some("bash")),
-    ("Glob", Some("glob")),
-    ("Grep", Some("grep")),
-    // A directory listing is a glob of its entries.
-    ("LS", Some("glob")),
-    ("Task", Some("agent")),
-    ("Agent", Some("agent")),
-    ("TodoWrite", Some("plan")),
-    ("TodoRead", Some("plan")),
-    ("Skill", Some("skill")),
-    ("SlashCommand", Some("skill")),
-    ("WebFetch", None),
-    ("WebSearch", None),
-    ("NotebookEdit", None),
-];
-
-/// The aerix tool a Claude Code tool name becomes (`None`: no equivalent, or not a Claude Code
-/// name).
-pub fn aerix_tool(claude: &str) -> Option<&'static str> {
-    CLAUDE_TOOLS.iter().find(|(cc, _)| *cc == claude).and_then(|(_, aerix)| *aerix)
+/// The aerix tool a Claude Code tool name becomes (a twin's name, another of its names, or
+/// one of its helpers: `BashOutput` is `bash`), from the registry (`aerix_turn::tools`); `None`:
+/// no equivalent (`WebFetch`, `WebSearch`, `NotebookEdit`) or not a Claude Code name. Such a
+/// name is a note, not a failure. `docs/configuration.md` has the table with reasons.
+fn aerix_tool(claude: &str) -> Option<&'static str> {
+    aerix_turn::tools::from_claude(claude).map(|(tool, _)| tool.name)
 }
 
 /// One agent definition.
@@ -56,7 +25,7 @@ pub fn aerix_tool(claude: &str) -> Option<&'static str> {
 pub struct AgentDefinition {
     pub name: String,
     pub description: String,
-    /// aerix tool names, each once, in `AERIX_TOOLS` order; `None`: every tool.
+    /// aerix tool names, each once, in `ALL_TOOLS` order; `None`: every tool.
     pub tools: Option<Vec<String>>,
     /// The entries of `tools` with a permission pattern (`Bash(git diff:*)`), as written, for
     /// the tools it names only so: its agent may call such a tool only as they allow
@@ -267,7 +236,7 @@ pub fn parse_agent(path: &Path, text: &str) -> Result<(AgentDefinition, Vec<Stri
     let tools = match (granted, denied) {
         (granted, None) => granted,
         (granted, Some(denied)) => {
-            let all = || AERIX_TOOLS.iter().map(|t| t.to_string()).collect();
+            let all = || ALL_TOOLS.iter().map(|t| t.to_string()).collect();
             Some(granted.unwrap_or_else(all).into_iter().filter(|t| !denied.contains(t)).collect())
         }
     };
@@ -332,7 +301,7 @@ fn tool_list(map: &Mapping, key: &str) -> Result<Option<Vec<String>>, String> {
     }
 }
 
-/// Claude Code's (or aerix's own) tool names as aerix tools, each once, in `AERIX_TOOLS` order
+/// Claude Code's (or aerix's own) tool names as aerix tools, each once, in `ALL_TOOLS` order
 /// (then the MCP tools named, `mcp__<server>__<tool>`, which the run offers if a server has
 /// them), and the entries with a pattern (`Bash(git diff:*)`) for the tools no bare entry grants whole.
 fn mapped(names: &[String], note: &mut impl FnMut(String)) -> (Vec<String>, Vec<String>) {
@@ -352,7 +321,7 @@ fn mapped(names: &[String], note: &mut impl FnMut(String)) -> (Vec<String>, Vec<
             Some((base, rest)) if rest.ends_with(')') => (base.trim(), true),
             _ => (name.as_str(), false),
         };
-        let tool = AERIX_TOOLS.iter().copied().find(|t| *t == base).or_else(|| aerix_tool(base));
+        let tool = ALL_TOOLS.iter().copied().find(|t| *t == base).or_else(|| aerix_tool(base));
         match tool {
             Some(tool) => {
                 if pattern {
@@ -368,7 +337,7 @@ fn mapped(names: &[String], note: &mut impl FnMut(String)) -> (Vec<String>, Vec<
         }
     }
     let held = patterns.into_iter().filter(|(t, _)| !whole.contains(t)).map(|(_, p)| p).collect();
-    let tools = AERIX_TOOLS.iter().filter(|t| found.contains(t)).map(|t| t.to_string());
+    let tools = ALL_TOOLS.iter().filter(|t| found.contains(t)).map(|t| t.to_string());
     (tools.chain(mcp).collect(), held)
 }
 
@@ -450,7 +419,7 @@ mod tests {
         let (d, _) =
             check("---\nname: x\ndescription: y\ndisallowedTools: Write, Edit\n---\n").unwrap();
         let expected: Vec<&str> =
-            AERIX_TOOLS.iter().copied().filter(|t| !["write", "edit"].contains(t)).collect();
+            ALL_TOOLS.iter().copied().filter(|t| !["write", "edit"].contains(t)).collect();
         assert_eq!(d.tools.unwrap(), expected);
     }
 

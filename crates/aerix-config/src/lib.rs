@@ -16,8 +16,8 @@ mod settings;
 use std::path::PathBuf;
 
 pub use agents::{
-    AERIX_TOOLS, AgentDefinition, AgentDefinitions, AgentDirs, LoadedAgents, Origin, aerix_tool,
-    load_agents, load_plugin_agents, parse_agent,
+    AgentDefinition, AgentDefinitions, AgentDirs, LoadedAgents, Origin, load_agents,
+    load_plugin_agents, parse_agent,
 };
 pub use capped::{Capped, MAX_FILE_BYTES, read_capped, read_capped_within};
 pub use env::Env;

@@ -12,6 +12,7 @@
 
 use std::path::{Path, PathBuf};
 
+use aerix_turn::tools::{Key, Target, tool_named};
 use serde_json::Value;
 
 use crate::command::{self, View, is_assignment};
@@ -39,6 +40,8 @@ impl Dirs {
 /// A call, taken apart for the rules.
 pub(crate) struct CallView<'a> {
     pub tool: &'a str,
+    /// What the rules judge it by (the registry's; `None`: not an aerix tool, an MCP one).
+    pub key: Option<Key>,
     input: &'a Value,
     cwd: &'a Path,
     /// The path a file tool works on, as written (normalized) and as it resolves.
@@ -55,24 +58,30 @@ struct Bash {
 impl<'a> CallView<'a> {
     pub(crate) fn new(tool: &'a str, input: &'a Value, cwd: &'a Path) -> CallView<'a> {
         let text = |key: &str| input.get(key).and_then(Value::as_str);
-        let target = match tool {
-            "read" | "write" | "edit" => text("path").map(PathBuf::from),
-            // The core adds the file a `skill` call would return: the Read rules judge it.
-            "skill" => text("file").map(PathBuf::from),
-            "grep" => Some(text("path").map_or_else(|| cwd.to_owned(), PathBuf::from)),
-            "glob" => {
-                let base = text("path").map_or_else(|| cwd.to_owned(), PathBuf::from);
-                Some(base.join(literal_prefix(text("pattern").unwrap_or(""))))
+        let or_cwd = |key: &str| text(key).map_or_else(|| cwd.to_owned(), PathBuf::from);
+        let key = tool_named(tool).map(|t| t.key);
+        let target = match key {
+            Some(Key::Edits { field } | Key::Reads { field, target: Target::Path }) => {
+                text(field).map(PathBuf::from)
             }
+            Some(Key::Reads { field, target: Target::PathOrCwd }) => Some(or_cwd(field)),
+            Some(Key::Reads { field, target: Target::Under { pattern } }) => {
+                Some(or_cwd(field).join(literal_prefix(text(pattern).unwrap_or(""))))
+            }
+            // The runtime adds the file a `skill` call would return: the Read rules judge it.
+            _ if tool == "skill" => text("file").map(PathBuf::from),
             _ => None,
         };
         let paths = target.map(|p| candidates(&p, cwd)).unwrap_or_default();
-        let bash = (tool == "bash").then(|| {
-            let line = text("command").unwrap_or_default().to_owned();
-            let parsed = shell::parse(&line);
-            Bash { line, parsed }
-        });
-        CallView { tool, input, cwd, paths, bash }
+        let bash = match key {
+            Some(Key::Command { field }) => {
+                let line = text(field).unwrap_or_default().to_owned();
+                let parsed = shell::parse(&line);
+                Some(Bash { line, parsed })
+            }
+            _ => None,
+        };
+        CallView { tool, key, input, cwd, paths, bash }
     }
 
     /// A deny or ask rule's view: does `rule` catch any part of the call?
@@ -112,7 +121,8 @@ impl<'a> CallView<'a> {
             };
         }
         // A Read deny rule keeps edits off its paths too.
-        let reads = matches!(self.tool, "write" | "edit" | "skill") && !self.paths.is_empty();
+        let edits = matches!(self.key, Some(Key::Edits { .. })) || self.tool == "skill";
+        let reads = edits && !self.paths.is_empty();
         let covered = rule.covers(self.tool) || (reads && reads_paths(rule));
         covered && self.spec_matches(rule, true)
     }
@@ -162,16 +172,13 @@ impl<'a> CallView<'a> {
             Spec::Path(pattern) => {
                 !self.paths.is_empty() && self.paths.iter().all(|p| pattern.matches(p))
             }
-            Spec::Name(name) => {
-                let key = if self.tool == "agent" { "definition" } else { "name" };
-                let called = self.input.get(key).and_then(Value::as_str);
+            Spec::Name(name) => match self.key {
                 // An `agent` call without a definition runs aerix's implementer.
-                name.is_match(called.unwrap_or(if self.tool == "agent" {
-                    "implementer"
-                } else {
-                    ""
-                }))
-            }
+                Some(Key::Names { field, absent }) => {
+                    name.is_match(self.input.get(field).and_then(Value::as_str).unwrap_or(absent))
+                }
+                _ => false,
+            },
             Spec::Param { .. } => self.param_matches(rule),
             Spec::Command(_) | Spec::Nothing => false,
         }

@@ -21,6 +21,7 @@ mod shell;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+use aerix_turn::tools::Key;
 use serde_json::Value;
 
 pub use aerix_config::PermissionMode as Mode;
@@ -269,14 +270,13 @@ impl Permissions {
             return ask(format!("no permission rule allows {}", described.join("; ")), always);
         }
         let path = || view.path().map(|p| p.display().to_string()).unwrap_or_default();
-        match view.tool {
-            // aerix's own tools run no command and touch no file (an agent's calls are checked
-            // in turn).
-            "agent" | "plan" | "context" | "skill" => Outcome::Allow,
+        match view.key {
+            // Tools judged by a name run no command and touch no file the rules could name
+            // (an agent's calls are checked in turn; a skill's file by the Read rules above).
+            Some(Key::Name | Key::Names { .. }) => Outcome::Allow,
             _ if allow.iter().any(|r| view.allowed_by(r)) => Outcome::Allow,
-            "repo_map" => Outcome::Allow,
-            "read" | "glob" | "grep" if view.inside(&self.dirs) => Outcome::Allow,
-            "read" | "glob" | "grep" => match mode {
+            Some(Key::Reads { .. }) if view.inside(&self.dirs) => Outcome::Allow,
+            Some(Key::Reads { .. }) => match mode {
                 Mode::DontAsk => dont_ask(),
                 _ => Outcome::Ask {
                     reason: format!("{} is outside the working directories", path()),
@@ -284,7 +284,7 @@ impl Permissions {
                     reads: true,
                 },
             },
-            "write" | "edit" => match mode {
+            Some(Key::Edits { .. }) => match mode {
                 Mode::Plan => Outcome::Deny(format!(
                     "denied by permission mode plan: {} changes a file, and plan mode changes none",
                     view.tool
@@ -296,9 +296,12 @@ impl Permissions {
                     vec![format!("Edit(/{})", glob_escaped(&path()))],
                 ),
             },
-            other => match mode {
+            _ => match mode {
                 Mode::DontAsk => dont_ask(),
-                _ => ask(format!("no permission rule allows {other}"), vec![other.to_owned()]),
+                _ => ask(
+                    format!("no permission rule allows {}", view.tool),
+                    vec![view.tool.to_owned()],
+                ),
             },
         }
     }

@@ -1,9 +1,10 @@
 //! One permission rule in Claude Code's syntax, `Tool` or `Tool(specifier)`, parsed: which of
 //! aerix's tools it covers and what its specifier matches. Claude Code's tool names are mapped
-//! to aerix's as agent definitions map them (`aerix_config::aerix_tool`); aerix's own names are
-//! accepted too. A rule that cannot be used is an error saying why; the loader makes it a note
+//! to aerix's by the tool registry (`aerix_turn::tools`), as agent definitions map them;
+//! aerix's own names are accepted too. A rule that cannot be used is an error saying why; the loader makes it a note
 //! and skips it, as Claude Code skips an invalid rule with a warning.
 
+use aerix_turn::tools::{self, Key, TOOLS, Tool, tool_named};
 use regex::Regex;
 
 use crate::command::CommandPattern;
@@ -68,45 +69,55 @@ pub(crate) enum Spec {
     Nothing,
 }
 
-/// Claude Code's tool names and aerix's own whose rules take a path.
+/// The tool a rule's name means: aerix's own name, or a Claude Code name (a twin's, another
+/// of its names, a helper's), and whether it is a helper's (registry: `aerix_turn::tools`).
+fn named(name: &str) -> Option<(&'static Tool, bool)> {
+    tool_named(name).map(|t| (t, false)).or_else(|| tools::from_claude(name))
+}
+
+/// The names a rule applies to every tool that reads files by (`Read(./.env)` also covers
+/// `glob` and `grep`, as Claude Code applies it), and every tool that edits them (`Edit`).
+const READ_RULES: [&str; 2] = ["Read", "read"];
+const EDIT_RULES: [&str; 1] = ["Edit"];
+
+fn reads(tool: &&Tool) -> bool {
+    matches!(tool.key, Key::Reads { .. })
+}
+
+/// A family's tools: the one its name means first (`Edit` is `edit` before `write`: a
+/// `Tool(param:value)` rule reads that tool's fields), then the others `keep` takes.
+fn family(name: &str, keep: impl Fn(&&Tool) -> bool) -> Vec<&'static str> {
+    let first = named(name).map(|(t, _)| t).filter(&keep);
+    let rest = TOOLS.iter().filter(keep).filter(|t| first.is_none_or(|f| f.name != t.name));
+    first.into_iter().chain(rest).map(|t| t.name).collect()
+}
+
+/// The aerix tools a rule of `name` with a path covers: a family's, or the one tool a name
+/// means when its key is a path; `None` for a name whose rules take no path.
 fn path_tools(name: &str) -> Option<Vec<&'static str>> {
-    Some(match name {
-        // `Read` rules apply to the tools that read files, as Claude Code applies them.
-        "Read" | "read" => vec!["read", "glob", "grep"],
-        // `Edit` rules apply to every tool that edits files.
-        "Edit" => vec!["edit", "write"],
-        "Write" | "write" => vec!["write"],
-        "MultiEdit" | "edit" => vec!["edit"],
-        "Glob" | "LS" | "glob" => vec!["glob"],
-        "Grep" | "grep" => vec!["grep"],
-        _ => return None,
-    })
+    if READ_RULES.contains(&name) {
+        return Some(family(name, reads));
+    }
+    if EDIT_RULES.contains(&name) {
+        return Some(family(name, |t| t.edits()));
+    }
+    match named(name)? {
+        (tool, false) if reads(&tool) || tool.edits() => Some(vec![tool.name]),
+        _ => None,
+    }
 }
 
 /// The aerix tools a bare rule of `name` covers; `None` for a name aerix has no tool for.
 fn bare_tools(name: &str) -> Option<Vec<&'static str>> {
-    if let Some(own) = aerix_config::AERIX_TOOLS.iter().find(|t| **t == name) {
-        return Some(vec![own]);
+    if EDIT_RULES.contains(&name) {
+        return Some(family(name, |t| t.edits()));
     }
-    match name {
-        // `Edit` covers every tool that edits files.
-        "Edit" => Some(vec!["edit", "write"]),
-        // Background shells' helpers: a rule for them is not a rule for every command.
-        "BashOutput" | "KillShell" | "KillBash" | "TodoRead" => Some(Vec::new()),
-        _ => aerix_config::aerix_tool(name).map(|t| vec![t]),
+    match named(name)? {
+        // A helper's rule (`BashOutput`) is not a rule for every command.
+        (_, true) => Some(Vec::new()),
+        (tool, false) => Some(vec![tool.name]),
     }
 }
-
-/// Claude Code's input fields per tool, for `Tool(param:value)`; the first is the tool's
-/// primary field, which such a rule may not name (a compound command would get past it).
-const PARAMS: [(&str, &[&str]); 6] = [
-    ("bash", &["command", "description", "timeout", "run_in_background"]),
-    ("read", &["file_path", "offset", "limit"]),
-    ("write", &["file_path", "content"]),
-    ("edit", &["file_path", "old_string", "new_string", "replace_all"]),
-    ("glob", &["path", "pattern"]),
-    ("grep", &["path", "pattern", "glob", "head_limit"]),
-];
 
 impl Rule {
     pub(crate) fn parse(text: &str, kind: Kind, anchors: &Anchors) -> Result<Rule, String> {
@@ -241,16 +252,18 @@ fn specifier_of(
     // `Tool(param:value)`: deny and ask rules only; an allow rule keeps the tool's own syntax.
     if kind != Kind::Allow
         && let Some((param, value)) = spec.split_once(':')
-        && let Some(fields) = bare.first().and_then(|t| PARAMS.iter().find(|(p, _)| p == t))
+        && let Some(tool) = bare.first().and_then(|t| tool_named(t))
+        && let Some(twin) = tool.twin
     {
         let param = param.trim();
-        if fields.1.first() == Some(&param) {
+        if tool.primary_claude_field() == Some(param) {
             return Err(format!(
                 "`{param}` is the tool's primary field, which a compound input gets past: \
                  write `{name}(...)` with the tool's own pattern instead"
             ));
         }
-        if fields.1.contains(&param) {
+        let fields = twin.fields.iter().map(|f| f.claude).chain(twin.descriptive.iter().copied());
+        if fields.clone().any(|f| f == param) {
             return Ok(Spec::Param { name: param.to_owned(), value: name_glob(value.trim())? });
         }
     }
@@ -258,10 +271,14 @@ fn specifier_of(
         let floating = kind != Kind::Allow;
         return PathPattern::parse(spec, anchors, floating).map(Spec::Path);
     }
-    match scoped.first().copied() {
-        Some("bash") => CommandPattern::parse(spec).map(Spec::Command),
-        Some("agent" | "skill") => name_glob(spec).map(Spec::Name),
-        Some(other) => Err(format!("`{name}` ({other} in aerix) takes no content in parentheses")),
+    match scoped.first().and_then(|t| tool_named(t)) {
+        Some(Tool { key: Key::Command { .. }, .. }) => {
+            CommandPattern::parse(spec).map(Spec::Command)
+        }
+        Some(Tool { key: Key::Names { .. }, .. }) => name_glob(spec).map(Spec::Name),
+        Some(other) => {
+            Err(format!("`{name}` ({} in aerix) takes no content in parentheses", other.name))
+        }
         None => Ok(Spec::Nothing),
     }
 }

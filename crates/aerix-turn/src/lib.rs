@@ -6,6 +6,7 @@
 pub mod prompts;
 pub mod repeats;
 pub mod schemas;
+pub mod tools;
 
 use std::collections::HashMap;
 
@@ -21,13 +22,7 @@ pub const MAX_CALLS: usize = 8;
 /// Re-asks for a turn that did not parse or was cut by the token limit.
 pub const TURN_RETRIES: u32 = 2;
 
-/// The tool set every system segment lists, in order; `agent` and `skill` are answered by the
-/// runtime, the rest by `aerix-tools` or the agent's own state. (`aerix-config` checks
-/// settings and agent definitions against its copy; a test of the binary keeps the two equal.)
-pub const ALL_TOOLS: [&str; 11] = [
-    "read", "write", "edit", "bash", "glob", "grep", "repo_map", "plan", "context", "agent",
-    "skill",
-];
+pub use tools::{ALL_TOOLS, TOOLS, Tool, tool_named};
 
 /// Names every call of which is refused.
 pub const RESERVED_TOOLS: [&str; 2] = ["web_fetch", "web_search"];
@@ -47,10 +42,7 @@ pub enum Answer {
 
 /// The input schema of any tool of the set.
 pub fn input_schema(tool: &str) -> Option<Value> {
-    if let Some(schema) = aerix_tools::input_schema(tool) {
-        return Some(schema);
-    }
-    crate::schemas::runtime_input_schema(tool)
+    tool_named(tool).map(Tool::input_schema)
 }
 
 /// The JSON schema of a turn whose calls may name `tools`.

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 
 use aerix_session::Event;
+use aerix_turn::tools::Key;
 use serde_json::Value;
 use tokio::sync::mpsc::UnboundedSender;
 
@@ -77,9 +78,9 @@ impl<'s> PieceSink<'s> {
             return;
         }
         let mut trace = lock(self.trace);
-        let (list, key) = match tool.as_str() {
-            "write" | "edit" => (&mut trace.files, "path"),
-            "bash" => (&mut trace.checks, "command"),
+        let (list, key) = match aerix_turn::tool_named(tool).map(|t| t.key) {
+            Some(Key::Edits { field }) => (&mut trace.files, field),
+            Some(Key::Command { field }) => (&mut trace.checks, field),
             _ => return,
         };
         if let Some(value) = input.get(key).and_then(Value::as_str)

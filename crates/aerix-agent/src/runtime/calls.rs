@@ -1,12 +1,14 @@
-//! Running one call: the machine's tools (`aerix-tools`), the agent's own (`plan`, `skill`;
-//! `context` through `Compaction`), MCP tools (`aerix-mcp`'s `Servers`), and the refusals (the reserved
-//! web tools, a tool the agent may not call). Then the result's cap. (`agent` calls run
+//! Running one call, by who runs it in the registry (`aerix_turn::tools::Run`): the machine's
+//! tools (`aerix-tools`), the agent's own (`plan`, `skill`; `context` through `Compaction`), MCP
+//! tools (`aerix-mcp`'s `Servers`), and the refusals (the reserved web tools, a tool the agent
+//! may not call). Then the result's cap. (`agent` calls run
 //! together through `Delegation`, after a turn's other calls: `turn_loop.rs`.)
 
 use std::sync::Arc;
 
 use aerix_session::Event;
 use aerix_tools::{OwnedEnv, ToolError};
+use aerix_turn::tools::{Run, tool_named};
 use aerix_turn::{Call, RESERVED_TOOLS};
 use serde_json::Value;
 
@@ -32,20 +34,25 @@ pub(crate) async fn run(
             agent.spec.tools.join(", ")
         )));
     }
-    match tool {
+    if tool.starts_with("mcp__") {
+        return rt.services.external.call(tool, &call.input).await.map_err(ToolError::new);
+    }
+    let Some(entry) = tool_named(tool) else {
+        return Err(ToolError::new(format!("unknown tool `{tool}`")));
+    };
+    match entry.run {
         // A turn's `agent` calls run together after its others (`turn_loop.rs`).
-        "agent" => Err(ToolError::new("`agent` calls run together, after the turn's other calls")),
-        "plan" => plan(agent, rt, &call.input).await,
-        "context" => {
+        Run::Agent => {
+            Err(ToolError::new("`agent` calls run together, after the turn's other calls"))
+        }
+        Run::Plan => plan(agent, rt, &call.input).await,
+        Run::Context => {
             let compaction = Arc::clone(&rt.services.compaction);
             let window = agent.spec.window;
             compaction.context_tool(&mut agent.context, window, rt, &call.input).await
         }
-        "skill" => skill(rt, &call.input),
-        _ if tool.starts_with("mcp__") => {
-            rt.services.external.call(tool, &call.input).await.map_err(ToolError::new)
-        }
-        _ => {
+        Run::Skill => skill(rt, &call.input),
+        Run::Machine => {
             let result = machine_tool(agent, rt, call).await;
             for (job, command) in agent.jobs.take_started() {
                 rt.sink.event(job_started(&agent.spec.id, &job, &command));
