@@ -1,7 +1,7 @@
 //! A member that answers from a script, and the sink, hooks and delegation a test records
 //! through.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -14,21 +14,18 @@ use aerix_tools::{Cancel, ToolError};
 use aerix_turn::Call;
 use caldrix_client::Counts;
 use caldrix_proto::{
-    self as proto, Constraint, ContextId, Done, Edit, Generate, MemberInfo, Role, SegmentCount,
-    StopReason, Usage,
+    self as proto, Constraint, ContextId, Done, Edit, Generate, MemberInfo, Role, StopReason,
 };
 
-/// The fake's token count of a text: a token per 4 bytes.
-pub fn tokens(text: &str) -> u32 {
-    u32::try_from(text.len().div_ceil(4)).unwrap_or(u32::MAX)
-}
+use crate::contexts::Contexts;
+
+pub use crate::contexts::tokens;
 
 /// A scripted member: each generation takes the next reply.
 #[derive(Default)]
 pub struct Member {
     script: VecDeque<(String, StopReason)>,
-    pub contexts: HashMap<ContextId, Vec<proto::Segment>>,
-    next: ContextId,
+    pub contexts: Contexts,
     /// Every generation request, in order.
     pub generations: Vec<Generate>,
     /// Every edit request, in order.
@@ -52,87 +49,25 @@ impl Member {
         self
     }
 
-    fn counts(&self, context: ContextId) -> Result<Counts, CoreError> {
-        let segments = self
-            .contexts
-            .get(&context)
-            .ok_or_else(|| CoreError::Failed(format!("no context {context}")))?;
-        Ok(Counts {
-            context,
-            segments: segments
-                .iter()
-                .map(|s| SegmentCount { id: s.id.clone(), tokens: tokens(&s.text) })
-                .collect(),
-            total_tokens: segments.iter().map(|s| tokens(&s.text)).sum(),
-        })
-    }
-
-    fn edit(&mut self, context: ContextId, edits: Vec<Edit>) -> Result<Counts, CoreError> {
-        self.edits.push(edits.clone());
-        let segments = self
-            .contexts
-            .get_mut(&context)
-            .ok_or_else(|| CoreError::Failed(format!("no context {context}")))?;
-        for edit in edits {
-            match edit {
-                Edit::Append { segment } => segments.push(segment),
-                Edit::Replace { id, text, pinned } => {
-                    let segment = segments
-                        .iter_mut()
-                        .find(|s| s.id == id)
-                        .ok_or_else(|| CoreError::Failed(format!("no segment {id}")))?;
-                    segment.text = text;
-                    segment.pinned = pinned.unwrap_or(segment.pinned);
-                }
-                Edit::Remove { id } => segments.retain(|s| s.id != id),
-            }
-        }
-        self.counts(context)
-    }
-
     fn generation(&mut self, generate: Generate) -> Result<Done, CoreError> {
         self.generations.push(generate.clone());
         let (text, stop) = self
             .script
             .pop_front()
             .ok_or_else(|| CoreError::Failed("the script ran out".into()))?;
-        let prompt_tokens = self.counts(generate.context)?.total_tokens;
-        if let Some(id) = generate.append_as.clone()
-            && let Some(segments) = self.contexts.get_mut(&generate.context)
-        {
-            segments.push(proto::Segment {
-                id,
-                role: Role::Assistant,
-                text: text.clone(),
-                pinned: false,
-            });
-        }
-        let usage = Usage {
-            prompt_tokens,
-            completion_tokens: tokens(&text),
-            recomputed_from: None,
-            prefill_ms: 0.0,
-            decode_ms: 0.0,
-        };
-        // As the pool does: a reply appended comes back with the context's counts.
-        let counts = match &generate.append_as {
-            Some(_) => {
-                let Counts { segments, total_tokens, .. } = self.counts(generate.context)?;
-                Some(proto::SegmentCounts { segments, total_tokens })
-            }
-            None => None,
-        };
-        Ok(Done { text, stop, usage, one_of: None, logprobs: None, tool_calls: vec![], counts })
+        self.contexts.reply(&generate, text, stop)
     }
 
     /// The ids of a context's segments, in order.
     pub fn ids(&self, context: ContextId) -> Vec<String> {
-        self.contexts.get(&context).into_iter().flatten().map(|s| s.id.clone()).collect()
+        let segments = self.contexts.segments(context).unwrap_or_default();
+        segments.iter().map(|s| s.id.clone()).collect()
     }
 
     /// The text of a context's segment `id`.
     pub fn text(&self, context: ContextId, id: &str) -> Option<String> {
-        self.contexts.get(&context)?.iter().find(|s| s.id == id).map(|s| s.text.clone())
+        let segments = self.contexts.segments(context).ok()?;
+        segments.iter().find(|s| s.id == id).map(|s| s.text.clone())
     }
 }
 
@@ -142,26 +77,24 @@ impl Connection for Member {
         _member: &str,
         segments: Vec<proto::Segment>,
     ) -> Pending<'_, Counts> {
-        self.next += 1;
-        let context = self.next;
-        self.contexts.insert(context, segments);
-        let counts = self.counts(context);
+        let counts = self.contexts.create(segments);
         Box::pin(async move { counts })
     }
 
     fn edit_context(&mut self, context: ContextId, edits: Vec<Edit>) -> Pending<'_, Counts> {
-        let counts = self.edit(context, edits);
+        self.edits.push(edits.clone());
+        let counts = self.contexts.edit(context, edits);
         Box::pin(async move { counts })
     }
 
     fn context_counts(&mut self, context: ContextId) -> Pending<'_, Counts> {
         self.counts_asked += 1;
-        let counts = self.counts(context);
+        let counts = self.contexts.counts(context);
         Box::pin(async move { counts })
     }
 
     fn drop_context(&mut self, context: ContextId) -> Pending<'_, ()> {
-        self.contexts.remove(&context);
+        self.contexts.drop_context(context);
         Box::pin(async { Ok(()) })
     }
 

@@ -9,10 +9,9 @@ use aerix_agent::runtime::{Connect, Connection, CoreError, Pending, Sink};
 use aerix_session::Event;
 use aerix_tools::Cancel;
 use caldrix_client::Counts;
-use caldrix_proto::{
-    ContextId, Done, Edit, Generate, MemberInfo, Role, Segment, SegmentCount, SegmentCounts,
-    StopReason, Usage,
-};
+use caldrix_proto::{ContextId, Done, Edit, Generate, MemberInfo, Role, Segment, StopReason};
+
+use crate::contexts::Contexts;
 
 /// What a generation is answered from.
 pub struct Reply<'a> {
@@ -35,8 +34,7 @@ pub struct Pool {
 
 #[derive(Default)]
 struct State {
-    next: ContextId,
-    contexts: HashMap<ContextId, Vec<Segment>>,
+    contexts: Contexts,
     /// Generations so far, by context.
     generated: HashMap<ContextId, usize>,
     /// Each agent's context as its first own turn saw it.
@@ -67,27 +65,6 @@ impl Pool {
     }
 }
 
-fn tokens(text: &str) -> u32 {
-    u32::try_from(text.len().div_ceil(4)).unwrap_or(u32::MAX)
-}
-
-impl State {
-    fn counts(&self, context: ContextId) -> Result<Counts, CoreError> {
-        let segments = self
-            .contexts
-            .get(&context)
-            .ok_or_else(|| CoreError::Failed(format!("no context {context}")))?;
-        Ok(Counts {
-            context,
-            segments: segments
-                .iter()
-                .map(|s| SegmentCount { id: s.id.clone(), tokens: tokens(&s.text) })
-                .collect(),
-            total_tokens: segments.iter().map(|s| tokens(&s.text)).sum(),
-        })
-    }
-}
-
 /// One connection to the pool.
 pub struct Client {
     pool: Pool,
@@ -102,44 +79,22 @@ impl Connect for Pool {
 
 impl Connection for Client {
     fn create_context(&mut self, _member: &str, segments: Vec<Segment>) -> Pending<'_, Counts> {
-        let mut state = self.pool.state();
-        state.next += 1;
-        let context = state.next;
-        state.contexts.insert(context, segments);
-        let counts = state.counts(context);
+        let counts = self.pool.state().contexts.create(segments);
         Box::pin(async move { counts })
     }
 
     fn edit_context(&mut self, context: ContextId, edits: Vec<Edit>) -> Pending<'_, Counts> {
-        let mut state = self.pool.state();
-        let counts = match state.contexts.get_mut(&context) {
-            Some(segments) => {
-                for edit in edits {
-                    match edit {
-                        Edit::Append { segment } => segments.push(segment),
-                        Edit::Replace { id, text, pinned } => {
-                            if let Some(s) = segments.iter_mut().find(|s| s.id == id) {
-                                s.text = text;
-                                s.pinned = pinned.unwrap_or(s.pinned);
-                            }
-                        }
-                        Edit::Remove { id } => segments.retain(|s| s.id != id),
-                    }
-                }
-                state.counts(context)
-            }
-            None => Err(CoreError::Failed(format!("no context {context}"))),
-        };
+        let counts = self.pool.state().contexts.edit(context, edits);
         Box::pin(async move { counts })
     }
 
     fn context_counts(&mut self, context: ContextId) -> Pending<'_, Counts> {
-        let counts = self.pool.state().counts(context);
+        let counts = self.pool.state().contexts.counts(context);
         Box::pin(async move { counts })
     }
 
     fn drop_context(&mut self, context: ContextId) -> Pending<'_, ()> {
-        self.pool.state().contexts.remove(&context);
+        self.pool.state().contexts.drop_context(context);
         Box::pin(async { Ok(()) })
     }
 
@@ -165,10 +120,7 @@ impl Client {
     fn answer(&self, generate: Generate) -> Result<Done, CoreError> {
         let (context, turn) = {
             let mut state = self.pool.state();
-            let segments = state
-                .contexts
-                .get(&generate.context)
-                .ok_or_else(|| CoreError::Failed(format!("no context {}", generate.context)))?;
+            let segments = state.contexts.segments(generate.context)?;
             let users: Vec<&str> =
                 segments.iter().filter(|s| s.role == Role::User).map(|s| s.text.as_str()).collect();
             let users = users.join("\n\n");
@@ -186,35 +138,7 @@ impl Client {
         if turn == 0 {
             state.briefs.push(context.clone());
         }
-        let prompt_tokens = state.counts(generate.context)?.total_tokens;
-        if let Some(id) = generate.append_as.clone()
-            && let Some(segments) = state.contexts.get_mut(&generate.context)
-        {
-            segments.push(Segment { id, role: Role::Assistant, text: text.clone(), pinned: false });
-        }
-        let counts = match &generate.append_as {
-            Some(_) => {
-                let Counts { segments, total_tokens, .. } = state.counts(generate.context)?;
-                Some(SegmentCounts { segments, total_tokens })
-            }
-            None => None,
-        };
-        let usage = Usage {
-            prompt_tokens,
-            completion_tokens: tokens(&text),
-            recomputed_from: None,
-            prefill_ms: 0.0,
-            decode_ms: 0.0,
-        };
-        Ok(Done {
-            text,
-            stop: StopReason::EndOfTurn,
-            usage,
-            one_of: None,
-            logprobs: None,
-            tool_calls: vec![],
-            counts,
-        })
+        state.contexts.reply(&generate, text, StopReason::EndOfTurn)
     }
 }
 
