@@ -91,6 +91,7 @@ pub async fn run(
         front: aerix_permissions::Front::Headless,
         prompt: Some(options.prompt.clone()),
         cancelled_exit: Arc::new(move || exit_signals.exit()),
+        mcp: Vec::new(),
     };
     let opened = session::open(settings, env, trust, launch, &mut front, tx, cancel).await?;
     let (id, earlier) = front.session.take().unwrap_or_default();

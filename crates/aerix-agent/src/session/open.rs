@@ -49,6 +49,10 @@ pub struct Launch {
     /// run (logged). Without one, a new session that ran no request leaves nothing behind.
     pub prompt: Option<String>,
     pub cancelled_exit: CancelledExit,
+    /// MCP servers the front end's client declares for this session (`aerix acp`: the
+    /// editor's `mcpServers`): the user's own, started whatever the project's trust, and one
+    /// of a declared server's name replaces it.
+    pub mcp: Vec<aerix_mcp::Spec>,
 }
 
 /// How a startup ended.
@@ -140,7 +144,8 @@ pub async fn open(
     };
     let Pool { client, main, decision, members } = pool;
     // The MCP servers, started at once; one that fails is a note, never a hang.
-    let Some(mut mcp) = startup::mcp::start(trust, &settings, &mut files, front).await else {
+    let Some(mut mcp) = startup::mcp::start(trust, &settings, &launch.mcp, &mut files, front).await
+    else {
         return Ok(opening.end(Outcome::Cancelled, None, cancel));
     };
     front.bound(&main, &settings);

@@ -1,12 +1,12 @@
 //! The MCP servers of a run: declared by aerix's settings and Claude Code's files (listed in
-//! the trust survey), started in parallel once the project's trust is known, their notes told
-//! like every startup note, ended with the run.
+//! the trust survey) and by the front end's client (`aerix acp`), started in parallel once the
+//! project's trust is known, their notes told like every startup note, ended with the run.
 
 use std::path::Path;
 use std::time::Duration;
 
 use aerix_config::{Env, Layered, Settings};
-use aerix_mcp::{Declared, Servers};
+use aerix_mcp::{Declared, Servers, Spec};
 
 use super::{Files, Front, Trust};
 
@@ -29,28 +29,27 @@ pub fn declared(layered: &Layered, env: &Env, root: &Path) -> Declared {
     aerix_mcp::declared(env.home.as_deref(), root, &settings)
 }
 
-/// The run's servers, started (a project's only when trusted); `None` when the run is
+/// The run's servers, started (a project's only when trusted), with `client`'s (the front
+/// end's client's, replacing a declared server of the same name); `None` when the run is
 /// cancelled first. Every server that is not ready and every tool left out is a note.
 pub async fn start(
     trust: &Trust,
     settings: &Settings,
+    client: &[Spec],
     files: &mut Files,
     front: &mut impl Front,
 ) -> Option<Servers> {
     let declared = trust.mcp();
     files.tell(front, declared.notes.iter().cloned());
-    if declared.specs.is_empty() {
+    let replaced = |spec: &&Spec| !client.iter().any(|c| c.name == spec.name);
+    let specs: Vec<Spec> = declared.specs.iter().filter(replaced).chain(client).cloned().collect();
+    if specs.is_empty() {
         return Some(Servers::none());
     }
     let lookup = |name: &str| std::env::var(name).ok();
     let timeout = Duration::from_secs(settings.mcp.timeout_secs);
-    let starting = Servers::start(
-        declared.specs.clone(),
-        trust.allows(),
-        &lookup,
-        timeout,
-        aerix_mcp::STARTUP_TIMEOUT,
-    );
+    let starting =
+        Servers::start(specs, trust.allows(), &lookup, timeout, aerix_mcp::STARTUP_TIMEOUT);
     let servers = front.step(starting).await?;
     files.tell(front, servers.notes());
     Some(servers)

@@ -20,10 +20,10 @@ use aerix_tools::Cancel;
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
     AgentCapabilities, CancelNotification, ContentBlock, Implementation, InitializeRequest,
-    InitializeResponse, LoadSessionRequest, LoadSessionResponse, NewSessionRequest,
-    NewSessionResponse, PermissionOption, PermissionOptionKind, PromptRequest, PromptResponse,
-    RequestPermissionOutcome, RequestPermissionRequest, SessionId, SessionNotification,
-    SessionUpdate, StopReason, ToolCallUpdate, ToolCallUpdateFields,
+    InitializeResponse, LoadSessionRequest, LoadSessionResponse, McpCapabilities, McpServer,
+    NewSessionRequest, NewSessionResponse, PermissionOption, PermissionOptionKind, PromptRequest,
+    PromptResponse, RequestPermissionOutcome, RequestPermissionRequest, SessionId,
+    SessionNotification, SessionUpdate, StopReason, ToolCallUpdate, ToolCallUpdateFields,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder, schema};
 use agent_client_protocol::{Agent, Client, Error, Stdio};
@@ -90,7 +90,11 @@ pub async fn serve(serving: Serving) -> anyhow::Result<Exit> {
                         _: ConnectionTo<Client>| {
                 responder.respond(
                     InitializeResponse::new(ProtocolVersion::V1)
-                        .agent_capabilities(AgentCapabilities::new().load_session(true))
+                        .agent_capabilities(
+                            AgentCapabilities::new()
+                                .load_session(true)
+                                .mcp_capabilities(McpCapabilities::new().http(true)),
+                        )
                         .agent_info(Implementation::new("aerix", env!("CARGO_PKG_VERSION"))),
                 )
             },
@@ -102,7 +106,8 @@ pub async fn serve(serving: Serving) -> anyhow::Result<Exit> {
                         cx: ConnectionTo<Client>| {
                 let served = s_new.clone();
                 cx.spawn(async move {
-                    let opened = open(&served, request.cwd, None).await;
+                    let mcp = servers(request.mcp_servers);
+                    let opened = open(&served, request.cwd, None, mcp).await;
                     let answer = opened.map(|(id, _)| NewSessionResponse::new(SessionId::new(id)));
                     responder.respond_with_result(answer)
                 })
@@ -117,7 +122,8 @@ pub async fn serve(serving: Serving) -> anyhow::Result<Exit> {
                 let task_cx = cx.clone();
                 cx.spawn(async move {
                     let id = request.session_id.0.to_string();
-                    let opened = open(&served, request.cwd, Some(id)).await;
+                    let mcp = servers(request.mcp_servers);
+                    let opened = open(&served, request.cwd, Some(id), mcp).await;
                     let answer = opened.map(|(id, earlier)| {
                         // The conversation so far, before the answer (the client shows it).
                         let sid = SessionId::new(id.clone());
@@ -207,12 +213,58 @@ impl Front for Lines {
     }
 }
 
-/// A session opened in `cwd` (resuming `resume`) and kept in `served`: its id and a resumed
-/// one's events.
+/// The client's MCP servers (`mcpServers`) as aerix declares them: the user's own (their
+/// editor's), so no project trust holds them back. One aerix cannot reach (an SSE server, a
+/// name tool names cannot carry) is a note, and the session opens without it.
+fn servers(declared: Vec<McpServer>) -> Vec<aerix_mcp::Spec> {
+    let source = PathBuf::from("the ACP client's session/new");
+    let mut specs = Vec::new();
+    for server in declared {
+        let (name, transport) = match server {
+            McpServer::Stdio(s) => {
+                let command = s.command.display().to_string();
+                let env = s.env.into_iter().map(|v| (v.name, v.value)).collect();
+                (s.name, aerix_mcp::Transport::Stdio { command, args: s.args, env })
+            }
+            McpServer::Http(s) => {
+                let headers = s.headers.into_iter().map(|h| (h.name, h.value)).collect();
+                (s.name, aerix_mcp::Transport::Http { url: s.url, headers })
+            }
+            McpServer::Sse(s) => {
+                eprintln!(
+                    "mcp: server `{}` of {}: SSE is not supported (stdio and http are); not started",
+                    s.name,
+                    source.display()
+                );
+                continue;
+            }
+            _ => {
+                eprintln!(
+                    "mcp: a server of {} has a transport aerix does not know; not started",
+                    source.display()
+                );
+                continue;
+            }
+        };
+        if !aerix_mcp::config::valid_name(&name) {
+            eprintln!(
+                "mcp: server `{name}` of {}: a name has letters, digits, `-` and `_`, no `__`",
+                source.display()
+            );
+            continue;
+        }
+        specs.push(aerix_mcp::Spec { name, source: source.clone(), project: false, transport });
+    }
+    specs
+}
+
+/// A session opened in `cwd` (resuming `resume`, with the client's MCP servers `mcp`) and kept
+/// in `served`: its id and a resumed one's events.
 async fn open(
     served: &Served,
     cwd: PathBuf,
     resume: Option<String>,
+    mcp: Vec<aerix_mcp::Spec>,
 ) -> Result<(String, Vec<Event>), Error> {
     let serving = served.serving.clone();
     // On the runtime's workers: the startup's hooks block the thread they run on.
@@ -238,6 +290,7 @@ async fn open(
             front: aerix_permissions::Front::Screen,
             prompt: None,
             cancelled_exit: Arc::new(|| Exit::Cancelled),
+            mcp,
         };
         let mut front = Lines::default();
         let cancel = Cancel::default();
@@ -275,17 +328,56 @@ async fn open(
     }
 }
 
+/// A resource the user mentioned (a file `@`-named in the editor), as the prompt's text: a
+/// local file as `@` and its path (the agent reads it with its tools, within its roots), any
+/// other resource as a Markdown link.
+fn mention(uri: &str, name: &str) -> String {
+    let local =
+        uri.strip_prefix("file://").map(|rest| rest.strip_prefix("localhost").unwrap_or(rest));
+    match local {
+        Some(path) if path.starts_with('/') => format!("@{}", percent_decoded(path)),
+        _ => format!("[{name}]({uri})"),
+    }
+}
+
+/// `%XX` escapes decoded (a URI's path); a malformed escape is kept as written.
+fn percent_decoded(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| char::from(b).to_digit(16);
+        match (
+            bytes[i],
+            bytes.get(i + 1).copied().and_then(hex),
+            bytes.get(i + 2).copied().and_then(hex),
+        ) {
+            (b'%', Some(high), Some(low)) => {
+                #[allow(clippy::cast_possible_truncation, reason = "two hex digits fit a byte")]
+                out.push((high * 16 + low) as u8);
+                i += 3;
+            }
+            (byte, _, _) => {
+                out.push(byte);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 /// One prompt: the request, its events as updates, its questions as permission requests.
 async fn prompt(
     cx: &ConnectionTo<Client>,
     open: &Open,
     request: PromptRequest,
 ) -> Result<PromptResponse, Error> {
-    let text: Vec<&str> = request
+    let text: Vec<String> = request
         .prompt
         .iter()
         .filter_map(|block| match block {
-            ContentBlock::Text(text) => Some(text.text.as_str()),
+            ContentBlock::Text(text) => Some(text.text.clone()),
+            ContentBlock::ResourceLink(link) => Some(mention(&link.uri, &link.name)),
             _ => None,
         })
         .collect();
@@ -367,4 +459,17 @@ async fn permission(cx: &ConnectionTo<Client>, sid: &SessionId, ask: Ask) -> Res
         },
         _ => Reply::Deny,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::mention;
+
+    #[test]
+    fn a_mentioned_file_is_its_path_and_another_resource_a_link() {
+        assert_eq!(mention("file:///w/src/main.rs", "main.rs"), "@/w/src/main.rs");
+        assert_eq!(mention("file://localhost/w/a%20b.rs", "a b.rs"), "@/w/a b.rs");
+        assert_eq!(mention("file:///w/100%.rs", "x"), "@/w/100%.rs", "a bad escape is kept");
+        assert_eq!(mention("https://x.test/doc", "doc"), "[doc](https://x.test/doc)");
+    }
 }

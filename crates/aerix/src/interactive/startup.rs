@@ -141,6 +141,7 @@ pub(super) async fn startup(
         front: aerix_permissions::Front::Screen,
         prompt: None,
         cancelled_exit,
+        mcp: Vec::new(),
     };
     // The startup's hooks have no request to cancel: Ctrl-D leaves between steps.
     let cancel = Cancel::default();

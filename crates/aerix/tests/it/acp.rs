@@ -8,10 +8,11 @@ use std::time::{Duration, Instant};
 
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
-    CancelNotification, ContentBlock, InitializeRequest, LoadSessionRequest, NewSessionRequest,
-    PermissionOptionKind, PromptRequest, RequestPermissionOutcome, RequestPermissionRequest,
-    RequestPermissionResponse, SelectedPermissionOutcome, SessionId, SessionNotification,
-    SessionUpdate, StopReason, TextContent, ToolCallContent, ToolCallStatus, ToolKind,
+    CancelNotification, ContentBlock, EnvVariable, InitializeRequest, LoadSessionRequest,
+    McpServer, McpServerStdio, NewSessionRequest, PermissionOptionKind, PromptRequest,
+    RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse, ResourceLink,
+    SelectedPermissionOutcome, SessionId, SessionNotification, SessionUpdate, StopReason,
+    TextContent, ToolCallContent, ToolCallStatus, ToolKind,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{AcpAgent, AcpAgentConfig, Agent, Client, Error};
@@ -201,4 +202,72 @@ fn acp_runs_a_session_whose_edit_asks_streams_its_diff_cancels_and_loads_again()
     assert_eq!(said.first(), Some(&("user", "Fix add.")), "{said:?}");
     assert!(said.contains(&("agent", "add now adds")), "{said:?}");
     assert!(said.contains(&("user", "Then wait.")), "{said:?}");
+}
+
+#[test]
+fn acp_starts_the_clients_mcp_servers_and_its_tools_are_called() {
+    let replies = vec![
+        "answer".to_owned(),
+        calls("Echo.", vec![call("mcp__editor__echo", json!({"text": "from the editor"}))]),
+        final_turn("Done.", "echoed"),
+    ];
+    let world = World::scripted("acp-mcp", &replies, true);
+    let server = crate::mcp::peer(&world, "editor");
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let repo = world.repo.clone();
+    let repo_path = repo.display().to_string();
+    let (script, log, pid) = (server.script.clone(), server.log.clone(), server.pid.clone());
+    let stop = runtime
+        .block_on(connected(&world, seen.clone(), async move |cx: ConnectionTo<Agent>| {
+            let init =
+                cx.send_request(InitializeRequest::new(ProtocolVersion::V1)).block_task().await?;
+            assert!(init.agent_capabilities.mcp_capabilities.http);
+            // The editor's server, as a client declares it in `session/new`.
+            let editor = McpServerStdio::new("editor", "python3")
+                .args(vec![script.display().to_string()])
+                .env(vec![
+                    EnvVariable::new("MCP_LOG", log.display().to_string()),
+                    EnvVariable::new("MCP_PID", pid.display().to_string()),
+                ]);
+            let new = NewSessionRequest::new(repo).mcp_servers(vec![McpServer::Stdio(editor)]);
+            let id = cx.send_request(new).block_task().await?.session_id;
+            // A file the user mentioned comes as a resource link.
+            let link = ResourceLink::new("calc.sh", format!("file://{}/calc.sh", repo_path));
+            let blocks = vec![
+                ContentBlock::Text(TextContent::new("Echo it.")),
+                ContentBlock::ResourceLink(link),
+            ];
+            let stop = cx.send_request(PromptRequest::new(id, blocks)).block_task().await?;
+            let stop = stop.stop_reason;
+            Ok(stop)
+        }))
+        .unwrap();
+    assert_eq!(stop, StopReason::EndTurn);
+    // The server got the call, asked about first (no rule allows an MCP tool).
+    let calls = server.calls();
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    assert_eq!(calls[0]["tool"], "echo");
+    assert_eq!(calls[0]["arguments"]["text"], "from the editor");
+    let Seen { updates, asked } = std::mem::take(&mut *seen.lock().unwrap());
+    assert!(asked.iter().any(|a| a.title.contains("mcp__editor__echo")), "{asked:?}");
+    let said: Vec<(&str, &str)> = updates.iter().filter_map(text).collect();
+    assert!(said.contains(&("agent", "echoed")), "{said:?}");
+    // The prompt holds the mentioned file's path.
+    let events = world.events();
+    let start = &of_type(&events, "session.start")[0];
+    assert_eq!(start["prompt"], format!("Echo it.\n@{}/calc.sh", world.repo.display()));
+    // Its result is the tool's, in the log.
+    let results: Vec<String> = of_type(&world.events(), "message")
+        .into_iter()
+        .filter(|m| m["role"] == "tool" && m["tool"] == "mcp__editor__echo")
+        .map(|m| m["text"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(results, ["echo: from the editor"]);
+    // The session ended with the connection, and the server with it.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while server.alive() {
+        assert!(Instant::now() < deadline, "the editor's server outlived the session");
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }

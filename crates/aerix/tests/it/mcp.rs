@@ -16,13 +16,13 @@ use crate::{World, call, calls, final_turn, of_type, stderr, stdout};
 const SERVER: &str = include_str!("mcp/server.py");
 
 /// The server script in the world's home; its log and pid files.
-struct Peer {
-    script: PathBuf,
-    log: PathBuf,
-    pid: PathBuf,
+pub struct Peer {
+    pub script: PathBuf,
+    pub log: PathBuf,
+    pub pid: PathBuf,
 }
 
-fn peer(world: &World, name: &str) -> Peer {
+pub fn peer(world: &World, name: &str) -> Peer {
     let dir = world.home.join("mcp");
     std::fs::create_dir_all(&dir).unwrap();
     let script = dir.join("server.py");
@@ -49,7 +49,7 @@ impl Peer {
     }
 
     /// The calls the server received: (tool, arguments).
-    fn calls(&self) -> Vec<Value> {
+    pub fn calls(&self) -> Vec<Value> {
         self.logged().into_iter().filter(|l| l.get("tool").is_some()).collect()
     }
 
@@ -67,7 +67,7 @@ impl Peer {
     }
 
     /// Whether its process still runs.
-    fn alive(&self) -> bool {
+    pub fn alive(&self) -> bool {
         let pid = std::fs::read_to_string(&self.pid).unwrap();
         std::path::Path::new(&format!("/proc/{}", pid.trim())).exists()
             && !std::fs::read_to_string(format!("/proc/{}/stat", pid.trim()))
