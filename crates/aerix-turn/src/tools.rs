@@ -329,4 +329,15 @@ mod tests {
         );
         assert!(from_claude("WebFetch").is_none() && from_claude("read").is_none());
     }
+
+    #[test]
+    fn a_verifier_s_tools_change_no_file_and_the_reserved_names_are_no_tool() {
+        for name in crate::VERIFIER_TOOLS {
+            let tool = tool_named(name).unwrap();
+            assert!(tool.run == Run::Machine && !tool.edits(), "{name}");
+        }
+        for name in crate::RESERVED_TOOLS {
+            assert!(tool_named(name).is_none() && from_claude(name).is_none(), "{name}");
+        }
+    }
 }

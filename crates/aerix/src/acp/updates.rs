@@ -7,6 +7,7 @@ use std::collections::HashMap;
 
 use aerix_claude::stream::Stream;
 use aerix_session::Event;
+use aerix_turn::tools::{self, Key, Target};
 use agent_client_protocol::v1::schema::{
     ContentBlock, ContentChunk, Diff, Plan, PlanEntry, PlanEntryPriority, PlanEntryStatus,
     SessionUpdate, TextContent, ToolCall, ToolCallContent, ToolCallStatus, ToolCallUpdate,
@@ -121,13 +122,17 @@ fn title(name: &str, input: &Value) -> String {
     }
 }
 
+/// A call's kind, by what the tool registry says it acts on (`name` is Claude Code's, as the
+/// stream shows a twin, or aerix's own).
 fn kind_of(name: &str) -> ToolKind {
-    match name {
-        "Read" | "LS" => ToolKind::Read,
-        "Edit" | "MultiEdit" | "Write" | "NotebookEdit" => ToolKind::Edit,
-        "Grep" | "Glob" => ToolKind::Search,
-        "Bash" | "BashOutput" | "KillShell" => ToolKind::Execute,
-        "WebFetch" | "WebSearch" => ToolKind::Fetch,
+    let tool = tools::from_claude(name).map(|(t, _)| t).or_else(|| tools::tool_named(name));
+    match tool.map(|t| t.key) {
+        Some(Key::Reads { target: Target::Path, .. }) => ToolKind::Read,
+        Some(Key::Reads { .. }) => ToolKind::Search,
+        Some(Key::Edits { .. }) => ToolKind::Edit,
+        Some(Key::Command { .. }) => ToolKind::Execute,
+        // The reserved web tools (every call refused).
+        _ if aerix_turn::RESERVED_TOOLS.contains(&name) => ToolKind::Fetch,
         _ => ToolKind::Other,
     }
 }
