@@ -1,7 +1,7 @@
-//! The turn contract: its JSON schema (the runtime tools' input schemas in `schemas.rs`), the
-//! system segment's `# Tools` and `# Turns` sections that tell the model about it (rendered
-//! here, so no prompt text can change the contract), and the parse rules. Pure: no pool, no
-//! files.
+//! The turn contract: the tool registry (`tools.rs`: every tool once, with all aerix knows of
+//! it), its JSON schema (the runtime tools' input schemas in `schemas.rs`), the system
+//! segment's `# Tools` and `# Turns` sections that tell the model about it (rendered here, so
+//! no prompt text can change the contract), and the parse rules. Pure: no pool, no files.
 
 pub mod prompts;
 pub mod repeats;
