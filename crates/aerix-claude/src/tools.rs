@@ -1,9 +1,9 @@
 //! Claude Code's view of aerix's tools: a hook written for Claude Code matches `Bash` and
 //! reads `tool_input.command`, `Edit|Write` and `tool_input.file_path`. aerix's tools with a
 //! twin in the registry (`aerix_turn::tools`: `bash`, `read`, `write`, `edit`, `glob`, `grep`)
-//! are presented under the twin's name with its input fields ([`view`]), their results in its `tool_response` shape
-//! ([`tool_response`]), and a hook's `updatedInput` is mapped back ([`from_claude`]) and checked
-//! against aerix's input schema ([`check_input`]). aerix's other tools keep their names and
+//! are presented under the twin's name with its input fields ([`view`]), their results in its
+//! `tool_response` shape ([`tool_response`]), and a hook's `updatedInput` is mapped back
+//! ([`from_claude`]) and checked against aerix's input schema ([`check_input`]). aerix's other tools keep their names and
 //! inputs. Hook payloads and the transcript projection both use this, so a hook reads the same
 //! `tool_name`, `tool_input` and `tool_response` in both places.
 

@@ -12,14 +12,6 @@ use crate::capped::{Capped, read_capped, read_capped_within};
 use crate::frontmatter::{NoFrontmatter, split_frontmatter};
 use crate::named::{ByName, Named};
 
-/// The aerix tool a Claude Code tool name becomes (a twin's name, another of its names, or
-/// one of its helpers: `BashOutput` is `bash`), from the registry (`aerix_turn::tools`); `None`:
-/// no equivalent (`WebFetch`, `WebSearch`, `NotebookEdit`) or not a Claude Code name. Such a
-/// name is a note, not a failure. `docs/configuration.md` has the table with reasons.
-fn aerix_tool(claude: &str) -> Option<&'static str> {
-    aerix_turn::tools::from_claude(claude).map(|(tool, _)| tool.name)
-}
-
 /// One agent definition.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AgentDefinition {
@@ -321,7 +313,9 @@ fn mapped(names: &[String], note: &mut impl FnMut(String)) -> (Vec<String>, Vec<
             Some((base, rest)) if rest.ends_with(')') => (base.trim(), true),
             _ => (name.as_str(), false),
         };
-        let tool = ALL_TOOLS.iter().copied().find(|t| *t == base).or_else(|| aerix_tool(base));
+        // aerix's name or Claude Code's (a helper, `BashOutput`, is its tool: `bash`), from the
+        // registry; `None`: no equivalent (`WebFetch`, ...: `docs/configuration.md` says why).
+        let tool = aerix_turn::tools::resolve(base).map(|(tool, _)| tool.name);
         match tool {
             Some(tool) => {
                 if pattern {

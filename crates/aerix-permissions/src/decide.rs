@@ -68,8 +68,8 @@ impl<'a> CallView<'a> {
             Some(Key::Reads { field, target: Target::Under { pattern } }) => {
                 Some(or_cwd(field).join(literal_prefix(text(pattern).unwrap_or(""))))
             }
-            // The runtime adds the file a `skill` call would return: the Read rules judge it.
-            _ if tool == "skill" => text("file").map(PathBuf::from),
+            // The file the runtime added, that the call hands the model (a skill's).
+            Some(Key::Names { file: Some(field), .. }) => text(field).map(PathBuf::from),
             _ => None,
         };
         let paths = target.map(|p| candidates(&p, cwd)).unwrap_or_default();
@@ -121,8 +121,7 @@ impl<'a> CallView<'a> {
             };
         }
         // A Read deny rule keeps edits off its paths too.
-        let edits = matches!(self.key, Some(Key::Edits { .. })) || self.tool == "skill";
-        let reads = edits && !self.paths.is_empty();
+        let reads = self.key.is_some_and(Key::guarded_by_reads) && !self.paths.is_empty();
         let covered = rule.covers(self.tool) || (reads && reads_paths(rule));
         covered && self.spec_matches(rule, true)
     }
@@ -174,7 +173,7 @@ impl<'a> CallView<'a> {
             }
             Spec::Name(name) => match self.key {
                 // An `agent` call without a definition runs aerix's implementer.
-                Some(Key::Names { field, absent }) => {
+                Some(Key::Names { field, absent, .. }) => {
                     name.is_match(self.input.get(field).and_then(Value::as_str).unwrap_or(absent))
                 }
                 _ => false,

@@ -1,10 +1,10 @@
 //! One permission rule in Claude Code's syntax, `Tool` or `Tool(specifier)`, parsed: which of
 //! aerix's tools it covers and what its specifier matches. Claude Code's tool names are mapped
-//! to aerix's by the tool registry (`aerix_turn::tools`), as agent definitions map them;
-//! aerix's own names are accepted too. A rule that cannot be used is an error saying why; the loader makes it a note
-//! and skips it, as Claude Code skips an invalid rule with a warning.
+//! to aerix's by the tool registry (`aerix_turn::tools::resolve`), as agent definitions map
+//! them; aerix's own names are accepted too. A rule that cannot be used is an error saying why;
+//! the loader makes it a note and skips it, as Claude Code skips an invalid rule with a warning.
 
-use aerix_turn::tools::{self, Key, TOOLS, Tool, tool_named};
+use aerix_turn::tools::{Key, TOOLS, Tool, resolve, tool_named};
 use regex::Regex;
 
 use crate::command::CommandPattern;
@@ -69,12 +69,6 @@ pub(crate) enum Spec {
     Nothing,
 }
 
-/// The tool a rule's name means: aerix's own name, or a Claude Code name (a twin's, another
-/// of its names, a helper's), and whether it is a helper's (registry: `aerix_turn::tools`).
-fn named(name: &str) -> Option<(&'static Tool, bool)> {
-    tool_named(name).map(|t| (t, false)).or_else(|| tools::from_claude(name))
-}
-
 /// The names a rule applies to every tool that reads files by (`Read(./.env)` also covers
 /// `glob` and `grep`, as Claude Code applies it), and every tool that edits them (`Edit`).
 const READ_RULES: [&str; 2] = ["Read", "read"];
@@ -87,7 +81,7 @@ fn reads(tool: &&Tool) -> bool {
 /// A family's tools: the one its name means first (`Edit` is `edit` before `write`: a
 /// `Tool(param:value)` rule reads that tool's fields), then the others `keep` takes.
 fn family(name: &str, keep: impl Fn(&&Tool) -> bool) -> Vec<&'static str> {
-    let first = named(name).map(|(t, _)| t).filter(&keep);
+    let first = resolve(name).map(|(t, _)| t).filter(&keep);
     let rest = TOOLS.iter().filter(keep).filter(|t| first.is_none_or(|f| f.name != t.name));
     first.into_iter().chain(rest).map(|t| t.name).collect()
 }
@@ -101,7 +95,7 @@ fn path_tools(name: &str) -> Option<Vec<&'static str>> {
     if EDIT_RULES.contains(&name) {
         return Some(family(name, |t| t.edits()));
     }
-    match named(name)? {
+    match resolve(name)? {
         (tool, false) if reads(&tool) || tool.edits() => Some(vec![tool.name]),
         _ => None,
     }
@@ -112,7 +106,7 @@ fn bare_tools(name: &str) -> Option<Vec<&'static str>> {
     if EDIT_RULES.contains(&name) {
         return Some(family(name, |t| t.edits()));
     }
-    match named(name)? {
+    match resolve(name)? {
         // A helper's rule (`BashOutput`) is not a rule for every command.
         (_, true) => Some(Vec::new()),
         (tool, false) => Some(vec![tool.name]),
@@ -262,8 +256,9 @@ fn specifier_of(
                  write `{name}(...)` with the tool's own pattern instead"
             ));
         }
-        let fields = twin.fields.iter().map(|f| f.claude).chain(twin.descriptive.iter().copied());
-        if fields.clone().any(|f| f == param) {
+        let mut fields =
+            twin.fields.iter().map(|f| f.claude).chain(twin.descriptive.iter().copied());
+        if fields.any(|f| f == param) {
             return Ok(Spec::Param { name: param.to_owned(), value: name_glob(value.trim())? });
         }
     }
@@ -368,5 +363,24 @@ mod tests {
             parse("Bash(run_in_background:true)", Kind::Allow).unwrap().spec,
             Spec::Command(_)
         ));
+    }
+
+    #[test]
+    fn a_parameter_is_one_of_the_named_tool_s_claude_code_fields() {
+        let param = |text: &str| match parse(text, Kind::Deny).map(|r| r.spec) {
+            Ok(Spec::Param { name, .. }) => Some(name),
+            _ => None,
+        };
+        // `Edit` covers `edit` and `write`: its parameters are `edit`'s, the tool it names.
+        assert_eq!(param("Edit(old_string:TODO*)").as_deref(), Some("old_string"));
+        assert!(matches!(parse("Edit(content:x)", Kind::Deny).unwrap().spec, Spec::Path(_)));
+        assert_eq!(param("Write(content:x)").as_deref(), Some("content"));
+        // Descriptive fields count; the key's field is each tool's primary one.
+        assert_eq!(param("Bash(description:*deploy*)").as_deref(), Some("description"));
+        assert_eq!(param("Grep(pattern:secret)").as_deref(), Some("pattern"));
+        for text in ["Grep(path:/etc)", "Read(file_path:/etc)", "Glob(path:/)"] {
+            let e = parse(text, Kind::Deny).unwrap_err();
+            assert!(e.contains("primary field"), "{text}: {e}");
+        }
     }
 }

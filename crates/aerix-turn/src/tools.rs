@@ -50,13 +50,23 @@ pub enum Key {
     Name,
     /// The name its `field` holds (`Agent(Explore)`, `Skill(deploy)`); `absent` is the name a
     /// call without the field runs. No mode asks about it (what it runs is judged in turn).
-    Names { field: &'static str, absent: &'static str },
+    /// `file`: the field the runtime fills, before the rules, with the file the named thing
+    /// hands the model (a skill's), which the `Read` rules judge as they judge `read`.
+    Names { field: &'static str, absent: &'static str, file: Option<&'static str> },
     /// The command line in `field` (`Bash(npm test:*)`).
     Command { field: &'static str },
     /// A path it reads (`Read(./.env)`), from `field`.
     Reads { field: &'static str, target: Target },
     /// A path it changes (`Edit(src/**)`), from `field`.
     Edits { field: &'static str },
+}
+
+impl Key {
+    /// Whether a `Read` deny rule keeps its calls off the rule's paths: it changes files, or it
+    /// hands the model a file.
+    pub fn guarded_by_reads(self) -> bool {
+        matches!(self, Key::Edits { .. } | Key::Names { file: Some(_), .. })
+    }
 }
 
 /// How a reading tool's path is found from its input.
@@ -201,11 +211,21 @@ pub const TOOLS: [Tool; 11] = [
     tool("context", Run::Context, Key::Name, None),
     Tool {
         also: &["Task", "Agent"],
-        ..tool("agent", Run::Agent, Key::Names { field: "definition", absent: "implementer" }, None)
+        ..tool(
+            "agent",
+            Run::Agent,
+            Key::Names { field: "definition", absent: "implementer", file: None },
+            None,
+        )
     },
     Tool {
         also: &["Skill", "SlashCommand"],
-        ..tool("skill", Run::Skill, Key::Names { field: "name", absent: "" }, None)
+        ..tool(
+            "skill",
+            Run::Skill,
+            Key::Names { field: "name", absent: "", file: Some("file") },
+            None,
+        )
     },
 ];
 
@@ -223,6 +243,12 @@ pub const ALL_TOOLS: [&str; TOOLS.len()] = {
 /// The tool of that name.
 pub fn tool_named(name: &str) -> Option<&'static Tool> {
     TOOLS.iter().find(|t| t.name == name)
+}
+
+/// The tool a name means, aerix's own or Claude Code's ([`from_claude`]), and whether the name
+/// is one of its helpers: how agent definitions' tool lists and permission rules read a name.
+pub fn resolve(name: &str) -> Option<(&'static Tool, bool)> {
+    tool_named(name).map(|t| (t, false)).or_else(|| from_claude(name))
 }
 
 /// The tool a Claude Code name means (its twin's name, or one of its other names), and whether

@@ -5,6 +5,7 @@
 use serde_json::Value;
 
 use aerix_permissions::Verdict;
+use aerix_turn::tools::{Key, Run};
 
 use crate::runtime::gates::AskAnswer;
 
@@ -65,13 +66,18 @@ pub async fn before(
     }
     let input = reply.updated_input.unwrap_or_else(|| input.clone());
     let refused = |why: String, by_hook: bool| Err(Refused { why, by_hook, stop: None });
-    // A skill hands the model a file: the `Read` rules judge that file as they judge `read`.
-    let checked = match (tool, input.get("name").and_then(Value::as_str)) {
-        ("skill", Some(name)) => rt.services.skills.get(name).map(|skill| {
-            let mut checked = input.clone();
-            checked["file"] = Value::from(skill.file.display().to_string());
-            checked
-        }),
+    // A skill hands the model a file: the `Read` rules judge that file (in the field the
+    // registry names) as they judge `read`.
+    let checked = match aerix_turn::tool_named(tool).map(|t| (t.run, t.key)) {
+        Some((Run::Skill, Key::Names { field, file: Some(slot), .. })) => input
+            .get(field)
+            .and_then(Value::as_str)
+            .and_then(|name| rt.services.skills.get(name))
+            .map(|skill| {
+                let mut checked = input.clone();
+                checked[slot] = Value::from(skill.file.display().to_string());
+                checked
+            }),
         _ => None,
     };
     let checked = checked.as_ref().unwrap_or(&input);

@@ -125,8 +125,7 @@ fn title(name: &str, input: &Value) -> String {
 /// A call's kind, by what the tool registry says it acts on (`name` is Claude Code's, as the
 /// stream shows a twin, or aerix's own).
 fn kind_of(name: &str) -> ToolKind {
-    let tool = tools::from_claude(name).map(|(t, _)| t).or_else(|| tools::tool_named(name));
-    match tool.map(|t| t.key) {
+    match tools::resolve(name).map(|(t, _)| t.key) {
         Some(Key::Reads { target: Target::Path, .. }) => ToolKind::Read,
         Some(Key::Reads { .. }) => ToolKind::Search,
         Some(Key::Edits { .. }) => ToolKind::Edit,
