@@ -58,11 +58,12 @@ pub enum Verdict {
     },
 }
 
-/// An agent definition's tool patterns that hold the calling agent (`Bash(git diff:*)`).
-#[derive(Clone, Copy, Debug)]
-pub struct Held<'a> {
-    pub definition: &'a str,
-    pub patterns: &'a [String],
+/// An agent definition's tool patterns (`Bash(git diff:*)`, as written) holding the agent it
+/// runs and every piece that agent delegates to: the runtime carries them on each agent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Held {
+    pub definition: String,
+    pub patterns: Vec<String>,
 }
 
 /// The rules of a session, its mode and who answers.
@@ -163,7 +164,7 @@ impl Permissions {
 
     /// The verdict on a call of aerix's tool `tool` with `input`, by an agent `held` to the
     /// patterns of the definitions it runs under.
-    pub fn check(&self, tool: &str, input: &Value, held: &[Held<'_>]) -> Verdict {
+    pub fn check(&self, tool: &str, input: &Value, held: &[Held]) -> Verdict {
         let view = CallView::new(tool, input, &self.dirs.cwd);
         if let Some(rule) = self.deny.iter().find(|r| view.caught_by(r)) {
             return Verdict::Deny(format!("denied by permission rule {}", rule.text));
@@ -208,7 +209,7 @@ impl Permissions {
         &self,
         tool: &str,
         input: &Value,
-        held: &[Held<'_>],
+        held: &[Held],
     ) -> Result<Vec<String>, PermissionsError> {
         let Verdict::Ask { always, .. } = self.check(tool, input, held) else {
             return Ok(Vec::new());

@@ -81,12 +81,8 @@ pub async fn before(
         _ => None,
     };
     let checked = checked.as_ref().unwrap_or(&input);
-    let held: Vec<_> = held
-        .iter()
-        .map(|h| aerix_permissions::Held { definition: &h.definition, patterns: &h.patterns })
-        .collect();
     let rules = rt.services.permissions.clone();
-    let verdict = rules.as_ref().map_or(Verdict::Allow, |r| r.check(tool, checked, &held));
+    let verdict = rules.as_ref().map_or(Verdict::Allow, |r| r.check(tool, checked, held));
     match verdict {
         Verdict::Deny(why) => return refused(why, false),
         Verdict::Ask { reason, always } => {
@@ -103,7 +99,7 @@ pub async fn before(
                 AskAnswer::Once => {}
                 AskAnswer::Always => {
                     if let Some(rules) = &rules
-                        && let Err(e) = rules.remember(tool, checked, &held)
+                        && let Err(e) = rules.remember(tool, checked, held)
                     {
                         rt.sink.note(format!("the answer holds for this run only: {e}"));
                     }

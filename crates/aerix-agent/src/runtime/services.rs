@@ -21,6 +21,7 @@ use crate::runtime::gates::{AcceptPlans, AskGate, DenyAsks, PlanGate};
 use crate::runtime::hooks::{NoHooks, RuntimeHooks};
 use crate::runtime::sink::{Live, Sink};
 use aerix_config::AgentDefinitions;
+pub use aerix_permissions::Held;
 use aerix_permissions::Permissions;
 use aerix_skills::Skills;
 
@@ -115,14 +116,6 @@ impl Compaction for NoCompaction {
     ) -> Later<'a, Result<String, ToolError>> {
         Box::pin(async { Err(ToolError::new("refused: this runtime manages no context")) })
     }
-}
-
-/// An agent definition's tool patterns (`Bash(git diff:*)`, as written) holding the agent it
-/// runs and every piece that agent delegates to (`aerix-permissions` judges its calls by them).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Held {
-    pub definition: String,
-    pub patterns: Vec<String>,
 }
 
 /// The calling agent, as the pieces of its `agent` calls see it.

@@ -28,8 +28,8 @@ fn an_unquoted_here_document_s_substitutions_are_commands() {
     assert!(denied(&p, bash(HEREDOC)).is_some());
     // An agent definition's pattern.
     let p = with(&[], &[], Mode::Default, Front::Headless);
-    let patterns = ["Bash(git diff:*)".to_owned()];
-    let held = [Held { definition: "reviewer", patterns: &patterns }];
+    let patterns = vec!["Bash(git diff:*)".to_owned()];
+    let held = [Held { definition: "reviewer".into(), patterns }];
     let line = "git diff <<EOF\n$(touch x)\nEOF";
     assert!(matches!(p.check("bash", &json!({ "command": line }), &held), Verdict::Deny(_)));
     // A quoted delimiter makes the body text: nothing in it runs.

@@ -401,8 +401,8 @@ fn deny_holds_in_every_mode_and_ask_rules_deny_headless() {
 fn an_agent_definition_s_patterns_hold_its_agent_and_never_widen() {
     let p =
         Permissions::new(loaded(&["Bash(git diff --no-index*)"], &[], &[]), None, Front::Headless);
-    let patterns = ["Bash(git diff:*)".to_owned()];
-    let held = [Held { definition: "reviewer", patterns: &patterns }];
+    let patterns = vec!["Bash(git diff:*)".to_owned()];
+    let held = [Held { definition: "reviewer".into(), patterns }];
     let check = |line: &str| p.check("bash", &json!({ "command": line }), &held);
     assert_eq!(check("git diff"), Verdict::Allow);
     assert_eq!(check("git diff --stat"), Verdict::Allow);
@@ -421,8 +421,8 @@ fn an_agent_definition_s_patterns_hold_its_agent_and_never_widen() {
     // Tools the patterns do not name are not held by them.
     assert_eq!(p.check("read", &json!({"path": "a"}), &held), Verdict::Allow);
     // A pattern that cannot be parsed still holds its tool, and allows nothing.
-    let bad = ["Bash(:*)".to_owned()];
-    let held = [Held { definition: "broken", patterns: &bad }];
+    let bad = vec!["Bash(:*)".to_owned()];
+    let held = [Held { definition: "broken".into(), patterns: bad }];
     assert!(matches!(p.check("bash", &json!({"command": "ls"}), &held), Verdict::Deny(_)));
 }
 
