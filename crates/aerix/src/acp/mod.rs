@@ -106,8 +106,7 @@ pub async fn serve(serving: Serving) -> anyhow::Result<Exit> {
                         cx: ConnectionTo<Client>| {
                 let served = s_new.clone();
                 cx.spawn(async move {
-                    let mcp = servers(request.mcp_servers);
-                    let opened = open(&served, request.cwd, None, mcp).await;
+                    let opened = open(&served, request.cwd, None, request.mcp_servers).await;
                     let answer = opened.map(|(id, _)| NewSessionResponse::new(SessionId::new(id)));
                     responder.respond_with_result(answer)
                 })
@@ -122,8 +121,7 @@ pub async fn serve(serving: Serving) -> anyhow::Result<Exit> {
                 let task_cx = cx.clone();
                 cx.spawn(async move {
                     let id = request.session_id.0.to_string();
-                    let mcp = servers(request.mcp_servers);
-                    let opened = open(&served, request.cwd, Some(id), mcp).await;
+                    let opened = open(&served, request.cwd, Some(id), request.mcp_servers).await;
                     let answer = opened.map(|(id, earlier)| {
                         // The conversation so far, before the answer (the client shows it).
                         let sid = SessionId::new(id.clone());
@@ -264,8 +262,9 @@ async fn open(
     served: &Served,
     cwd: PathBuf,
     resume: Option<String>,
-    mcp: Vec<aerix_mcp::Spec>,
+    mcp: Vec<McpServer>,
 ) -> Result<(String, Vec<Event>), Error> {
+    let mcp = servers(mcp);
     let serving = served.serving.clone();
     // On the runtime's workers: the startup's hooks block the thread they run on.
     let opened = served.handle.spawn(async move {
@@ -332,38 +331,11 @@ async fn open(
 /// local file as `@` and its path (the agent reads it with its tools, within its roots), any
 /// other resource as a Markdown link.
 fn mention(uri: &str, name: &str) -> String {
-    let local =
-        uri.strip_prefix("file://").map(|rest| rest.strip_prefix("localhost").unwrap_or(rest));
-    match local {
-        Some(path) if path.starts_with('/') => format!("@{}", percent_decoded(path)),
-        _ => format!("[{name}]({uri})"),
+    let url = url::Url::parse(uri).ok().filter(|u| u.scheme() == "file");
+    match url.and_then(|u| u.to_file_path().ok()) {
+        Some(path) => format!("@{}", path.display()),
+        None => format!("[{name}]({uri})"),
     }
-}
-
-/// `%XX` escapes decoded (a URI's path); a malformed escape is kept as written.
-fn percent_decoded(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = |b: u8| char::from(b).to_digit(16);
-        match (
-            bytes[i],
-            bytes.get(i + 1).copied().and_then(hex),
-            bytes.get(i + 2).copied().and_then(hex),
-        ) {
-            (b'%', Some(high), Some(low)) => {
-                #[allow(clippy::cast_possible_truncation, reason = "two hex digits fit a byte")]
-                out.push((high * 16 + low) as u8);
-                i += 3;
-            }
-            (byte, _, _) => {
-                out.push(byte);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// One prompt: the request, its events as updates, its questions as permission requests.

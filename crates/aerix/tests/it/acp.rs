@@ -258,12 +258,8 @@ fn acp_starts_the_clients_mcp_servers_and_its_tools_are_called() {
     let start = &of_type(&events, "session.start")[0];
     assert_eq!(start["prompt"], format!("Echo it.\n@{}/calc.sh", world.repo.display()));
     // Its result is the tool's, in the log.
-    let results: Vec<String> = of_type(&world.events(), "message")
-        .into_iter()
-        .filter(|m| m["role"] == "tool" && m["tool"] == "mcp__editor__echo")
-        .map(|m| m["text"].as_str().unwrap().to_owned())
-        .collect();
-    assert_eq!(results, ["echo: from the editor"]);
+    let results = crate::mcp::results(&world, "mcp__editor__echo");
+    assert_eq!(results, [("echo: from the editor".to_owned(), false)]);
     // The session ended with the connection, and the server with it.
     let deadline = Instant::now() + Duration::from_secs(15);
     while server.alive() {

@@ -77,7 +77,7 @@ impl Peer {
 }
 
 /// The results of `tool` calls, in log order: (text, error).
-fn results(world: &World, tool: &str) -> Vec<(String, bool)> {
+pub fn results(world: &World, tool: &str) -> Vec<(String, bool)> {
     of_type(&world.events(), "message")
         .into_iter()
         .filter(|m| m["role"] == "tool" && m["tool"] == tool)
