@@ -30,13 +30,14 @@ impl Asking {
     }
 }
 
-/// The call as a question (its input cut to 200 characters is the front end's to do).
+/// The call as a question (its input cut to 200 characters is the front end's to do); `hook`:
+/// a `PreToolUse` hook asks it.
 fn question(
     (agent, call): (&str, &str),
     tool: &str,
     input: &serde_json::Value,
     reason: String,
-    always: bool,
+    (always, hook): (bool, bool),
 ) -> Ask {
     Ask::Call {
         agent: agent.to_owned(),
@@ -45,7 +46,7 @@ fn question(
         input: input.clone(),
         reason,
         always,
-        hook: false,
+        hook,
     }
 }
 
@@ -73,10 +74,7 @@ impl AskGate for Asking {
     ) -> Answering<'a, Result<(), String>> {
         Box::pin(async move {
             let why = format!("a PreToolUse hook asks: {reason}");
-            let mut ask = question((agent, call), tool, input, why, false);
-            if let Ask::Call { hook, .. } = &mut ask {
-                *hook = true;
-            }
+            let ask = question((agent, call), tool, input, why, (false, true));
             match self.wait(ask).await {
                 Some(Reply::Once | Reply::Always) => Ok(()),
                 _ => {
@@ -96,7 +94,7 @@ impl AskGate for Asking {
         always: bool,
     ) -> Answering<'a, AskAnswer> {
         Box::pin(async move {
-            let ask = question((agent, call), tool, input, reason.to_owned(), always);
+            let ask = question((agent, call), tool, input, reason.to_owned(), (always, false));
             match self.wait(ask).await {
                 Some(Reply::Once) => AskAnswer::Once,
                 Some(Reply::Always) if always => AskAnswer::Always,
