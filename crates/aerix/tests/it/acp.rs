@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
     CancelNotification, ContentBlock, EnvVariable, InitializeRequest, LoadSessionRequest,
-    McpServer, McpServerStdio, NewSessionRequest, PermissionOptionKind, PromptRequest,
-    RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse, ResourceLink,
-    SelectedPermissionOutcome, SessionId, SessionNotification, SessionUpdate, StopReason,
-    TextContent, ToolCallContent, ToolCallStatus, ToolKind,
+    McpServer, McpServerHttp, McpServerStdio, NewSessionRequest, PermissionOptionKind,
+    PromptRequest, RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse,
+    ResourceLink, SelectedPermissionOutcome, SessionId, SessionNotification, SessionUpdate,
+    StopReason, TextContent, ToolCallContent, ToolCallStatus, ToolKind,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{AcpAgent, AcpAgentConfig, Agent, Client, Error};
@@ -206,13 +206,19 @@ fn acp_runs_a_session_whose_edit_asks_streams_its_diff_cancels_and_loads_again()
 
 #[test]
 fn acp_starts_the_clients_mcp_servers_and_its_tools_are_called() {
+    let paint = json!({"wall": "hall", "color": "green", "coats": 1, "finish": null});
     let replies = vec![
         "answer".to_owned(),
         calls("Echo.", vec![call("mcp__editor__echo", json!({"text": "from the editor"}))]),
+        calls("Paint.", vec![call("mcp__paints__paint", paint.clone())]),
         final_turn("Done.", "echoed"),
     ];
     let world = World::scripted("acp-mcp", &replies, true);
     let server = crate::mcp::peer(&world, "editor");
+    // And one over streamable HTTP (the Python SDK's).
+    let (paints, painted) = crate::mcp::sdk::script(&world);
+    let http = crate::mcp::sdk::HttpServer::start(&paints, &painted);
+    let url = format!("http://127.0.0.1:{}/mcp", http.port);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     let seen = Arc::new(Mutex::new(Seen::default()));
     let repo = world.repo.clone();
@@ -230,7 +236,9 @@ fn acp_starts_the_clients_mcp_servers_and_its_tools_are_called() {
                     EnvVariable::new("MCP_LOG", log.display().to_string()),
                     EnvVariable::new("MCP_PID", pid.display().to_string()),
                 ]);
-            let new = NewSessionRequest::new(repo).mcp_servers(vec![McpServer::Stdio(editor)]);
+            let paints = McpServer::Http(McpServerHttp::new("paints", url));
+            let servers = vec![McpServer::Stdio(editor), paints];
+            let new = NewSessionRequest::new(repo).mcp_servers(servers);
             let id = cx.send_request(new).block_task().await?.session_id;
             // A file the user mentioned comes as a resource link.
             let link = ResourceLink::new("calc.sh", format!("file://{}/calc.sh", repo_path));
@@ -260,6 +268,8 @@ fn acp_starts_the_clients_mcp_servers_and_its_tools_are_called() {
     // Its result is the tool's, in the log.
     let results = crate::mcp::results(&world, "mcp__editor__echo");
     assert_eq!(results, [("echo: from the editor".to_owned(), false)]);
+    // The HTTP server got its call too.
+    assert_eq!(crate::mcp::sdk::received(&painted), [paint]);
     // The session ended with the connection, and the server with it.
     let deadline = Instant::now() + Duration::from_secs(15);
     while server.alive() {

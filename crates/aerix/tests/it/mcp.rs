@@ -4,7 +4,7 @@
 //! a `PreToolUse` matcher on `mcp__.*`, and `aerix mcp list`. Servers written with the
 //! official Python SDK in `sdk`.
 
-mod sdk;
+pub mod sdk;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

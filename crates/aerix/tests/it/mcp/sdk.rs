@@ -31,7 +31,7 @@ fn python() -> PathBuf {
 }
 
 /// The server script and its call log in the world's home.
-fn script(world: &World) -> (PathBuf, PathBuf) {
+pub fn script(world: &World) -> (PathBuf, PathBuf) {
     let dir = world.home.join("mcp");
     std::fs::create_dir_all(&dir).unwrap();
     let script = dir.join("sdk_server.py");
@@ -40,7 +40,7 @@ fn script(world: &World) -> (PathBuf, PathBuf) {
 }
 
 /// The calls the server received, as it logged their arguments.
-fn received(log: &Path) -> Vec<Value> {
+pub fn received(log: &Path) -> Vec<Value> {
     std::fs::read_to_string(log)
         .unwrap_or_default()
         .lines()
@@ -88,13 +88,13 @@ fn an_sdk_stdio_servers_constrained_tool_is_called() {
 }
 
 /// The SDK's server on a loopback port; killed when dropped, even by a failed assertion.
-struct HttpServer {
+pub struct HttpServer {
     child: Child,
-    port: u16,
+    pub port: u16,
 }
 
 impl HttpServer {
-    fn start(script: &Path, log: &Path) -> HttpServer {
+    pub fn start(script: &Path, log: &Path) -> HttpServer {
         // A port the system had free a moment ago.
         let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let child = Command::new(python())
