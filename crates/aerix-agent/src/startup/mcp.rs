@@ -29,6 +29,12 @@ pub fn declared(layered: &Layered, env: &Env, root: &Path) -> Declared {
     aerix_mcp::declared(env.home.as_deref(), root, &settings)
 }
 
+/// The declared servers and the client's, a client's replacing a declared one of its name.
+fn joined(declared: &[Spec], client: &[Spec]) -> Vec<Spec> {
+    let replaced = |spec: &&Spec| !client.iter().any(|c| c.name == spec.name);
+    declared.iter().filter(replaced).chain(client).cloned().collect()
+}
+
 /// The run's servers, started (a project's only when trusted), with `client`'s (the front
 /// end's client's, replacing a declared server of the same name); `None` when the run is
 /// cancelled first. Every server that is not ready and every tool left out is a note.
@@ -41,8 +47,7 @@ pub async fn start(
 ) -> Option<Servers> {
     let declared = trust.mcp();
     files.tell(front, declared.notes.iter().cloned());
-    let replaced = |spec: &&Spec| !client.iter().any(|c| c.name == spec.name);
-    let specs: Vec<Spec> = declared.specs.iter().filter(replaced).chain(client).cloned().collect();
+    let specs = joined(&declared.specs, client);
     if specs.is_empty() {
         return Some(Servers::none());
     }
@@ -53,4 +58,29 @@ pub async fn start(
     let servers = front.step(starting).await?;
     files.tell(front, servers.notes());
     Some(servers)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::path::PathBuf;
+
+    use aerix_mcp::{Spec, Transport};
+
+    fn spec(name: &str, command: &str, source: &str) -> Spec {
+        let transport =
+            Transport::Stdio { command: command.into(), args: Vec::new(), env: BTreeMap::new() };
+        Spec { name: name.into(), source: PathBuf::from(source), project: false, transport }
+    }
+
+    #[test]
+    fn a_clients_server_replaces_a_declared_one_of_its_name_and_joins_the_rest() {
+        let declared =
+            [spec("memory", "ai-memory", "settings"), spec("git", "git-mcp", "settings")];
+        let client = [spec("memory", "editor-memory", "client")];
+        let joined = super::joined(&declared, &client);
+        let named: Vec<(&str, String)> =
+            joined.iter().map(|s| (s.name.as_str(), s.transport.describe())).collect();
+        assert_eq!(named, [("git", "git-mcp".to_owned()), ("memory", "editor-memory".to_owned())]);
+    }
 }

@@ -438,6 +438,32 @@ mod tests {
     use super::mention;
 
     #[test]
+    fn the_clients_stdio_and_http_servers_are_declared_and_the_rest_left_out() {
+        use agent_client_protocol::v1::schema::{
+            EnvVariable, McpServer, McpServerHttp, McpServerSse, McpServerStdio,
+        };
+        let stdio = McpServerStdio::new("memory", "/usr/bin/ai-memory")
+            .args(vec!["mcp".into()])
+            .env(vec![EnvVariable::new("K", "v")]);
+        let declared = vec![
+            McpServer::Stdio(stdio),
+            McpServer::Http(McpServerHttp::new("docs", "http://127.0.0.1:9/mcp")),
+            McpServer::Sse(McpServerSse::new("events", "http://127.0.0.1:9/sse")),
+            McpServer::Http(McpServerHttp::new("my server", "http://127.0.0.1:9/mcp")),
+        ];
+        let specs = super::servers(declared);
+        let named: Vec<(&str, String, bool)> =
+            specs.iter().map(|s| (s.name.as_str(), s.transport.consent(), s.project)).collect();
+        assert_eq!(
+            named,
+            [
+                ("memory", "/usr/bin/ai-memory mcp (K=v)".to_owned(), false),
+                ("docs", "http://127.0.0.1:9/mcp".to_owned(), false),
+            ]
+        );
+    }
+
+    #[test]
     fn a_mentioned_file_is_its_path_and_another_resource_a_link() {
         assert_eq!(mention("file:///w/src/main.rs", "main.rs"), "@/w/src/main.rs");
         assert_eq!(mention("file://localhost/w/a%20b.rs", "a b.rs"), "@/w/a b.rs");
