@@ -21,9 +21,7 @@ fn batched() -> &'static Daemon {
     static DAEMON: OnceLock<Daemon> = OnceLock::new();
     DAEMON.get_or_init(|| {
         let args = ["--max-batch", "4", "--batch", "32", "--context-budget", "0"];
-        // A static is never dropped: the idle timeout ends the daemon after the binary.
-        let extra = [&args[..], &["--max-connections", "12", "--idle-timeout", "30"]].concat();
-        Daemon::start("batch", CBOR, &extra, None)
+        Daemon::shared("batch", CBOR, &args, 12)
     })
 }
 

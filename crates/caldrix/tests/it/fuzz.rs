@@ -14,13 +14,7 @@ use crate::pool::Daemon;
 fn target() -> &'static (Daemon, Target) {
     static TARGET: OnceLock<(Daemon, Target)> = OnceLock::new();
     TARGET.get_or_init(|| {
-        let daemon = Daemon::start(
-            "fuzz",
-            FrameFormat::Cbor,
-            // A static is never dropped: the idle timeout ends the daemon after the binary.
-            &["--max-connections", "16", "--ctx", "512", "--idle-timeout", "30"],
-            None,
-        );
+        let daemon = Daemon::shared("fuzz", FrameFormat::Cbor, &["--ctx", "512"], 16);
         let base_context = fuzz_cases::base_context(&daemon.socket, false).unwrap();
         let target = Target { socket: daemon.socket.clone(), json: false, base_context };
         (daemon, target)

@@ -17,6 +17,8 @@ pub(crate) struct Daemon {
     pub(crate) child: Child,
     pub(crate) socket: PathBuf,
     pub(crate) dir: PathBuf,
+    /// A shared daemon's own connection (`Daemon::shared`).
+    held: Option<std::os::unix::net::UnixStream>,
 }
 
 impl Daemon {
@@ -53,8 +55,26 @@ impl Daemon {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        let daemon = Daemon { child, socket, dir };
+        let daemon = Daemon { child, socket, dir, held: None };
         daemon.wait_for_socket();
+        daemon
+    }
+
+    /// A daemon for a `static`, which is never dropped: it exits 30 s after the test binary
+    /// does (its idle timeout), and until then the connection it holds keeps it from idling
+    /// out, however long the tests between two of its uses hold the serial lock (on a loaded
+    /// machine, more than 30 s: the fuzz test once found its daemon gone). The connection takes
+    /// one of `--max-connections`, so it is added to `max_connections`.
+    pub(crate) fn shared(
+        name: &str,
+        frames: FrameFormat,
+        extra: &[&str],
+        max_connections: u32,
+    ) -> Daemon {
+        let max = (max_connections + 1).to_string();
+        let own = ["--max-connections", max.as_str(), "--idle-timeout", "30"];
+        let mut daemon = Daemon::start(name, frames, &[extra, &own[..]].concat(), None);
+        daemon.held = Some(std::os::unix::net::UnixStream::connect(&daemon.socket).unwrap());
         daemon
     }
 
